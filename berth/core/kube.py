@@ -1,0 +1,160 @@
+"""Turn Kubernetes objects (as JSON dicts) into the core's plain data.
+
+Pure functions: the extender feeds them watch events, the CLI feeds them a snapshot.
+A malformed object raises :class:`ObjectError` naming the object and the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from berth.core.model import (
+    BYPASS_ANNOTATION,
+    SLEEPY_ANNOTATION,
+    LabelSelector,
+    NodeAffinity,
+    NodeInfo,
+    PodInfo,
+    Requirement,
+    Taint,
+    Toleration,
+)
+from berth.core.podshape import effective_requests
+from berth.core.quantity import QuantityError, to_base_units
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+class ObjectError(ValueError):
+    """A Kubernetes object the core cannot read; the message names the object and field."""
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
+        raise ObjectError(f"{obj.get('kind', 'object')}: metadata.name is missing")
+    return meta
+
+
+def _str_map(value: object, where: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ObjectError(f"{where}: must be a map of strings")
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def node_from_object(obj: Mapping[str, Any]) -> NodeInfo:
+    meta = _meta(obj)
+    name = meta["name"]
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    allocatable: dict[str, int] = {}
+    for resource, value in (status.get("allocatable") or {}).items():
+        try:
+            allocatable[resource] = to_base_units(resource, value)
+        except QuantityError as exc:
+            raise ObjectError(f"node {name}: status.allocatable.{resource}: {exc}") from None
+    taints = tuple(
+        Taint(str(t.get("key", "")), str(t.get("value", "") or ""), str(t.get("effect", "")))
+        for t in spec.get("taints") or ()
+        if isinstance(t, Mapping)
+    )
+    ready: bool | None = None
+    for condition in status.get("conditions") or ():
+        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
+            ready = condition.get("status") == "True"
+    annotations = _str_map(meta.get("annotations"), f"node {name}: metadata.annotations")
+    return NodeInfo(
+        name=name,
+        labels=_str_map(meta.get("labels"), f"node {name}: metadata.labels"),
+        allocatable=allocatable,
+        taints=taints,
+        unschedulable=bool(spec.get("unschedulable", False)),
+        ready=ready,
+        bypassed=annotations.get(BYPASS_ANNOTATION) == "true",
+    )
+
+
+def is_terminal(obj: Mapping[str, Any]) -> bool:
+    return (obj.get("status") or {}).get("phase") in TERMINAL_PHASES
+
+
+def pod_from_object(obj: Mapping[str, Any]) -> PodInfo:
+    meta = _meta(obj)
+    name = meta["name"]
+    namespace = str(meta.get("namespace") or "default")
+    spec = obj.get("spec") or {}
+    if not isinstance(spec, Mapping):
+        raise ObjectError(f"pod {namespace}/{name}: spec must be an object")
+    try:
+        requests = effective_requests(spec)
+    except (QuantityError, ValueError) as exc:
+        raise ObjectError(f"pod {namespace}/{name}: resources: {exc}") from None
+    annotations = _str_map(meta.get("annotations"), f"pod {namespace}/{name}: metadata.annotations")
+    return PodInfo(
+        uid=str(meta.get("uid") or f"{namespace}/{name}"),
+        name=name,
+        namespace=namespace,
+        labels=_str_map(meta.get("labels"), f"pod {namespace}/{name}: metadata.labels"),
+        requests=requests,
+        node_name=spec.get("nodeName") or None,
+        terminating=meta.get("deletionTimestamp") is not None,
+        sleepy=annotations.get(SLEEPY_ANNOTATION) == "true",
+        tolerations=tuple(_toleration(t) for t in spec.get("tolerations") or () if isinstance(t, Mapping)),
+        node_affinity=_node_affinity(spec),
+    )
+
+
+def _toleration(t: Mapping[str, Any]) -> Toleration:
+    return Toleration(
+        key=str(t.get("key") or ""),
+        operator=str(t.get("operator") or "Equal"),
+        value=str(t.get("value") or ""),
+        effect=str(t.get("effect") or ""),
+    )
+
+
+def _requirements(items: object) -> tuple[Requirement, ...]:
+    out = []
+    for item in items or ():  # type: ignore[attr-defined]
+        if isinstance(item, Mapping):
+            out.append(Requirement(str(item.get("key", "")), str(item.get("operator", "")),
+                                   tuple(str(v) for v in item.get("values") or ())))
+    return tuple(out)
+
+
+def _node_affinity(spec: Mapping[str, Any]) -> NodeAffinity:
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    terms = tuple(
+        _requirements(term.get("matchExpressions"))
+        for term in required.get("nodeSelectorTerms") or ()
+        if isinstance(term, Mapping)
+    )
+    return NodeAffinity(node_selector=_str_map(spec.get("nodeSelector"), "spec.nodeSelector"),
+                        required_terms=terms)
+
+
+def label_selector(obj: Mapping[str, Any] | None) -> LabelSelector:
+    if not obj:
+        return LabelSelector()
+    return LabelSelector(dict(obj.get("matchLabels") or {}), _requirements(obj.get("matchExpressions")))
+
+
+def lease_renew_seconds(obj: Mapping[str, Any]) -> tuple[str, float | None]:
+    """A kube-node-lease Lease: the node it belongs to and its renewTime as epoch seconds."""
+    meta = _meta(obj)
+    renew = (obj.get("spec") or {}).get("renewTime")
+    return meta["name"], parse_time(renew) if renew else None
+
+
+def parse_time(text: str) -> float:
+    """RFC 3339 (with or without fractional seconds) to epoch seconds."""
+    value = text.replace("Z", "+00:00")
+    try:
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        raise ObjectError(f"not an RFC 3339 time: {text!r}") from None

@@ -1,0 +1,152 @@
+"""The plain data the core reasons about: nodes, pods and the labels, taints and
+requirements that relate them. Built from Kubernetes objects by :mod:`berth.core.kube`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+Resources = Mapping[str, int]
+"""Amounts by resource name, in base units (see :mod:`berth.core.quantity`)."""
+
+
+SLEEPY_ANNOTATION = "berth.dev/sleepy"
+BYPASS_ANNOTATION = "berth.dev/bypass"
+TEST_NODE_LABEL = "berth.dev/test-node"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str  # NoSchedule | PreferNoSchedule | NoExecute
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"  # Equal | Exists
+    value: str = ""
+    effect: str = ""  # empty matches every effect
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return bool(self.key) and self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One label-selector or node-selector requirement (In, NotIn, Exists, DoesNotExist, Gt, Lt)."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        op = self.operator
+        if op == "Exists":
+            return self.key in labels
+        if op == "DoesNotExist":
+            return self.key not in labels
+        value = labels.get(self.key)
+        if op == "In":
+            return value is not None and value in self.values
+        if op == "NotIn":
+            return value is None or value not in self.values
+        if value is None or not self.values:
+            return False
+        try:
+            have, want = int(value), int(self.values[0])
+        except ValueError:
+            return False
+        return have > want if op == "Gt" else have < want
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A metav1.LabelSelector. An empty selector matches everything."""
+
+    match_labels: Mapping[str, str] = field(default_factory=dict)
+    match_expressions: tuple[Requirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        for key, value in self.match_labels.items():
+            if labels.get(key) != value:
+                return False
+        return all(req.matches(labels) for req in self.match_expressions)
+
+    def with_labels(self, extra: Mapping[str, str]) -> LabelSelector:
+        merged = dict(self.match_labels)
+        merged.update(extra)
+        return LabelSelector(merged, self.match_expressions)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """What the core knows of a node. An absent ``allocatable`` entry means *unknown*, never zero."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    allocatable: Resources = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool | None = None  # None: the node reports no Ready condition
+    bypassed: bool = False
+
+    @property
+    def is_test_node(self) -> bool:
+        return self.labels.get(TEST_NODE_LABEL) == "true"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAffinity:
+    """The pod's own node constraints: spec.nodeSelector and required node affinity terms (ORed)."""
+
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    required_terms: tuple[tuple[Requirement, ...], ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        for key, value in self.node_selector.items():
+            if labels.get(key) != value:
+                return False
+        if not self.required_terms:
+            return True
+        return any(all(req.matches(labels) for req in term) for term in self.required_terms)
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    """A pod as the core sees it: identity, labels, effective requests and where it runs."""
+
+    uid: str
+    name: str
+    namespace: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    requests: Resources = field(default_factory=dict)
+    node_name: str | None = None
+    terminating: bool = False
+    sleepy: bool = False
+    tolerations: tuple[Toleration, ...] = ()
+    node_affinity: NodeAffinity = field(default_factory=NodeAffinity)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def tolerates_all(self, taints: tuple[Taint, ...], effects: frozenset[str]) -> Taint | None:
+        """The first taint with one of ``effects`` that this pod does not tolerate, if any."""
+        for taint in taints:
+            if taint.effect in effects and not any(t.tolerates(taint) for t in self.tolerations):
+                return taint
+        return None
+
+
+SCHEDULING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})

@@ -1,0 +1,64 @@
+"""The effective request of a pod, as kube-scheduler computes it.
+
+max(sum of app containers + all sidecars, the peak of the init sequence) + pod overhead,
+per resource. Sidecars are init containers with ``restartPolicy: Always``: they keep running,
+so every later init container and the app containers stack on top of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from berth.core.quantity import to_base_units
+
+
+def container_requests(container: Mapping[str, Any]) -> dict[str, int]:
+    """A container's requests; a resource with only a limit requests its limit (API defaulting)."""
+    resources = container.get("resources") or {}
+    requests = dict(resources.get("requests") or {})
+    for name, limit in (resources.get("limits") or {}).items():
+        requests.setdefault(name, limit)
+    return {name: to_base_units(name, value) for name, value in requests.items()}
+
+
+def _add(into: dict[str, int], other: Mapping[str, int]) -> None:
+    for name, amount in other.items():
+        into[name] = into.get(name, 0) + amount
+
+
+def _max(into: dict[str, int], other: Mapping[str, int]) -> None:
+    for name, amount in other.items():
+        if amount > into.get(name, 0):
+            into[name] = amount
+
+
+def effective_requests(spec: Mapping[str, Any]) -> dict[str, int]:
+    """The pod's effective request from its spec, in base units, zero entries dropped."""
+    total: dict[str, int] = {}
+    for container in _list(spec.get("containers")):
+        _add(total, container_requests(container))
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for container in _list(spec.get("initContainers")):
+        own = container_requests(container)
+        if container.get("restartPolicy") == "Always":
+            _add(sidecars, own)
+            _max(init_peak, sidecars)
+        else:
+            step = dict(own)
+            _add(step, sidecars)
+            _max(init_peak, step)
+    _add(total, sidecars)
+    _max(total, init_peak)
+    overhead = spec.get("overhead") or {}
+    _add(total, {name: to_base_units(name, value) for name, value in overhead.items()})
+    return {name: amount for name, amount in total.items() if amount}
+
+
+def _list(value: object) -> Iterable[Mapping[str, Any]]:
+    if not value:
+        return ()
+    if not isinstance(value, list):
+        raise ValueError("containers must be a list")
+    return [c for c in value if isinstance(c, Mapping)]

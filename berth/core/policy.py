@@ -1,0 +1,201 @@
+"""The PlacementPolicy: the contract between the CLI, the extender, the operator and the CRD.
+
+pydantic models with the Kubernetes field names of DESIGN.md. :func:`policy_from_manifest`
+is the one way in: it validates everything (seed 002's rule limits included) and raises
+:class:`~berth.core.errors.InvalidPolicy` naming the first bad field path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from berth.core.errors import InvalidPolicy
+from berth.core.model import LabelSelector, Requirement
+from berth.core.placement_rules import RuleNode, parse_rules
+
+API_VERSION = "berth.dev/v1alpha1"
+KIND = "PlacementPolicy"
+
+
+class Strategy(StrEnum):
+    AUTO = "Auto"
+    FILL = "Fill"
+    EACH = "Each"
+    GLOBAL = "Global"
+    DRAINED = "Drained"
+    BALANCED = "Balanced"
+    SPREAD = "Spread"
+    BEST_FIT = "BestFit"
+
+
+ROUND_STRATEGIES = frozenset({Strategy.FILL, Strategy.EACH})
+"""Strategies whose plan is fixed at the start of a round; the rest are greedy, pod by pod."""
+
+
+class AffinityMatching(StrEnum):
+    ENFORCED = "Enforced"
+    PREFERRED = "Preferred"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
+                              frozen=True)
+
+
+class SelectorRequirement(_Model):
+    key: str = Field(min_length=1)
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _values_fit_operator(self) -> SelectorRequirement:
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"operator {self.operator} needs at least one value")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"operator {self.operator} takes no values")
+        return self
+
+
+class Selector(_Model):
+    match_labels: dict[str, str] = Field(default_factory=dict)
+    match_expressions: list[SelectorRequirement] = Field(default_factory=list)
+
+    def to_core(self) -> LabelSelector:
+        return LabelSelector(dict(self.match_labels), tuple(
+            Requirement(r.key, r.operator, tuple(r.values)) for r in self.match_expressions))
+
+
+class NodeFilter(_Model):
+    """Seed 000's node_filter: includes short-circuits labels, all and excludes."""
+
+    includes: list[str] = Field(default_factory=list)
+    excludes: list[str] = Field(default_factory=list)
+    labels: dict[str, str] = Field(default_factory=dict)
+    all: bool = False
+
+
+class TopologySpreadConstraint(_Model):
+    max_skew: int = Field(default=1, ge=1)
+    topology_key: str = Field(min_length=1)
+    when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"] = "DoNotSchedule"
+    label_selector: Selector | None = None
+    min_domains: int | None = Field(default=None, ge=1)
+    node_affinity_policy: Literal["Honor", "Ignore"] = "Honor"
+    node_taints_policy: Literal["Honor", "Ignore"] = "Ignore"
+    match_label_keys: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _min_domains_needs_do_not_schedule(self) -> TopologySpreadConstraint:
+        if self.min_domains is not None and self.when_unsatisfiable != "DoNotSchedule":
+            raise ValueError("minDomains is only allowed with whenUnsatisfiable: DoNotSchedule")
+        return self
+
+
+class CapacityOverrides(_Model):
+    """Per-policy overrides of the cluster's capacity settings; unset fields use the cluster's."""
+
+    cpu_overcommit_percent: int | None = Field(default=None, ge=1, le=10000)
+    memory_overcommit_percent: int | None = Field(default=None, ge=1, le=10000)
+    min_free_disk_percent: int | None = Field(default=None, ge=0, le=100)
+    reject_unknown_capacity: bool | None = None
+
+
+class PlacementPolicySpec(_Model):
+    selector: Selector = Field(default_factory=Selector)
+    strategy: Strategy | None = None
+    count: int = Field(default=1, ge=0)
+    nodes_limit: int = Field(default=0, ge=0)
+    node_filter: NodeFilter = Field(default_factory=NodeFilter)
+    topology_spread_constraints: list[TopologySpreadConstraint] = Field(default_factory=list)
+    placement_rules: list[Any] = Field(default_factory=list)
+    affinity_matching: AffinityMatching = AffinityMatching.ENFORCED
+    capacity: CapacityOverrides = Field(default_factory=CapacityOverrides)
+
+    @field_validator("placement_rules", mode="before")
+    @classmethod
+    def _rules_are_a_list(cls, value: object) -> object:
+        return [] if value is None else value
+
+
+class PlacementPolicy:
+    """A validated policy: its identity, spec, and the parsed rule tree and selector."""
+
+    __slots__ = ("generation", "name", "namespace", "rules", "selector", "spec")
+
+    def __init__(self, name: str, namespace: str, spec: PlacementPolicySpec, generation: int = 0) -> None:
+        self.name = name
+        self.namespace = namespace
+        self.spec = spec
+        self.generation = generation
+        self.rules: tuple[RuleNode, ...] = parse_rules(spec.placement_rules)
+        self.selector = spec.selector.to_core()
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def strategy_name(self) -> str:
+        return self.spec.strategy.value if self.spec.strategy else "Default"
+
+    def governs(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        """A policy governs only pods in its own namespace (the tenant) that its selector matches."""
+        return namespace == self.namespace and self.selector.matches(labels)
+
+
+def policy_from_manifest(obj: object, *, default_namespace: str = "default") -> PlacementPolicy:
+    """Validate a PlacementPolicy manifest (a dict as kubectl would send it)."""
+    if not isinstance(obj, Mapping):
+        raise InvalidPolicy("(document)", "a PlacementPolicy must be a YAML or JSON object")
+    if obj.get("apiVersion") != API_VERSION:
+        raise InvalidPolicy("apiVersion", f"must be {API_VERSION}, found {obj.get('apiVersion')!r}")
+    if obj.get("kind") != KIND:
+        raise InvalidPolicy("kind", f"must be {KIND}, found {obj.get('kind')!r}")
+    meta = obj.get("metadata") or {}
+    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta.get("name"):
+        raise InvalidPolicy("metadata.name", "is required")
+    spec = spec_from_dict(obj.get("spec"))
+    return PlacementPolicy(meta["name"], str(meta.get("namespace") or default_namespace), spec,
+                           int(meta.get("generation") or 0))
+
+
+def spec_from_dict(raw: object, path: str = "spec") -> PlacementPolicySpec:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise InvalidPolicy(path, "must be an object")
+    try:
+        spec = PlacementPolicySpec.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise InvalidPolicy(_path(path, first["loc"]), _problem(first)) from None
+    parse_rules(spec.placement_rules, f"{path}.placementRules")
+    return spec
+
+
+def _path(prefix: str, loc: tuple[int | str, ...]) -> str:
+    out = prefix
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part not in ("function-after", "function-before") and not str(part).startswith("function-"):
+            out += f".{part}"
+    return out
+
+
+def _problem(error: Mapping[str, Any]) -> str:
+    kind = error.get("type")
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind == "missing":
+        return "is required"
+    if kind == "enum":
+        expected = (error.get("ctx") or {}).get("expected", "")
+        return f"unknown value {error.get('input')!r}; expected {expected}"
+    message = str(error.get("msg", "is invalid"))
+    return message.removeprefix("Value error, ")

@@ -1,0 +1,50 @@
+"""Cluster-wide placement settings, resolved against a policy's overrides.
+
+Plain data: the extender reads them from the environment (and logs and replaces invalid
+values with the safe defaults, as seed 001 says); the CLI takes them from flags.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from berth.core.policy import PlacementPolicy, Strategy
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    cpu_overcommit_percent: int = 100  # 100 never overcommits; above 100 allows it
+    memory_overcommit_percent: int = 100
+    min_free_disk_percent: int = 10  # a node is refused when placing would leave less free disk
+    reject_unknown_capacity: bool = False  # unknown capacity: rank last with a warning, or refuse
+    liveness_threshold_seconds: float = 40.0  # a node Lease older than this means the node is down
+    sleepy_memory_factor: float = 2.0  # seed 002: sleepy memory divided by this when ranking
+    default_strategy: Strategy | None = None  # for pods no policy selects; None lets them pass through
+
+    def for_policy(self, policy: PlacementPolicy | None) -> Settings:
+        if policy is None:
+            return self
+        c = policy.spec.capacity
+        return replace(
+            self,
+            cpu_overcommit_percent=_pick(c.cpu_overcommit_percent, self.cpu_overcommit_percent),
+            memory_overcommit_percent=_pick(c.memory_overcommit_percent, self.memory_overcommit_percent),
+            min_free_disk_percent=_pick(c.min_free_disk_percent, self.min_free_disk_percent),
+            reject_unknown_capacity=_pick(c.reject_unknown_capacity, self.reject_unknown_capacity),
+        )
+
+    def overcommit_percent(self, resource: str) -> int:
+        if resource == "cpu":
+            return self.cpu_overcommit_percent
+        if resource == "memory":
+            return self.memory_overcommit_percent
+        return 100
+
+
+T = TypeVar("T")
+
+
+def _pick(override: T | None, default: T) -> T:
+    return default if override is None else override

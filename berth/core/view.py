@@ -1,0 +1,287 @@
+"""The cluster as the core sees it: nodes, the pods bound or assumed on them, and leases.
+
+One mutable structure, updated by the extender's watches or filled once from a snapshot.
+Per-node requested totals are kept incrementally so that a fit check costs a few dict
+reads. Plans simulate pods on an :class:`Overlay`, which reads through to the view and
+never changes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from berth.core.model import LabelSelector, NodeInfo, PodInfo
+from berth.core.quantity import PODS
+
+
+class ClusterState(Protocol):
+    """What evaluation reads: the view itself, or an overlay of simulated placements."""
+
+    @property
+    def nodes(self) -> Mapping[str, NodeInfo]: ...
+
+    @property
+    def leases(self) -> Mapping[str, float | None]: ...
+
+    @property
+    def leases_tracked(self) -> bool: ...
+
+    def requested(self, node: str) -> Mapping[str, int]: ...
+
+    def pods_on(self, node: str) -> Iterable[PodInfo]: ...
+
+    def pod_count(self, node: str) -> int: ...
+
+    def sleepy_memory(self, node: str) -> int: ...
+
+    def matching_counts(self, namespace: str, selector: LabelSelector) -> Mapping[str, int]: ...
+
+    def nodes_with_pod(self, namespace: str, labels: Mapping[str, str], exclude_uid: str) -> frozenset[str]: ...
+
+
+@dataclass
+class _NodeTotals:
+    requested: dict[str, int] = field(default_factory=dict)
+    pods: dict[str, PodInfo] = field(default_factory=dict)
+    sleepy_memory: int = 0
+
+
+def _add_requests(totals: _NodeTotals, pod: PodInfo, sign: int) -> None:
+    req = totals.requested
+    for name, amount in pod.requests.items():
+        req[name] = req.get(name, 0) + sign * amount
+    req[PODS] = req.get(PODS, 0) + sign
+    if pod.sleepy:
+        totals.sleepy_memory += sign * pod.requests.get("memory", 0)
+
+
+class ClusterView:
+    """Nodes, pods placed on them (bound or assumed) and node leases."""
+
+    def __init__(self, *, leases_tracked: bool = False) -> None:
+        self._nodes: dict[str, NodeInfo] = {}
+        self._totals: dict[str, _NodeTotals] = {}
+        self._pods: dict[str, PodInfo] = {}
+        self._assumed: set[str] = set()
+        self._by_namespace: dict[str, dict[str, PodInfo]] = {}
+        self._leases: dict[str, float | None] = {}
+        self.leases_tracked = leases_tracked
+        self.version = 0
+        self._cache: dict[object, object] = {}
+        self._cache_version = -1
+
+    # -- reads ------------------------------------------------------------------------
+
+    @property
+    def nodes(self) -> Mapping[str, NodeInfo]:
+        return self._nodes
+
+    @property
+    def leases(self) -> Mapping[str, float | None]:
+        return self._leases
+
+    def requested(self, node: str) -> Mapping[str, int]:
+        totals = self._totals.get(node)
+        return totals.requested if totals else {}
+
+    def pods_on(self, node: str) -> Iterable[PodInfo]:
+        totals = self._totals.get(node)
+        return totals.pods.values() if totals else ()
+
+    def pod_count(self, node: str) -> int:
+        totals = self._totals.get(node)
+        return len(totals.pods) if totals else 0
+
+    def sleepy_memory(self, node: str) -> int:
+        totals = self._totals.get(node)
+        return totals.sleepy_memory if totals else 0
+
+    def pod(self, uid: str) -> PodInfo | None:
+        return self._pods.get(uid)
+
+    def is_assumed(self, uid: str) -> bool:
+        return uid in self._assumed
+
+    def assumed_uids(self) -> frozenset[str]:
+        return frozenset(self._assumed)
+
+    def all_pods(self) -> Iterator[PodInfo]:
+        return iter(self._pods.values())
+
+    def pods_in_namespace(self, namespace: str) -> Iterable[PodInfo]:
+        return self._by_namespace.get(namespace, {}).values()
+
+    def _cached(self, key: object) -> object | None:
+        if self._cache_version != self.version:
+            self._cache.clear()
+            self._cache_version = self.version
+        return self._cache.get(key)
+
+    def matching_counts(self, namespace: str, selector: LabelSelector) -> Mapping[str, int]:
+        """Per node, how many live pods of ``namespace`` match ``selector`` (terminating excluded)."""
+        key = ("counts", namespace, _selector_key(selector))
+        hit = self._cached(key)
+        if hit is not None:
+            return hit  # type: ignore[return-value]
+        counts: dict[str, int] = {}
+        for pod in self.pods_in_namespace(namespace):
+            if not pod.terminating and pod.node_name and selector.matches(pod.labels):
+                counts[pod.node_name] = counts.get(pod.node_name, 0) + 1
+        self._cache[key] = counts
+        return counts
+
+    def nodes_with_pod(self, namespace: str, labels: Mapping[str, str], exclude_uid: str) -> frozenset[str]:
+        """Nodes running a live pod of ``namespace`` that carries every pair of ``labels``."""
+        key = ("with", namespace, tuple(sorted(labels.items())), exclude_uid)
+        hit = self._cached(key)
+        if hit is not None:
+            return hit  # type: ignore[return-value]
+        items = tuple(labels.items())
+        found = frozenset(
+            pod.node_name
+            for pod in self.pods_in_namespace(namespace)
+            if pod.node_name and not pod.terminating and pod.uid != exclude_uid
+            and all(pod.labels.get(k) == v for k, v in items)
+        )
+        self._cache[key] = found
+        return found
+
+    # -- writes -----------------------------------------------------------------------
+
+    def upsert_node(self, node: NodeInfo) -> None:
+        self._nodes[node.name] = node
+        self._totals.setdefault(node.name, _NodeTotals())
+        self.version += 1
+
+    def remove_node(self, name: str) -> None:
+        self._nodes.pop(name, None)
+        self.version += 1
+
+    def set_lease(self, node: str, renew_seconds: float | None) -> None:
+        self._leases[node] = renew_seconds
+        self.version += 1
+
+    def remove_lease(self, node: str) -> None:
+        self._leases.pop(node, None)
+        self.version += 1
+
+    def upsert_pod(self, pod: PodInfo) -> None:
+        """Record a bound pod (or forget it when it has no node); a watched pod replaces its assumption."""
+        self.remove_pod(pod.uid)
+        if not pod.node_name:
+            return
+        self._pods[pod.uid] = pod
+        self._by_namespace.setdefault(pod.namespace, {})[pod.uid] = pod
+        totals = self._totals.setdefault(pod.node_name, _NodeTotals())
+        totals.pods[pod.uid] = pod
+        _add_requests(totals, pod, +1)
+        self.version += 1
+
+    def assume(self, pod: PodInfo, node: str) -> PodInfo:
+        """Count ``pod`` on ``node`` before the API server shows it there (seed 000's in-flight count)."""
+        placed = _with_node(pod, node)
+        self.upsert_pod(placed)
+        self._assumed.add(pod.uid)
+        return placed
+
+    def remove_pod(self, uid: str) -> PodInfo | None:
+        self._assumed.discard(uid)
+        old = self._pods.pop(uid, None)
+        if old is None:
+            return None
+        self._by_namespace.get(old.namespace, {}).pop(uid, None)
+        totals = self._totals.get(old.node_name or "")
+        if totals is not None and totals.pods.pop(uid, None) is not None:
+            _add_requests(totals, old, -1)
+        self.version += 1
+        return old
+
+    def overlay(self) -> Overlay:
+        return Overlay(self)
+
+
+def _with_node(pod: PodInfo, node: str) -> PodInfo:
+    from dataclasses import replace
+
+    return replace(pod, node_name=node)
+
+
+def _selector_key(selector: LabelSelector) -> object:
+    return (tuple(sorted(selector.match_labels.items())), selector.match_expressions)
+
+
+class Overlay:
+    """Simulated placements on top of a view: what a plan reads while it places pod after pod."""
+
+    def __init__(self, base: ClusterView) -> None:
+        self._base = base
+        self._placed: dict[str, list[PodInfo]] = {}
+        self._requested: dict[str, dict[str, int]] = {}
+        self._sleepy: dict[str, int] = {}
+
+    @property
+    def nodes(self) -> Mapping[str, NodeInfo]:
+        return self._base.nodes
+
+    @property
+    def leases(self) -> Mapping[str, float | None]:
+        return self._base.leases
+
+    @property
+    def leases_tracked(self) -> bool:
+        return self._base.leases_tracked
+
+    @property
+    def placed(self) -> Mapping[str, list[PodInfo]]:
+        return self._placed
+
+    def place(self, pod: PodInfo, node: str) -> None:
+        placed = _with_node(pod, node)
+        self._placed.setdefault(node, []).append(placed)
+        req = self._requested.get(node)
+        if req is None:
+            req = self._requested[node] = dict(self._base.requested(node))
+        for name, amount in pod.requests.items():
+            req[name] = req.get(name, 0) + amount
+        req[PODS] = req.get(PODS, 0) + 1
+        if pod.sleepy:
+            self._sleepy[node] = self.sleepy_memory(node) + pod.requests.get("memory", 0)
+
+    def requested(self, node: str) -> Mapping[str, int]:
+        req = self._requested.get(node)
+        return req if req is not None else self._base.requested(node)
+
+    def pods_on(self, node: str) -> Iterable[PodInfo]:
+        extra = self._placed.get(node)
+        if not extra:
+            return self._base.pods_on(node)
+        return [*self._base.pods_on(node), *extra]
+
+    def pod_count(self, node: str) -> int:
+        return self._base.pod_count(node) + len(self._placed.get(node, ()))
+
+    def sleepy_memory(self, node: str) -> int:
+        return self._sleepy.get(node, self._base.sleepy_memory(node))
+
+    def matching_counts(self, namespace: str, selector: LabelSelector) -> Mapping[str, int]:
+        base = self._base.matching_counts(namespace, selector)
+        if not self._placed:
+            return base
+        counts = dict(base)
+        for node, pods in self._placed.items():
+            for pod in pods:
+                if pod.namespace == namespace and selector.matches(pod.labels):
+                    counts[node] = counts.get(node, 0) + 1
+        return counts
+
+    def nodes_with_pod(self, namespace: str, labels: Mapping[str, str], exclude_uid: str) -> frozenset[str]:
+        base = self._base.nodes_with_pod(namespace, labels, exclude_uid)
+        extra = {
+            node
+            for node, pods in self._placed.items()
+            for pod in pods
+            if pod.namespace == namespace and all(pod.labels.get(k) == v for k, v in labels.items())
+        }
+        return base | extra if extra else base
