@@ -1,0 +1,83 @@
+"""Judge one pod against the nodes: the brain behind the extender's filter, prioritize and
+bind recheck, and the preview API. A plan is this, repeated (see :mod:`berth.core.plan`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from berth.core.candidates import CandidateSet, collect_candidates
+from berth.core.decision import Decision
+from berth.core.model import PodInfo
+from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy
+from berth.core.round_plan import plan_fixed_round
+from berth.core.settings import Settings
+from berth.core.strategies import rank_key
+from berth.core.view import ClusterState
+
+MAX_PRIORITY = 10  # kube-scheduler's MaxExtenderPriority
+RUNNER_UP_MAX = 4
+"""Every node but the winner scores at most this, so that with the documented extender weight
+the strategy's winner beats any sum the default score plugins can give another node."""
+
+
+@dataclass
+class Evaluation:
+    decision: Decision
+    scores: dict[str, int] = field(default_factory=dict)  # 0..10 for each passing node
+
+
+def effective_strategy(policy: PlacementPolicy | None, settings: Settings,
+                       override: Strategy | None = None) -> Strategy | None:
+    if override is not None:
+        return override
+    if policy is not None:
+        return policy.spec.strategy
+    return settings.default_strategy
+
+
+def evaluate_pod(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | None, settings: Settings,
+                 now: float, *, nodes: Sequence[str] | None = None, quota: Mapping[str, int] | None = None,
+                 strategy: Strategy | None = None) -> Evaluation:
+    """Refuse or rank every node for ``pod``. With ``quota`` (a round of Fill or Each), only nodes
+    the round's plan still gives pods pass, in the plan's order."""
+    settings = settings.for_policy(policy)
+    chosen = effective_strategy(policy, settings, strategy)
+    round_error = None
+    if quota is None and chosen in ROUND_STRATEGIES and policy is not None:
+        # No round is open: judge the pod as the first of a fresh round would be.
+        fresh = plan_fixed_round(state, pod, policy, chosen, settings, now, None)
+        quota, round_error = fresh.plan, fresh.error
+    result = collect_candidates(state, pod, policy, settings, now, nodes=nodes, quota=quota, strategy=chosen)
+    if round_error is not None:
+        result.error = round_error
+    ranking = rank(result, pod, chosen, quota)
+    decision = Decision(
+        pod=pod.key,
+        policy=policy.key if policy is not None else None,
+        strategy=chosen.value if chosen is not None else "Default",
+        considered=result.considered,
+        refused=result.refused,
+        ranking=ranking,
+        warnings=result.warnings,
+        error=result.error,
+    )
+    return Evaluation(decision, scores(ranking))
+
+
+def rank(result: CandidateSet, pod: PodInfo, strategy: Strategy | None,
+         quota: Mapping[str, int] | None = None) -> list[str]:
+    if quota is not None:
+        order = {name: i for i, name in enumerate(quota)}
+        return [c.name for c in sorted(result.candidates, key=lambda c: (order.get(c.name, len(order)), c.name))]
+    key = rank_key(strategy if strategy not in ROUND_STRATEGIES else None, pod)
+    return [c.name for c in sorted(result.candidates, key=key)]
+
+
+def scores(ranking: Sequence[str]) -> dict[str, int]:
+    """The winner scores 10; the rest descend from 4 towards 0 in ranking order."""
+    n = len(ranking)
+    out = {name: RUNNER_UP_MAX * (n - i) // n for i, name in enumerate(ranking)}
+    if ranking:
+        out[ranking[0]] = MAX_PRIORITY
+    return out

@@ -1,0 +1,86 @@
+"""Will it fit? Seed 001's capacity check, and seed 000's per-node Capacity.
+
+Allocatable (times the overcommit percent) against the effective requests of every pod bound
+or assumed on the node. Disk is a free-share floor rather than a request sum. A dimension the
+node does not report is *unknown*: never zero, never unlimited.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from berth.core.model import PodInfo
+from berth.core.quantity import CPU, DISK, MEMORY, PODS, format_amount
+from berth.core.settings import Settings
+
+UNBOUNDED_BY_KNOWN = 1
+"""Capacity of a node none of whose known dimensions bounds the pod: it may take one pod, unverified."""
+
+SHARE_DIMENSIONS = (CPU, MEMORY, DISK)
+
+
+def demand(pod: PodInfo) -> dict[str, int]:
+    """What one more pod of this shape takes from a node: its requests and one pod slot."""
+    need = {name: amount for name, amount in pod.requests.items() if amount > 0}
+    need[PODS] = 1
+    return need
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    refusal: str | None  # "insufficient capacity: memory: needs ..." or None when it fits
+    capacity: int  # how many more pods of this shape fit (seed 000's Capacity)
+    unverified: tuple[str, ...] = ()  # dimensions the node does not report
+
+
+def check_fit(allocatable: Mapping[str, int], requested: Mapping[str, int], need: Mapping[str, int],
+              settings: Settings) -> Fit:
+    shortfalls: list[str] = []
+    unknown: list[str] = []
+    capacity: int | None = None
+    for name, amount in need.items():
+        if name == DISK:
+            continue
+        total = allocatable.get(name)
+        if total is None:
+            unknown.append(name)
+            continue
+        percent = settings.overcommit_percent(name)
+        limit = total * percent // 100
+        free = limit - requested.get(name, 0)
+        fits_n = max(free, 0) // amount
+        capacity = fits_n if capacity is None else min(capacity, fits_n)
+        if amount > free:
+            over = f" at {percent}% overcommit" if percent != 100 else ""
+            shortfalls.append(
+                f"{name}: needs {format_amount(name, amount)}, {format_amount(name, max(free, 0))} free of "
+                f"{format_amount(name, total)} allocatable{over} (short by {format_amount(name, amount - free)})")
+    disk_total = allocatable.get(DISK)
+    if disk_total is None:
+        unknown.append(DISK)
+    else:
+        disk_need = need.get(DISK, 0)
+        floor = disk_total * settings.min_free_disk_percent // 100
+        room = disk_total - floor - requested.get(DISK, 0)
+        if disk_need > 0:
+            fits_n = max(room, 0) // disk_need
+            capacity = fits_n if capacity is None else min(capacity, fits_n)
+        elif room < 0:
+            capacity = 0
+        if disk_need > room:
+            left = disk_total - requested.get(DISK, 0) - disk_need
+            shortfalls.append(
+                f"{DISK}: placing leaves {format_amount(DISK, max(left, 0))} free of "
+                f"{format_amount(DISK, disk_total)} allocatable, below the {settings.min_free_disk_percent}% "
+                f"free floor (short by {format_amount(DISK, disk_need - room)})")
+    if unknown and settings.reject_unknown_capacity:
+        shortfalls.append(f"unknown capacity: the node reports no {', '.join(sorted(unknown))}")
+    refusal = "insufficient capacity: " + "; ".join(shortfalls) if shortfalls else None
+    if refusal and unknown and settings.reject_unknown_capacity and len(shortfalls) == 1:
+        refusal = shortfalls[0]
+    return Fit(refusal, UNBOUNDED_BY_KNOWN if capacity is None else capacity, tuple(sorted(unknown)))
+
+
+def unverified_warning(node: str, dims: tuple[str, ...]) -> str:
+    return f"{node}: capacity unverified for {', '.join(dims)}; ranked after verified nodes"

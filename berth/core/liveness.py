@@ -1,0 +1,34 @@
+"""Is a node up? Seed 000's liveness, in Kubernetes terms.
+
+A node is down when it is bypassed (annotation ``berth.dev/bypass: "true"``), not Ready, or
+when berth tracks node Leases and its Lease in ``kube-node-lease`` is missing or older than
+the threshold (seed 002: a sample older than 2 minutes drops the host). Test nodes
+(label ``berth.dev/test-node: "true"``) skip the liveness check unless they are bypassed.
+"""
+
+from __future__ import annotations
+
+from berth.core.model import BYPASS_ANNOTATION, NodeInfo
+from berth.core.settings import Settings
+from berth.core.view import ClusterState
+
+
+def down_reason(node: NodeInfo, state: ClusterState, settings: Settings, now: float) -> str | None:
+    """Why ``node`` counts as down, or None when it is up."""
+    if node.bypassed:
+        return f"node is down: bypassed ({BYPASS_ANNOTATION})"
+    if node.is_test_node:
+        return None
+    if node.ready is None:
+        return "node is down: it reports no Ready condition"
+    if not node.ready:
+        return "node is down: not Ready"
+    if state.leases_tracked:
+        renewed = state.leases.get(node.name)
+        if renewed is None:
+            return "node is down: no Lease in kube-node-lease"
+        age = now - renewed
+        if age > settings.liveness_threshold_seconds:
+            return (f"node is down: Lease not renewed for {age:.0f}s "
+                    f"(threshold {settings.liveness_threshold_seconds:.0f}s)")
+    return None

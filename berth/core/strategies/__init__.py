@@ -1,0 +1,34 @@
+"""The strategies: each turns candidates into an order (greedy strategies) or a round plan
+(Fill and Each). Where a strategy is decided can be read off the file names."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from berth.core.candidates import Candidate
+from berth.core.model import PodInfo
+from berth.core.policy import Strategy
+from berth.core.strategies import auto, balanced, best_fit, default, drained, global_balance, spread
+
+RankKey = Callable[[Candidate], tuple[object, ...]]
+
+_GREEDY: dict[Strategy | None, Callable[[PodInfo], RankKey]] = {
+    None: default.key,
+    Strategy.AUTO: auto.key,
+    Strategy.GLOBAL: global_balance.key,
+    Strategy.DRAINED: drained.key,
+    Strategy.BALANCED: balanced.key,
+    Strategy.SPREAD: spread.key,
+    Strategy.BEST_FIT: best_fit.key,
+}
+
+
+def rank_key(strategy: Strategy | None, pod: PodInfo) -> RankKey:
+    """The sort key (lower first) of a greedy strategy for one pod. Unverified nodes always rank
+    after verified ones (seed 001) and ScheduleAnyway spread takes precedence over the strategy."""
+    inner = _GREEDY[strategy](pod)
+
+    def key(c: Candidate) -> tuple[object, ...]:
+        return (bool(c.unverified), -c.spread_score, *inner(c))
+
+    return key

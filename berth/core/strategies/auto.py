@@ -1,0 +1,16 @@
+"""Seed 000's AUTO: the node with the fewest pods of the workload, ties to the most room.
+
+Placing pod after pod with this key is the min-heap over (Count, -Capacity) of the seed and
+ends at the flattest distribution reachable. The nodesLimit ceiling is a refusal in
+:mod:`berth.core.candidates`; zero-capacity nodes never become candidates."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from berth.core.candidates import Candidate
+from berth.core.model import PodInfo
+
+
+def key(pod: PodInfo) -> Callable[[Candidate], tuple[object, ...]]:
+    return lambda c: (c.count, -c.capacity, c.name)

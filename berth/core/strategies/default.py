@@ -1,0 +1,14 @@
+"""Seed 001's default ranking, used when a policy names no strategy: the node that keeps the
+most free share of its tightest resource after the placement wins; ties go to the node with
+fewer pods, then to the lowest name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from berth.core.candidates import Candidate
+from berth.core.model import PodInfo
+
+
+def key(pod: PodInfo) -> Callable[[Candidate], tuple[object, ...]]:
+    return lambda c: (-c.free_share_after, c.pod_count, c.name)

@@ -1,0 +1,13 @@
+"""Seed 000's DRAINED: pack the tightest nodes first. Nodes by capacity ascending (ties to the
+higher usage), each filled to capacity before the next; roomy nodes stay empty."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from berth.core.candidates import Candidate
+from berth.core.model import PodInfo
+
+
+def key(pod: PodInfo) -> Callable[[Candidate], tuple[object, ...]]:
+    return lambda c: (c.capacity, -c.usage, c.name)

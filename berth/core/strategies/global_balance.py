@@ -1,0 +1,13 @@
+"""Seed 000's GLOBAL: balance resource pressure, not instance counts. Each pod goes to the node
+that would be least loaded after taking it (Usage + Rate); nodesLimit is ignored."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from berth.core.candidates import Candidate
+from berth.core.model import PodInfo
+
+
+def key(pod: PodInfo) -> Callable[[Candidate], tuple[object, ...]]:
+    return lambda c: (c.usage + c.rate, c.name)

@@ -1,0 +1,20 @@
+"""Seed 002's spread-3: keep nodes evenly used, least projected use first. Sleepy pods pack
+onto the node with the most subscribed sleepy memory, so sleepy nodes fill one at a time.
+Projected use is the dominant share (the higher of CPU and memory) after placing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from berth.core.candidates import Candidate
+from berth.core.model import PodInfo
+
+
+def sleepy_key(c: Candidate) -> tuple[object, ...]:
+    return (-c.sleepy_memory, -c.projected_use, c.name)
+
+
+def key(pod: PodInfo) -> Callable[[Candidate], tuple[object, ...]]:
+    if pod.sleepy:
+        return sleepy_key
+    return lambda c: (c.projected_use, c.name)

@@ -1,0 +1,130 @@
+"""Topology spread with kube-scheduler's PodTopologySpread semantics (seed 003).
+
+Domains are the values of ``topologyKey`` on the nodes that may count: under
+``nodeAffinityPolicy: Honor`` (the default) nodes matching the pod's node selector and the
+policy's node filter; under ``nodeTaintsPolicy: Honor`` nodes whose taints the pod tolerates.
+DoNotSchedule refuses a node when ``count(domain) + self - globalMin > maxSkew`` (globalMin is
+0 while fewer than ``minDomains`` domains exist); ScheduleAnyway scores nodes, fewer matching
+pods in the domain scoring higher, as kube-scheduler normalises it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from berth.core.model import SCHEDULING_EFFECTS, LabelSelector, NodeInfo, PodInfo
+from berth.core.node_filter import in_node_filter
+from berth.core.policy import PlacementPolicy, TopologySpreadConstraint
+from berth.core.view import ClusterState
+
+HOSTNAME_KEY = "kubernetes.io/hostname"
+MAX_SCORE = 100
+
+
+@dataclass(frozen=True, slots=True)
+class _Constraint:
+    spec: TopologySpreadConstraint
+    selector: LabelSelector
+    self_match: int
+    domain_counts: Mapping[str, int]
+    global_min: int
+
+
+@dataclass(frozen=True, slots=True)
+class SpreadContext:
+    """The spread constraints of one pod, with domain counts taken once per evaluation."""
+
+    hard: tuple[_Constraint, ...]
+    soft: tuple[_Constraint, ...]
+    node_counts: tuple[Mapping[str, int], ...]  # per soft constraint: matching pods per node
+
+    def refusal(self, node: NodeInfo) -> tuple[str, bool] | None:
+        """(reason, resolvable) when a DoNotSchedule constraint refuses ``node``."""
+        for c in self.hard:
+            domain = node.labels.get(c.spec.topology_key)
+            if domain is None:
+                return f"topology spread: node has no label {c.spec.topology_key}", False
+            skew = c.domain_counts.get(domain, 0) + c.self_match - c.global_min
+            if skew > c.spec.max_skew:
+                return (f"topology spread: placing here makes skew {skew} in {c.spec.topology_key}={domain} "
+                        f"(maxSkew {c.spec.max_skew})", True)
+        return None
+
+    def scores(self, nodes: Iterable[NodeInfo]) -> dict[str, int]:
+        """ScheduleAnyway scores 0..100 for the given (passing) nodes; higher is better."""
+        if not self.soft:
+            return {}
+        nodes = list(nodes)
+        keys = [c.spec.topology_key for c in self.soft]
+        scored = [n for n in nodes if all(k in n.labels for k in keys)]
+        weights = []
+        for c in self.soft:
+            domains = {n.labels[c.spec.topology_key] for n in scored}
+            weights.append(math.log(len(domains) + 2))
+        raw: dict[str, float] = {}
+        for n in scored:
+            total = 0.0
+            for i, c in enumerate(self.soft):
+                key = c.spec.topology_key
+                if key == HOSTNAME_KEY:
+                    count = self.node_counts[i].get(n.name, 0)
+                else:
+                    count = c.domain_counts.get(n.labels[key], 0)
+                total += count * weights[i] + (c.spec.max_skew - 1)
+            raw[n.name] = float(round(total))
+        out = {n.name: 0 for n in nodes}
+        if not raw:
+            return out
+        high, low = max(raw.values()), min(raw.values())
+        for name, value in raw.items():
+            out[name] = MAX_SCORE if high == 0 else int(MAX_SCORE * (high + low - value) / high)
+        return out
+
+
+def spread_context(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | None) -> SpreadContext | None:
+    if policy is None or not policy.spec.topology_spread_constraints:
+        return None
+    specs = policy.spec.topology_spread_constraints
+    hard_keys = [c.topology_key for c in specs if c.when_unsatisfiable == "DoNotSchedule"]
+    hard: list[_Constraint] = []
+    soft: list[_Constraint] = []
+    node_counts: list[Mapping[str, int]] = []
+    for spec in specs:
+        selector = _selector(spec, pod, policy)
+        per_node = state.matching_counts(pod.namespace, selector)
+        is_hard = spec.when_unsatisfiable == "DoNotSchedule"
+        counts: dict[str, int] = {}
+        for node in state.nodes.values():
+            if not _counts_for_domains(spec, node, pod, policy, hard_keys if is_hard else [spec.topology_key]):
+                continue
+            domain = node.labels[spec.topology_key]
+            counts[domain] = counts.get(domain, 0) + per_node.get(node.name, 0)
+        global_min = min(counts.values()) if counts else 0
+        if spec.min_domains is not None and len(counts) < spec.min_domains:
+            global_min = 0
+        c = _Constraint(spec, selector, int(selector.matches(pod.labels)), counts, global_min)
+        if is_hard:
+            hard.append(c)
+        else:
+            soft.append(c)
+            node_counts.append(per_node)
+    return SpreadContext(tuple(hard), tuple(soft), tuple(node_counts))
+
+
+def _selector(spec: TopologySpreadConstraint, pod: PodInfo, policy: PlacementPolicy) -> LabelSelector:
+    """The constraint's selector (the policy's own when absent), with matchLabelKeys from the pod."""
+    base = spec.label_selector.to_core() if spec.label_selector is not None else policy.selector
+    extra = {k: pod.labels[k] for k in spec.match_label_keys if k in pod.labels}
+    return base.with_labels(extra) if extra else base
+
+
+def _counts_for_domains(spec: TopologySpreadConstraint, node: NodeInfo, pod: PodInfo,
+                        policy: PlacementPolicy, keys: list[str]) -> bool:
+    if any(k not in node.labels for k in keys):
+        return False
+    if spec.node_affinity_policy == "Honor" and not (
+            pod.node_affinity.matches(node.labels) and in_node_filter(policy.spec.node_filter, node)):
+        return False
+    return not (spec.node_taints_policy == "Honor" and pod.tolerates_all(node.taints, SCHEDULING_EFFECTS))
