@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from berth.core.decision import Refusal
 from berth.core.errors import ErrorCode, PlacementError
@@ -94,7 +95,7 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
             continue
         reason = pod_constraint_refusal(pod, node)
         if reason is None and node_filter is not None:
-            reason = node_filter_refusal(node_filter, node, lambda n=node: down_reason(n, state, settings, now))
+            reason = node_filter_refusal(node_filter, node, partial(down_reason, node, state, settings, now))
         elif reason is None:
             reason = down_reason(node, state, settings, now)
         if reason is not None:
@@ -115,7 +116,7 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
                 continue
         requested = state.requested(name)
         fit = check_fit(node.allocatable, requested, need, settings)
-        if fit.refusal is not None and (require_fit or fit.unverified and settings.reject_unknown_capacity):
+        if fit.refusal is not None and (require_fit or (fit.unverified and settings.reject_unknown_capacity)):
             result.refused[name] = Refusal(fit.refusal, True)
             continue
         candidate = _candidate(node, requested, need, fit.capacity if fit.refusal is None else 0, count,

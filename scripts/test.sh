@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: set-up, lint, type-check, then every test,
+# the end-to-end tests against a real etcd, kube-apiserver and kube-scheduler included.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh --test
+# Control-plane binaries (built once from the Go module proxy, cached outside the repo) and etcd.
+BERTH_K8S_BIN=$(bash hack/build-k8s.sh | tail -n 1)
+export BERTH_K8S_BIN
+echo "control-plane binaries: $BERTH_K8S_BIN"
+echo "== ruff"; .venv/bin/ruff check .
+echo "== mypy"; .venv/bin/mypy berth extender operator
+echo "== pytest"; .venv/bin/python -m pytest "$@"
