@@ -8,6 +8,7 @@ and the pod being placed do not. A node without the ``within`` key fails both op
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from berth.core.model import NodeInfo, PodInfo
@@ -19,13 +20,22 @@ from berth.core.view import ClusterState
 class RuleContext:
     state: ClusterState
     pod: PodInfo
-    _groups: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
+    _with_pod: dict[tuple[tuple[str, str], ...], frozenset[str]] = field(default_factory=dict)
+    _group_has: dict[tuple[tuple[tuple[str, str], ...], str, str], bool] = field(default_factory=dict)
 
-    def group_of(self, key: str, value: str) -> frozenset[str]:
-        hit = self._groups.get((key, value))
+    def nodes_with_pod(self, labels: Mapping[str, str]) -> frozenset[str]:
+        key = tuple(sorted(labels.items()))
+        hit = self._with_pod.get(key)
         if hit is None:
-            hit = frozenset(n.name for n in self.state.nodes.values() if n.labels.get(key) == value)
-            self._groups[(key, value)] = hit
+            hit = self._with_pod[key] = self.state.nodes_with_pod(self.pod.namespace, labels, self.pod.uid)
+        return hit
+
+    def group_has_pod(self, labels: Mapping[str, str], within: str, value: str) -> bool:
+        key = (tuple(sorted(labels.items())), within, value)
+        hit = self._group_has.get(key)
+        if hit is None:
+            hit = not self.nodes_with_pod(labels).isdisjoint(self.state.nodes_labelled(within, value))
+            self._group_has[key] = hit
         return hit
 
 
@@ -41,14 +51,13 @@ def _rule_holds(rule: Rule, node: NodeInfo, ctx: RuleContext) -> bool:
     if rule.resource is Resource.NODE:
         has = all(node.labels.get(k) == v for k, v in rule.labels.items())
     else:
-        with_pod = ctx.state.nodes_with_pod(ctx.pod.namespace, rule.labels, ctx.pod.uid)
         if rule.within:
             value = node.labels.get(rule.within)
             if value is None:
                 return False
-            has = not with_pod.isdisjoint(ctx.group_of(rule.within, value))
+            has = ctx.group_has_pod(rule.labels, rule.within, value)
         else:
-            has = node.name in with_pod
+            has = node.name in ctx.nodes_with_pod(rule.labels)
     return has if rule.operator is Operator.HAS else not has
 
 

@@ -40,6 +40,8 @@ class ClusterState(Protocol):
 
     def nodes_with_pod(self, namespace: str, labels: Mapping[str, str], exclude_uid: str) -> frozenset[str]: ...
 
+    def nodes_labelled(self, key: str, value: str) -> frozenset[str]: ...
+
 
 @dataclass
 class _NodeTotals:
@@ -69,8 +71,10 @@ class ClusterView:
         self._leases: dict[str, float | None] = {}
         self.leases_tracked = leases_tracked
         self.version = 0
-        self._cache: dict[object, object] = {}
-        self._cache_version = -1
+        # Per (namespace, selector): matching live pods per node, kept up to date on every pod change
+        # so that a scheduling cycle never rescans a namespace.
+        self._counts: dict[tuple[str, object], tuple[LabelSelector, dict[str, int]]] = {}
+        self._label_index: dict[tuple[str, str], frozenset[str]] | None = None
 
     # -- reads ------------------------------------------------------------------------
 
@@ -113,50 +117,62 @@ class ClusterView:
     def pods_in_namespace(self, namespace: str) -> Iterable[PodInfo]:
         return self._by_namespace.get(namespace, {}).values()
 
-    def _cached(self, key: object) -> object | None:
-        if self._cache_version != self.version:
-            self._cache.clear()
-            self._cache_version = self.version
-        return self._cache.get(key)
-
     def matching_counts(self, namespace: str, selector: LabelSelector) -> Mapping[str, int]:
         """Per node, how many live pods of ``namespace`` match ``selector`` (terminating excluded)."""
-        key = ("counts", namespace, _selector_key(selector))
-        hit = self._cached(key)
+        key = (namespace, _selector_key(selector))
+        hit = self._counts.get(key)
         if hit is not None:
-            return hit  # type: ignore[return-value]
+            return hit[1]
         counts: dict[str, int] = {}
         for pod in self.pods_in_namespace(namespace):
-            if not pod.terminating and pod.node_name and selector.matches(pod.labels):
-                counts[pod.node_name] = counts.get(pod.node_name, 0) + 1
-        self._cache[key] = counts
+            if _counts_for(pod, selector):
+                node = pod.node_name or ""
+                counts[node] = counts.get(node, 0) + 1
+        self._counts[key] = (selector, counts)
         return counts
 
     def nodes_with_pod(self, namespace: str, labels: Mapping[str, str], exclude_uid: str) -> frozenset[str]:
-        """Nodes running a live pod of ``namespace`` that carries every pair of ``labels``."""
-        key = ("with", namespace, tuple(sorted(labels.items())), exclude_uid)
-        hit = self._cached(key)
-        if hit is not None:
-            return hit  # type: ignore[return-value]
-        items = tuple(labels.items())
-        found = frozenset(
-            pod.node_name
-            for pod in self.pods_in_namespace(namespace)
-            if pod.node_name and not pod.terminating and pod.uid != exclude_uid
-            and all(pod.labels.get(k) == v for k, v in items)
-        )
-        self._cache[key] = found
-        return found
+        """Nodes running a live pod of ``namespace`` that carries every pair of ``labels``, not
+        counting the pod ``exclude_uid`` (the one being placed or moved)."""
+        counts = self.matching_counts(namespace, LabelSelector(dict(labels)))
+        found = {node for node, n in counts.items() if n > 0}
+        excluded = self._pods.get(exclude_uid)
+        if excluded is not None and excluded.node_name and counts.get(excluded.node_name) == 1 \
+                and _counts_for(excluded, LabelSelector(dict(labels))):
+            found.discard(excluded.node_name)
+        return frozenset(found)
+
+    def nodes_labelled(self, key: str, value: str) -> frozenset[str]:
+        """Nodes whose label ``key`` has ``value`` (seed 002's ``within`` groups)."""
+        if self._label_index is None:
+            index: dict[tuple[str, str], set[str]] = {}
+            for node in self._nodes.values():
+                for pair in node.labels.items():
+                    index.setdefault(pair, set()).add(node.name)
+            self._label_index = {pair: frozenset(names) for pair, names in index.items()}
+        return self._label_index.get((key, value), frozenset())
+
+    def _track(self, pod: PodInfo, sign: int) -> None:
+        for (namespace, _), (selector, counts) in self._counts.items():
+            if namespace == pod.namespace and _counts_for(pod, selector):
+                node = pod.node_name or ""
+                counts[node] = counts.get(node, 0) + sign
+                if counts[node] <= 0:
+                    del counts[node]
 
     # -- writes -----------------------------------------------------------------------
 
     def upsert_node(self, node: NodeInfo) -> None:
+        old = self._nodes.get(node.name)
+        if old is None or old.labels != node.labels:
+            self._label_index = None
         self._nodes[node.name] = node
         self._totals.setdefault(node.name, _NodeTotals())
         self.version += 1
 
     def remove_node(self, name: str) -> None:
         self._nodes.pop(name, None)
+        self._label_index = None
         self.version += 1
 
     def set_lease(self, node: str, renew_seconds: float | None) -> None:
@@ -177,6 +193,7 @@ class ClusterView:
         totals = self._totals.setdefault(pod.node_name, _NodeTotals())
         totals.pods[pod.uid] = pod
         _add_requests(totals, pod, +1)
+        self._track(pod, +1)
         self.version += 1
 
     def assume(self, pod: PodInfo, node: str) -> PodInfo:
@@ -195,6 +212,7 @@ class ClusterView:
         totals = self._totals.get(old.node_name or "")
         if totals is not None and totals.pods.pop(uid, None) is not None:
             _add_requests(totals, old, -1)
+        self._track(old, -1)
         self.version += 1
         return old
 
@@ -202,10 +220,19 @@ class ClusterView:
         return Overlay(self)
 
 
+def _matches_key(selector_key: object, pod: PodInfo) -> bool:
+    labels, expressions = selector_key  # type: ignore[misc]
+    return LabelSelector(dict(labels), expressions).matches(pod.labels)
+
+
 def _with_node(pod: PodInfo, node: str) -> PodInfo:
     from dataclasses import replace
 
     return replace(pod, node_name=node)
+
+
+def _counts_for(pod: PodInfo, selector: LabelSelector) -> bool:
+    return bool(pod.node_name) and not pod.terminating and selector.matches(pod.labels)
 
 
 def _selector_key(selector: LabelSelector) -> object:
@@ -220,6 +247,7 @@ class Overlay:
         self._placed: dict[str, list[PodInfo]] = {}
         self._requested: dict[str, dict[str, int]] = {}
         self._sleepy: dict[str, int] = {}
+        self._counts: dict[tuple[str, object], dict[str, int]] = {}
 
     @property
     def nodes(self) -> Mapping[str, NodeInfo]:
@@ -248,6 +276,9 @@ class Overlay:
         req[PODS] = req.get(PODS, 0) + 1
         if pod.sleepy:
             self._sleepy[node] = self.sleepy_memory(node) + pod.requests.get("memory", 0)
+        for (namespace, selector_key), counts in self._counts.items():
+            if namespace == pod.namespace and _matches_key(selector_key, pod):
+                counts[node] = counts.get(node, 0) + 1
 
     def requested(self, node: str) -> Mapping[str, int]:
         req = self._requested.get(node)
@@ -266,15 +297,20 @@ class Overlay:
         return self._sleepy.get(node, self._base.sleepy_memory(node))
 
     def matching_counts(self, namespace: str, selector: LabelSelector) -> Mapping[str, int]:
-        base = self._base.matching_counts(namespace, selector)
-        if not self._placed:
-            return base
-        counts = dict(base)
+        key = (namespace, _selector_key(selector))
+        hit = self._counts.get(key)
+        if hit is not None:
+            return hit
+        counts = dict(self._base.matching_counts(namespace, selector))
         for node, pods in self._placed.items():
             for pod in pods:
                 if pod.namespace == namespace and selector.matches(pod.labels):
                     counts[node] = counts.get(node, 0) + 1
+        self._counts[key] = counts
         return counts
+
+    def nodes_labelled(self, key: str, value: str) -> frozenset[str]:
+        return self._base.nodes_labelled(key, value)
 
     def nodes_with_pod(self, namespace: str, labels: Mapping[str, str], exclude_uid: str) -> frozenset[str]:
         base = self._base.nodes_with_pod(namespace, labels, exclude_uid)
