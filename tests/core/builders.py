@@ -1,0 +1,231 @@
+"""Tiny builders for the core's tests: nodes, pods, a cluster view and policies in a line each.
+
+Quantities are written the Kubernetes way ("4", "500m", "8Gi"); ``None`` leaves a dimension
+out of a node's allocatable, which the core reads as *unknown* (never zero).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from berth.core.decision import Decision
+from berth.core.errors import ErrorCode
+from berth.core.evaluate import Evaluation, evaluate_pod
+from berth.core.model import NodeInfo, PodInfo, Taint, Toleration
+from berth.core.plan import PlanResult, plan_round
+from berth.core.policy import PlacementPolicy, policy_from_manifest
+from berth.core.quantity import CPU, DISK, MEMORY, PODS, to_base_units
+from berth.core.settings import Settings
+from berth.core.view import ClusterView
+
+NOW = 1_000_000.0
+"""The clock every test hands the core."""
+
+ZONE = "topology.kubernetes.io/zone"
+HOSTNAME = "kubernetes.io/hostname"
+
+Quantity = str | int | None
+
+
+def node(
+    name: str,
+    *,
+    cpu: Quantity = "4",
+    memory: Quantity = "8Gi",
+    disk: Quantity = "100Gi",
+    pods: Quantity = "110",
+    labels: Mapping[str, str] | None = None,
+    taints: Iterable[Taint] = (),
+    ready: bool | None = True,
+    unschedulable: bool = False,
+    bypassed: bool = False,
+    extra: Mapping[str, Quantity] | None = None,
+) -> NodeInfo:
+    allocatable: dict[str, int] = {}
+    for resource, value in ((CPU, cpu), (MEMORY, memory), (DISK, disk), (PODS, pods), *(extra or {}).items()):
+        if value is not None:
+            allocatable[resource] = to_base_units(resource, value)
+    return NodeInfo(
+        name=name,
+        labels={HOSTNAME: name, **(labels or {})},
+        allocatable=allocatable,
+        taints=tuple(taints),
+        unschedulable=unschedulable,
+        ready=ready,
+        bypassed=bypassed,
+    )
+
+
+def pod(
+    name: str,
+    *,
+    cpu: Quantity = "100m",
+    memory: Quantity = "128Mi",
+    disk: Quantity = None,
+    labels: Mapping[str, str] | None = None,
+    namespace: str = "shop",
+    node: str | None = None,
+    terminating: bool = False,
+    sleepy: bool = False,
+    tolerations: Iterable[Toleration] = (),
+    extra: Mapping[str, Quantity] | None = None,
+    uid: str | None = None,
+) -> PodInfo:
+    requests: dict[str, int] = {}
+    for resource, value in ((CPU, cpu), (MEMORY, memory), (DISK, disk), *(extra or {}).items()):
+        if value is not None:
+            amount = to_base_units(resource, value)
+            if amount:
+                requests[resource] = amount
+    return PodInfo(
+        uid=uid or f"{namespace}/{name}",
+        name=name,
+        namespace=namespace,
+        labels=dict(labels if labels is not None else {"app": "web"}),
+        requests=requests,
+        node_name=node,
+        terminating=terminating,
+        sleepy=sleepy,
+        tolerations=tuple(tolerations),
+    )
+
+
+def web(name: str, node_name: str | None = None, **kw: Any) -> PodInfo:
+    """A pod of the ``app: web`` workload that most tests place."""
+    return pod(name, node=node_name, **kw)
+
+
+def cluster(
+    nodes: Iterable[NodeInfo], pods: Iterable[PodInfo] = (), *, leases: Mapping[str, float | None] | None = None
+) -> ClusterView:
+    view = ClusterView(leases_tracked=leases is not None)
+    for n in nodes:
+        view.upsert_node(n)
+    for p in pods:
+        view.upsert_pod(p)
+    for name, renewed in (leases or {}).items():
+        view.set_lease(name, renewed)
+    return view
+
+
+def manifest(namespace: str = "shop", name: str = "web", **spec: Any) -> dict[str, Any]:
+    spec.setdefault("selector", {"matchLabels": {"app": "web"}})
+    return {
+        "apiVersion": "berth.dev/v1alpha1",
+        "kind": "PlacementPolicy",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def policy(namespace: str = "shop", name: str = "web", **spec: Any) -> PlacementPolicy:
+    """A validated policy; keyword arguments are spec fields in their Kubernetes spelling."""
+    return policy_from_manifest(manifest(namespace, name, **spec))
+
+
+def evaluate(
+    view: ClusterView, p: PodInfo, pol: PlacementPolicy | None = None, settings: Settings | None = None, **kw: Any
+) -> Evaluation:
+    return evaluate_pod(view, p, pol, settings or Settings(), NOW, **kw)
+
+
+def plan(
+    view: ClusterView,
+    p: PodInfo,
+    pol: PlacementPolicy | None = None,
+    count: int | None = None,
+    settings: Settings | None = None,
+) -> PlanResult:
+    return plan_round(view, p, pol, settings or Settings(), NOW, count)
+
+
+def spread_pods(
+    counts: Mapping[str, int], *, labels: Mapping[str, str] | None = None, prefix: str = "old"
+) -> list[PodInfo]:
+    """``counts`` pods of the web workload already bound per node."""
+    out = []
+    for node_name, n in counts.items():
+        for i in range(n):
+            out.append(pod(f"{prefix}-{node_name}-{i}", node=node_name, labels=labels))
+    return out
+
+
+def gib(n: float) -> int:
+    return int(n * 2**30)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One named behaviour: a cluster, a pod and a policy in, the expected outcome out.
+
+    With ``count`` set (or a Fill/Each policy and ``round=True``) the scenario runs
+    :func:`plan_round`; otherwise it runs :func:`evaluate_pod`. Every expectation left at its
+    default is not checked. ``refused`` maps a node to a substring of its refusal reason;
+    ``warnings`` are substrings that some warning must contain.
+    """
+
+    name: str
+    nodes: tuple[NodeInfo, ...]
+    pods: tuple[PodInfo, ...] = ()
+    pod: PodInfo = field(default_factory=lambda: web("new"))
+    spec: Mapping[str, Any] | None = None
+    settings: Settings = field(default_factory=Settings)
+    leases: Mapping[str, float | None] | None = None
+    count: int | None = None
+    round: bool = False
+    # expectations
+    plan: Mapping[str, int] | None = None
+    winner: str | None = None
+    ranking: tuple[str, ...] | None = None
+    passing: frozenset[str] | None = None
+    error: ErrorCode | None = None
+    no_error: bool = False
+    error_contains: str | None = None
+    refused: Mapping[str, str] = field(default_factory=dict)
+    not_refused: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    no_warnings: bool = False
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def run(s: Scenario) -> Decision:
+    """Run a scenario and check every expectation it sets; returns the decision for extra checks."""
+    view = cluster(s.nodes, s.pods, leases=s.leases)
+    pol = policy(**s.spec) if s.spec is not None else None
+    if s.count is not None or s.round or s.plan is not None:
+        result = plan_round(view, s.pod, pol, s.settings, NOW, s.count)
+        decision = result.decision
+        if s.plan is not None:
+            assert result.error is None, result.error
+            assert dict(result.plan) == dict(s.plan)
+        error = result.error
+    else:
+        decision = evaluate_pod(view, s.pod, pol, s.settings, NOW).decision
+        error = decision.error
+    if s.winner is not None:
+        assert decision.ranking, decision.refusal_lines()
+        assert decision.ranking[0] == s.winner, decision.ranking
+    if s.ranking is not None:
+        assert tuple(decision.ranking) == s.ranking
+    if s.passing is not None:
+        assert frozenset(decision.ranking) == s.passing, (decision.ranking, decision.refusal_lines())
+    if s.error is not None:
+        assert error is not None and error.code is s.error, error
+    if s.no_error:
+        assert error is None, error
+    if s.error_contains is not None:
+        assert error is not None and s.error_contains in error.message, error
+    for node_name, reason in s.refused.items():
+        assert node_name in decision.refused, (node_name, decision.refusal_lines())
+        assert reason in decision.refused[node_name].reason, decision.refused[node_name].reason
+    for node_name in s.not_refused:
+        assert node_name not in decision.refused, decision.refused[node_name]
+    for text in s.warnings:
+        assert any(text in w for w in decision.warnings), decision.warnings
+    if s.no_warnings:
+        assert not decision.warnings, decision.warnings
+    return decision
