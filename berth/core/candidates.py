@@ -9,19 +9,19 @@ plan leave it room, does topology spread allow it, does it fit, and do the place
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 
 from berth.core.decision import Refusal
 from berth.core.errors import ErrorCode, PlacementError
-from berth.core.fit import SHARE_DIMENSIONS, check_fit, demand, unverified_warning
+from berth.core.fit import SHARE_DIMENSIONS, Fit, check_fit, demand, unverified_warning
 from berth.core.liveness import down_reason
 from berth.core.model import LabelSelector, NodeInfo, PodInfo
 from berth.core.node_filter import node_filter_refusal, pod_constraint_refusal
-from berth.core.policy import AffinityMatching, PlacementPolicy, Strategy
+from berth.core.placement_rules import RuleNode
+from berth.core.policy import AffinityMatching, NodeFilter, PlacementPolicy, Strategy
 from berth.core.quantity import CPU, DISK, MEMORY, PODS
-from berth.core.rule_matching import RuleContext, first_broken
+from berth.core.rule_matching import RuleContext, first_broken, reads_pods
 from berth.core.settings import Settings
 from berth.core.topology import SpreadContext, spread_context
 from berth.core.view import ClusterState
@@ -46,6 +46,12 @@ class Candidate:
     sleepy_memory: int
     unverified: tuple[str, ...] = ()
     spread_score: int = 0  # ScheduleAnyway score, 0..100
+
+    def for_workload(self, count: int) -> Candidate:
+        """A copy for one evaluation, with the workload's count on this node."""
+        return Candidate(self.name, self.capacity, count, self.usage, self.rate, self.free_share_after,
+                         self.pod_count, self.cpu_after, self.memory_after, self.memory_after_discounted,
+                         self.disk_after, self.sleepy_memory, self.unverified)
 
     @property
     def projected_use(self) -> float:
@@ -75,7 +81,12 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
                        spread: SpreadContext | None = None) -> CandidateSet:
     """Judge ``nodes`` (default: every node) for ``pod``. ``settings`` must already carry the policy's
     overrides. With ``require_fit=False`` nodes that cannot take one pod stay candidates with
-    capacity 0 (round strategies and the capacity query judge capacity themselves)."""
+    capacity 0 (round strategies and the capacity query judge capacity themselves).
+
+    What depends only on the node and the policy (the pod's own constraints, the node filter,
+    node-label rules) and what depends only on the node's pods and the pod's shape (the fit and
+    the per-node figures) is memoised on the view, keyed by the node object and its stamp, so a
+    scheduling cycle recomputes only the nodes whose pods changed since the last one."""
     names = sorted(state.nodes) if nodes is None else list(nodes)
     result = CandidateSet(considered=names, candidates=[])
     need = demand(pod)
@@ -83,20 +94,40 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
     if spread is None:
         spread = spread_context(state, pod, policy)
     rules = policy.rules if policy is not None else ()
+    dynamic_rules = bool(rules) and reads_pods(rules)
     rule_ctx = RuleContext(state, pod) if rules else None
     node_filter = policy.spec.node_filter if policy is not None else None
+    check_liveness = node_filter is None or not (node_filter.includes or node_filter.all)
     ceiling = policy.spec.nodes_limit if policy is not None and strategy is Strategy.AUTO else 0
+    static_memo = state.memo(("static", pod.constraint_signature(), policy))
+    fit_memo = state.memo(("fit", tuple(sorted(need.items())), pod.sleepy, settings))
+    all_nodes = state.nodes
     passing: list[tuple[Candidate, NodeInfo]] = []
-    broken: dict[str, tuple[str, bool]] = {}
+    deferred: list[tuple[NodeInfo, int, tuple[str, bool]]] = []  # broken rules: fitted only if needed
+
+    def fitted(node: NodeInfo, count: int) -> Candidate | None:
+        name = node.name
+        stamp = state.node_stamp(name)
+        hit = fit_memo.get(name)
+        if hit is None or hit[0] is not node or hit[1] != stamp:
+            hit = fit_memo[name] = (node, stamp, *_fit_and_figures(state, node, need, pod, settings))
+        fit, proto = hit[2], hit[3]
+        if fit.refusal is not None and (require_fit or (fit.unverified and settings.reject_unknown_capacity)):
+            result.refused[name] = Refusal(fit.refusal, True)
+            return None
+        return proto.for_workload(count)
+
     for name in names:
-        node = state.nodes.get(name)
+        node = all_nodes.get(name)
         if node is None:
             result.refused[name] = Refusal("unknown node: berth has not seen it", False)
             continue
-        reason = pod_constraint_refusal(pod, node)
-        if reason is None and node_filter is not None:
-            reason = node_filter_refusal(node_filter, node, partial(down_reason, node, state, settings, now))
-        elif reason is None:
+        static = static_memo.get(name)
+        if static is None or static[0] is not node:
+            static = static_memo[name] = (node, *_static_verdict(pod, node, node_filter, rules, dynamic_rules,
+                                                                 rule_ctx))
+        _, reason, rule_broken = static
+        if reason is None and check_liveness:
             reason = down_reason(node, state, settings, now)
         if reason is not None:
             result.refused[name] = Refusal(reason, False)
@@ -109,25 +140,22 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
             result.refused[name] = Refusal(
                 f"nodesLimit: already holds {count} pods of this workload (per-node ceiling {ceiling})", False)
             continue
-        if spread is not None:
+        if spread is not None and spread.hard:
             spread_refusal = spread.refusal(node)
             if spread_refusal is not None:
                 result.refused[name] = Refusal(*spread_refusal)
                 continue
-        requested = state.requested(name)
-        fit = check_fit(node.allocatable, requested, need, settings)
-        if fit.refusal is not None and (require_fit or (fit.unverified and settings.reject_unknown_capacity)):
-            result.refused[name] = Refusal(fit.refusal, True)
+        if dynamic_rules:
+            assert rule_ctx is not None
+            rule_broken = first_broken(rules, node, rule_ctx)
+        if rule_broken is not None:
+            deferred.append((node, count, rule_broken))
             continue
-        candidate = _candidate(node, requested, need, fit.capacity if fit.refusal is None else 0, count,
-                               state.pod_count(name), state.sleepy_memory(name), pod, settings)
-        candidate.unverified = fit.unverified
-        if rule_ctx is not None:
-            rule_refusal = first_broken(rules, node, rule_ctx)
-            if rule_refusal is not None:
-                broken[name] = rule_refusal
-        passing.append((candidate, node))
-    passing = _apply_rules(result, passing, broken, policy)
+        candidate = fitted(node, count)
+        if candidate is not None:
+            passing.append((candidate, node))
+    if deferred:
+        passing = _apply_rules(result, passing, deferred, policy, fitted)
     if spread is not None and spread.soft:
         scores = spread.scores(node for _, node in passing)
         for candidate, _ in passing:
@@ -141,6 +169,28 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
     return result
 
 
+def _static_verdict(pod: PodInfo, node: NodeInfo, node_filter: NodeFilter | None, rules: tuple[RuleNode, ...],
+                    dynamic_rules: bool, rule_ctx: RuleContext | None) -> tuple[str | None, tuple[str, bool] | None]:
+    reason = pod_constraint_refusal(pod, node)
+    if reason is None and node_filter is not None:
+        reason = node_filter_refusal(node_filter, node, lambda: None)
+    broken = None
+    if reason is None and rules and not dynamic_rules:
+        assert rule_ctx is not None
+        broken = first_broken(rules, node, rule_ctx)
+    return reason, broken
+
+
+def _fit_and_figures(state: ClusterState, node: NodeInfo, need: Mapping[str, int], pod: PodInfo,
+                     settings: Settings) -> tuple[Fit, Candidate]:
+    requested = state.requested(node.name)
+    fit = check_fit(node.allocatable, requested, need, settings)
+    proto = _candidate(node, requested, need, fit.capacity if fit.refusal is None else 0, 0,
+                       state.pod_count(node.name), state.sleepy_memory(node.name), pod, settings)
+    proto.unverified = fit.unverified
+    return fit, proto
+
+
 def no_node_message(result: CandidateSet) -> str:
     lines = [f"{node}: {result.refused[node].reason}" for node in sorted(result.refused)]
     if not result.considered:
@@ -149,25 +199,29 @@ def no_node_message(result: CandidateSet) -> str:
 
 
 def _apply_rules(result: CandidateSet, passing: list[tuple[Candidate, NodeInfo]],
-                 broken: Mapping[str, tuple[str, bool]],
-                 policy: PlacementPolicy | None) -> list[tuple[Candidate, NodeInfo]]:
+                 deferred: list[tuple[NodeInfo, int, tuple[str, bool]]], policy: PlacementPolicy | None,
+                 fitted: Callable[[NodeInfo, int], Candidate | None]) -> list[tuple[Candidate, NodeInfo]]:
     """Seed 002: when a node that meets the rules has room, the others go; when none does,
     Enforced refuses with affinity_unsatisfied and Preferred ignores the rules."""
-    if not broken or policy is None:
+    if any(c.capacity > 0 for c, _ in passing):
+        for node, _, (reason, resolvable) in deferred:
+            result.refused[node.name] = Refusal(reason, resolvable)
         return passing
-    meeting = [(c, n) for c, n in passing if c.name not in broken and c.capacity > 0]
-    if meeting:
-        for name, (reason, resolvable) in broken.items():
-            result.refused[name] = Refusal(reason, resolvable)
-        return [(c, n) for c, n in passing if c.name not in broken]
+    assert policy is not None
     if policy.spec.affinity_matching is AffinityMatching.PREFERRED:
         result.warnings.append("no node that meets placementRules has room; Preferred matching ignores the rules")
+        for node, count, _ in deferred:
+            candidate = fitted(node, count)
+            if candidate is not None:
+                passing.append((candidate, node))
+        passing.sort(key=lambda pair: pair[0].name)
         return passing
-    for name, (reason, resolvable) in broken.items():
-        result.refused[name] = Refusal(reason, resolvable)
+    for node, _, (reason, resolvable) in deferred:
+        result.refused[node.name] = Refusal(reason, resolvable)
     result.error = PlacementError(
         ErrorCode.AFFINITY_UNSATISFIED,
-        "no node that meets placementRules has room: " + "; ".join(f"{n}: {broken[n][0]}" for n in sorted(broken)))
+        "no node that meets placementRules has room: "
+        + "; ".join(f"{node.name}: {reason}" for node, _, (reason, _r) in deferred))
     return []
 
 

@@ -141,6 +141,11 @@ class PodInfo:
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
+    def constraint_signature(self) -> tuple[object, ...]:
+        """What the pod's own node verdicts depend on (tolerations, node selector, affinity)."""
+        affinity = self.node_affinity
+        return (self.tolerations, tuple(sorted(affinity.node_selector.items())), affinity.required_terms)
+
     def tolerates_all(self, taints: tuple[Taint, ...], effects: frozenset[str]) -> Taint | None:
         """The first taint with one of ``effects`` that this pod does not tolerate, if any."""
         for taint in taints:

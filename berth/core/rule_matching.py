@@ -8,7 +8,6 @@ and the pod being placed do not. A node without the ``within`` key fails both op
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from berth.core.model import NodeInfo, PodInfo
@@ -20,21 +19,23 @@ from berth.core.view import ClusterState
 class RuleContext:
     state: ClusterState
     pod: PodInfo
-    _with_pod: dict[tuple[tuple[str, str], ...], frozenset[str]] = field(default_factory=dict)
-    _group_has: dict[tuple[tuple[tuple[str, str], ...], str, str], bool] = field(default_factory=dict)
+    # Keyed by the rule object: one evaluation asks the same rule of thousands of nodes.
+    _with_pod: dict[int, frozenset[str]] = field(default_factory=dict)
+    _group_has: dict[tuple[int, str], bool] = field(default_factory=dict)
 
-    def nodes_with_pod(self, labels: Mapping[str, str]) -> frozenset[str]:
-        key = tuple(sorted(labels.items()))
-        hit = self._with_pod.get(key)
+    def nodes_with_pod(self, rule: Rule) -> frozenset[str]:
+        hit = self._with_pod.get(id(rule))
         if hit is None:
-            hit = self._with_pod[key] = self.state.nodes_with_pod(self.pod.namespace, labels, self.pod.uid)
+            hit = self.state.nodes_with_pod(self.pod.namespace, rule.labels, self.pod.uid)
+            self._with_pod[id(rule)] = hit
         return hit
 
-    def group_has_pod(self, labels: Mapping[str, str], within: str, value: str) -> bool:
-        key = (tuple(sorted(labels.items())), within, value)
+    def group_has_pod(self, rule: Rule, value: str) -> bool:
+        key = (id(rule), value)
         hit = self._group_has.get(key)
         if hit is None:
-            hit = not self.nodes_with_pod(labels).isdisjoint(self.state.nodes_labelled(within, value))
+            assert rule.within is not None
+            hit = not self.nodes_with_pod(rule).isdisjoint(self.state.nodes_labelled(rule.within, value))
             self._group_has[key] = hit
         return hit
 
@@ -55,9 +56,9 @@ def _rule_holds(rule: Rule, node: NodeInfo, ctx: RuleContext) -> bool:
             value = node.labels.get(rule.within)
             if value is None:
                 return False
-            has = ctx.group_has_pod(rule.labels, rule.within, value)
+            has = ctx.group_has_pod(rule, value)
         else:
-            has = node.name in ctx.nodes_with_pod(rule.labels)
+            has = node.name in ctx.nodes_with_pod(rule)
     return has if rule.operator is Operator.HAS else not has
 
 

@@ -31,6 +31,9 @@ class _Constraint:
     domain_counts: Mapping[str, int]
     global_min: int
 
+    def skew_if_placed(self, domain: str) -> int:
+        return self.domain_counts.get(domain, 0) + self.self_match - self.global_min
+
 
 @dataclass(frozen=True, slots=True)
 class SpreadContext:
@@ -46,7 +49,7 @@ class SpreadContext:
             domain = node.labels.get(c.spec.topology_key)
             if domain is None:
                 return f"topology spread: node has no label {c.spec.topology_key}", False
-            skew = c.domain_counts.get(domain, 0) + c.self_match - c.global_min
+            skew = c.skew_if_placed(domain)
             if skew > c.spec.max_skew:
                 return (f"topology spread: placing here makes skew {skew} in {c.spec.topology_key}={domain} "
                         f"(maxSkew {c.spec.max_skew})", True)
@@ -91,16 +94,16 @@ def spread_context(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | 
     hard: list[_Constraint] = []
     soft: list[_Constraint] = []
     node_counts: list[Mapping[str, int]] = []
-    for spec in specs:
+    for index, spec in enumerate(specs):
         selector = _selector(spec, pod, policy)
         per_node = state.matching_counts(pod.namespace, selector)
         is_hard = spec.when_unsatisfiable == "DoNotSchedule"
-        counts: dict[str, int] = {}
-        for node in state.nodes.values():
-            if not _counts_for_domains(spec, node, pod, policy, hard_keys if is_hard else [spec.topology_key]):
-                continue
-            domain = node.labels[spec.topology_key]
-            counts[domain] = counts.get(domain, 0) + per_node.get(node.name, 0)
+        domain_of = _domains(state, index, pod, policy, hard_keys if is_hard else [spec.topology_key])
+        counts = dict.fromkeys(domain_of.values(), 0)
+        for node_name, n in per_node.items():
+            domain = domain_of.get(node_name)
+            if domain is not None:
+                counts[domain] += n
         global_min = min(counts.values()) if counts else 0
         if spec.min_domains is not None and len(counts) < spec.min_domains:
             global_min = 0
@@ -118,6 +121,20 @@ def _selector(spec: TopologySpreadConstraint, pod: PodInfo, policy: PlacementPol
     base = spec.label_selector.to_core() if spec.label_selector is not None else policy.selector
     extra = {k: pod.labels[k] for k in spec.match_label_keys if k in pod.labels}
     return base.with_labels(extra) if extra else base
+
+
+def _domains(state: ClusterState, index: int, pod: PodInfo, policy: PlacementPolicy,
+             keys: list[str]) -> Mapping[str, str]:
+    """node -> domain for the nodes whose pods count, memoised until a node changes."""
+    spec = policy.spec.topology_spread_constraints[index]
+    memo = state.memo(("domains", policy, index, pod.constraint_signature()))
+    hit = memo.get("map")
+    if hit is not None and hit[0] == state.nodes_version:
+        return hit[1]  # type: ignore[no-any-return]
+    domain_of = {node.name: node.labels[spec.topology_key] for node in state.nodes.values()
+                 if _counts_for_domains(spec, node, pod, policy, keys)}
+    memo["map"] = (state.nodes_version, domain_of)
+    return domain_of
 
 
 def _counts_for_domains(spec: TopologySpreadConstraint, node: NodeInfo, pod: PodInfo,

@@ -8,9 +8,11 @@ never changes it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import itertools
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from berth.core.model import LabelSelector, NodeInfo, PodInfo
 from berth.core.quantity import PODS
@@ -42,6 +44,17 @@ class ClusterState(Protocol):
 
     def nodes_labelled(self, key: str, value: str) -> frozenset[str]: ...
 
+    def node_stamp(self, node: str) -> object:
+        """Changes whenever anything placed on ``node`` changes: a key for per-node memos."""
+        ...
+
+    @property
+    def nodes_version(self) -> int: ...
+
+    def memo(self, key: Hashable) -> dict[Any, Any]:
+        """A scratch table for per-node results that stay valid while the node's stamp holds."""
+        ...
+
 
 @dataclass
 class _NodeTotals:
@@ -57,6 +70,9 @@ def _add_requests(totals: _NodeTotals, pod: PodInfo, sign: int) -> None:
     req[PODS] = req.get(PODS, 0) + sign
     if pod.sleepy:
         totals.sleepy_memory += sign * pod.requests.get("memory", 0)
+
+
+MEMO_TABLES = 256
 
 
 class ClusterView:
@@ -75,6 +91,9 @@ class ClusterView:
         # so that a scheduling cycle never rescans a namespace.
         self._counts: dict[tuple[str, object], tuple[LabelSelector, dict[str, int]]] = {}
         self._label_index: dict[tuple[str, str], frozenset[str]] | None = None
+        self._stamps: dict[str, int] = {}
+        self._nodes_version = 0
+        self._memos: OrderedDict[Hashable, dict[Any, Any]] = OrderedDict()
 
     # -- reads ------------------------------------------------------------------------
 
@@ -152,6 +171,27 @@ class ClusterView:
             self._label_index = {pair: frozenset(names) for pair, names in index.items()}
         return self._label_index.get((key, value), frozenset())
 
+    def node_stamp(self, node: str) -> object:
+        return self._stamps.get(node, 0)
+
+    @property
+    def nodes_version(self) -> int:
+        return self._nodes_version
+
+    def memo(self, key: Hashable) -> dict[Any, Any]:
+        table = self._memos.get(key)
+        if table is None:
+            table = self._memos[key] = {}
+            if len(self._memos) > MEMO_TABLES:
+                self._memos.popitem(last=False)
+        else:
+            self._memos.move_to_end(key)
+        return table
+
+    def _touch(self, node: str | None) -> None:
+        if node:
+            self._stamps[node] = self._stamps.get(node, 0) + 1
+
     def _track(self, pod: PodInfo, sign: int) -> None:
         for (namespace, _), (selector, counts) in self._counts.items():
             if namespace == pod.namespace and _counts_for(pod, selector):
@@ -168,11 +208,15 @@ class ClusterView:
             self._label_index = None
         self._nodes[node.name] = node
         self._totals.setdefault(node.name, _NodeTotals())
+        self._touch(node.name)
+        self._nodes_version += 1
         self.version += 1
 
     def remove_node(self, name: str) -> None:
         self._nodes.pop(name, None)
         self._label_index = None
+        self._touch(name)
+        self._nodes_version += 1
         self.version += 1
 
     def set_lease(self, node: str, renew_seconds: float | None) -> None:
@@ -194,6 +238,7 @@ class ClusterView:
         totals.pods[pod.uid] = pod
         _add_requests(totals, pod, +1)
         self._track(pod, +1)
+        self._touch(pod.node_name)
         self.version += 1
 
     def assume(self, pod: PodInfo, node: str) -> PodInfo:
@@ -213,16 +258,12 @@ class ClusterView:
         if totals is not None and totals.pods.pop(uid, None) is not None:
             _add_requests(totals, old, -1)
         self._track(old, -1)
+        self._touch(old.node_name)
         self.version += 1
         return old
 
     def overlay(self) -> Overlay:
         return Overlay(self)
-
-
-def _matches_key(selector_key: object, pod: PodInfo) -> bool:
-    labels, expressions = selector_key  # type: ignore[misc]
-    return LabelSelector(dict(labels), expressions).matches(pod.labels)
 
 
 def _with_node(pod: PodInfo, node: str) -> PodInfo:
@@ -239,6 +280,9 @@ def _selector_key(selector: LabelSelector) -> object:
     return (tuple(sorted(selector.match_labels.items())), selector.match_expressions)
 
 
+_overlay_ids = itertools.count(1)
+
+
 class Overlay:
     """Simulated placements on top of a view: what a plan reads while it places pod after pod."""
 
@@ -247,7 +291,8 @@ class Overlay:
         self._placed: dict[str, list[PodInfo]] = {}
         self._requested: dict[str, dict[str, int]] = {}
         self._sleepy: dict[str, int] = {}
-        self._counts: dict[tuple[str, object], dict[str, int]] = {}
+        self._counts: dict[tuple[str, object], tuple[LabelSelector, dict[str, int]]] = {}
+        self._id = next(_overlay_ids)
 
     @property
     def nodes(self) -> Mapping[str, NodeInfo]:
@@ -276,8 +321,8 @@ class Overlay:
         req[PODS] = req.get(PODS, 0) + 1
         if pod.sleepy:
             self._sleepy[node] = self.sleepy_memory(node) + pod.requests.get("memory", 0)
-        for (namespace, selector_key), counts in self._counts.items():
-            if namespace == pod.namespace and _matches_key(selector_key, pod):
+        for (namespace, _), (selector, counts) in self._counts.items():
+            if namespace == pod.namespace and selector.matches(pod.labels):
                 counts[node] = counts.get(node, 0) + 1
 
     def requested(self, node: str) -> Mapping[str, int]:
@@ -300,17 +345,29 @@ class Overlay:
         key = (namespace, _selector_key(selector))
         hit = self._counts.get(key)
         if hit is not None:
-            return hit
+            return hit[1]
         counts = dict(self._base.matching_counts(namespace, selector))
         for node, pods in self._placed.items():
             for pod in pods:
                 if pod.namespace == namespace and selector.matches(pod.labels):
                     counts[node] = counts.get(node, 0) + 1
-        self._counts[key] = counts
+        self._counts[key] = (selector, counts)
         return counts
 
     def nodes_labelled(self, key: str, value: str) -> frozenset[str]:
         return self._base.nodes_labelled(key, value)
+
+    def node_stamp(self, node: str) -> object:
+        placed = self._placed.get(node)
+        base = self._base.node_stamp(node)
+        return (base, self._id, len(placed)) if placed else base
+
+    @property
+    def nodes_version(self) -> int:
+        return self._base.nodes_version
+
+    def memo(self, key: Hashable) -> dict[Any, Any]:
+        return self._base.memo(key)
 
     def nodes_with_pod(self, namespace: str, labels: Mapping[str, str], exclude_uid: str) -> frozenset[str]:
         base = self._base.nodes_with_pod(namespace, labels, exclude_uid)
