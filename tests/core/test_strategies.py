@@ -1,0 +1,393 @@
+"""Seed 000's AUTO, FILL, EACH, GLOBAL and DRAINED with nodes_limit, and seed 002's Balanced,
+Spread and BestFit with the sleepy-pod behaviour. One named case per behaviour."""
+
+from __future__ import annotations
+
+import pytest
+
+from berth.core.errors import ErrorCode
+from berth.core.settings import Settings
+
+from .builders import Scenario, cluster, node, plan, pod, policy, run, spread_pods, web
+
+# A web pod is 100m / 128Mi: a default node (4 cpu, 8Gi) holds 40 of them; "cpu=N" nodes hold 10*N.
+EMPTY3 = (node("a"), node("b"), node("c"))
+
+
+def cpu_node(name: str, pods_fit: int, **kw: object) -> object:
+    """A node with room for exactly ``pods_fit`` web pods (cpu-bound)."""
+    return node(name, cpu=f"{pods_fit * 100}m", **kw)  # type: ignore[arg-type]
+
+
+AUTO = [
+    Scenario(
+        "auto_places_on_the_node_with_fewest_instances",
+        nodes=EMPTY3, pods=tuple(spread_pods({"a": 2, "c": 1})),
+        spec={"strategy": "Auto"}, count=1, plan={"b": 1},
+    ),
+    Scenario(
+        "auto_ties_go_to_most_room",
+        nodes=(cpu_node("a", 5), cpu_node("b", 9), cpu_node("c", 7)),  # type: ignore[arg-type]
+        spec={"strategy": "Auto"}, count=1, plan={"b": 1},
+    ),
+    Scenario(
+        "auto_equal_count_and_room_ties_go_to_lowest_name",
+        nodes=(node("c"), node("b"), node("a")),
+        spec={"strategy": "Auto"}, count=1, plan={"a": 1},
+    ),
+    Scenario(
+        "auto_reaches_flattest_distribution_from_current_state",
+        # 3/0/1 plus four: b, b (tie with c at 1 -> name), c, b -> 3/3/2.
+        nodes=EMPTY3, pods=tuple(spread_pods({"a": 3, "c": 1})),
+        spec={"strategy": "Auto"}, count=4, plan={"b": 3, "c": 1},
+    ),
+    Scenario(
+        "auto_counts_only_the_workload_not_other_pods",
+        nodes=(node("a"), node("b")),
+        pods=(pod("x1", node="a", labels={"app": "other"}), pod("x2", node="a", labels={"app": "other"})),
+        spec={"strategy": "Auto"}, count=2, plan={"a": 1, "b": 1},
+    ),
+    Scenario(
+        "auto_excludes_zero_capacity_nodes_up_front",
+        nodes=(cpu_node("full", 1), node("b")),  # type: ignore[arg-type]
+        pods=(pod("x", node="full", labels={}),),
+        spec={"strategy": "Auto"}, count=2, plan={"b": 2},
+    ),
+    Scenario(
+        "auto_fails_insufficient_resource_when_total_capacity_below_count",
+        nodes=(cpu_node("a", 2), cpu_node("b", 1)),  # type: ignore[arg-type]
+        spec={"strategy": "Auto"}, count=4, error=ErrorCode.INSUFFICIENT_RESOURCE,
+    ),
+    Scenario(
+        "auto_nodes_limit_is_a_per_node_ceiling",
+        nodes=EMPTY3, pods=tuple(spread_pods({"a": 2})),
+        spec={"strategy": "Auto", "nodesLimit": 2}, count=4, plan={"b": 2, "c": 2},
+    ),
+    Scenario(
+        "auto_node_at_ceiling_is_not_a_candidate",
+        nodes=EMPTY3, pods=tuple(spread_pods({"a": 2})),
+        spec={"strategy": "Auto", "nodesLimit": 2},
+        refused={"a": "nodesLimit"}, passing=frozenset({"b", "c"}),
+    ),
+    Scenario(
+        "auto_fails_when_ceiling_makes_request_unsatisfiable",
+        nodes=(node("a"), node("b")),
+        spec={"strategy": "Auto", "nodesLimit": 1}, count=3, error=ErrorCode.INSUFFICIENT_RESOURCE,
+    ),
+]
+
+FILL = [
+    Scenario(
+        "fill_tops_every_node_up_to_count",
+        nodes=EMPTY3, pods=tuple(spread_pods({"a": 1, "c": 3})),
+        spec={"strategy": "Fill", "count": 3}, round=True, plan={"a": 2, "b": 3},
+    ),
+    Scenario(
+        "fill_top_up_is_never_negative",
+        nodes=(node("a"), node("b")), pods=tuple(spread_pods({"a": 5})),
+        spec={"strategy": "Fill", "count": 3}, round=True, plan={"b": 3},
+    ),
+    Scenario(
+        "fill_is_a_no_op_once_satisfied_already_filled",
+        nodes=(node("a"), node("b")), pods=tuple(spread_pods({"a": 3, "b": 4})),
+        spec={"strategy": "Fill", "count": 3}, round=True, error=ErrorCode.ALREADY_FILLED,
+    ),
+    Scenario(
+        "fill_nodes_limit_is_how_many_nodes_sorted_by_count_then_capacity",
+        # (Count, Capacity) descending: a (count 1), then c (room 30) before b (room 20).
+        nodes=(node("a"), node("b", cpu="2"), node("c", cpu="3")), pods=tuple(spread_pods({"a": 1})),
+        spec={"strategy": "Fill", "count": 2, "nodesLimit": 2}, round=True, plan={"a": 1, "c": 2},
+    ),
+    Scenario(
+        "fill_limit_covers_already_filled_nodes_first",
+        nodes=(node("a"), node("b"), node("c", cpu="8")), pods=tuple(spread_pods({"a": 2})),
+        spec={"strategy": "Fill", "count": 2, "nodesLimit": 2}, round=True, plan={"c": 2},
+    ),
+    Scenario(
+        "fill_limit_zero_means_all_nodes",
+        nodes=EMPTY3, spec={"strategy": "Fill", "count": 1, "nodesLimit": 0}, round=True,
+        plan={"a": 1, "b": 1, "c": 1},
+    ),
+    Scenario(
+        "fill_fails_when_a_chosen_node_lacks_room",
+        nodes=(node("a"), cpu_node("small", 1)),  # type: ignore[arg-type]
+        spec={"strategy": "Fill", "count": 2}, round=True, error=ErrorCode.INSUFFICIENT_RESOURCE,
+        error_contains="small",
+    ),
+    Scenario(
+        "fill_round_count_takes_the_first_pods_of_the_plan",
+        nodes=EMPTY3, spec={"strategy": "Fill", "count": 2}, count=3, plan={"a": 2, "b": 1},
+    ),
+    Scenario(
+        "fill_round_count_beyond_the_plan_fails",
+        nodes=(node("a"),), spec={"strategy": "Fill", "count": 2}, count=3,
+        error=ErrorCode.INSUFFICIENT_RESOURCE,
+    ),
+]
+
+EACH = [
+    Scenario(
+        "each_adds_count_to_every_node",
+        nodes=EMPTY3, pods=tuple(spread_pods({"a": 4})),
+        spec={"strategy": "Each", "count": 2}, round=True, plan={"a": 2, "b": 2, "c": 2},
+    ),
+    Scenario(
+        "each_nodes_limit_takes_top_capacity_nodes",
+        nodes=(node("a", cpu="1"), node("b", cpu="3"), node("c", cpu="2")),
+        spec={"strategy": "Each", "count": 2, "nodesLimit": 2}, round=True, plan={"b": 2, "c": 2},
+    ),
+    Scenario(
+        "each_capacity_ties_go_to_lowest_name",
+        nodes=(node("c"), node("b"), node("a")),
+        spec={"strategy": "Each", "count": 1, "nodesLimit": 2}, round=True, plan={"a": 1, "b": 1},
+    ),
+    Scenario(
+        "each_fails_when_one_chosen_node_lacks_room",
+        nodes=(node("a"), cpu_node("small", 1)),  # type: ignore[arg-type]
+        spec={"strategy": "Each", "count": 2}, round=True, error=ErrorCode.INSUFFICIENT_RESOURCE,
+        error_contains="small has room for 1",
+    ),
+    Scenario(
+        "each_fails_when_fewer_candidates_than_nodes_limit",
+        nodes=(node("a"), node("b")),
+        spec={"strategy": "Each", "count": 1, "nodesLimit": 3}, round=True,
+        error=ErrorCode.INSUFFICIENT_RESOURCE,
+    ),
+]
+
+GLOBAL_DRAINED = [
+    Scenario(
+        "global_least_loaded_after_placing_not_fewest_instances",
+        # big: 16 cpu / 32Gi, half used by pods of different sizes -> usage .5 + rate .125 = .625;
+        # small: 4 cpu / 8Gi, empty -> 0 + .5. AUTO (most room) would pick big; GLOBAL picks small.
+        nodes=(node("big", cpu="16", memory="32Gi"), node("small", cpu="4", memory="8Gi")),
+        pods=(pod("x1", cpu="6", memory="4Gi", node="big", labels={}),
+              pod("x2", cpu="2", memory="12Gi", node="big", labels={})),
+        pod=web("new", cpu="2", memory="4Gi"),
+        spec={"strategy": "Global"}, count=1, plan={"small": 1},
+    ),
+    Scenario(
+        "global_updates_projected_usage_before_the_next_pick",
+        # small after one: 1.0 vs big .625 -> big; big then .75 vs small 1.0 -> big.
+        nodes=(node("big", cpu="16", memory="32Gi"), node("small", cpu="4", memory="8Gi")),
+        pods=(pod("x1", cpu="6", memory="4Gi", node="big", labels={}),
+              pod("x2", cpu="2", memory="12Gi", node="big", labels={})),
+        pod=web("new", cpu="2", memory="4Gi"),
+        spec={"strategy": "Global"}, count=3, plan={"small": 1, "big": 2},
+    ),
+    Scenario(
+        "global_ignores_nodes_limit",
+        nodes=(node("a"), node("b")),
+        spec={"strategy": "Global", "nodesLimit": 1}, count=4, plan={"a": 2, "b": 2},
+    ),
+    Scenario(
+        "drained_capacity_ascending_fills_tightest_first",
+        nodes=(cpu_node("a", 2), cpu_node("b", 5), cpu_node("c", 3)),  # type: ignore[arg-type]
+        spec={"strategy": "Drained"}, count=4, plan={"a": 2, "c": 2},
+    ),
+    Scenario(
+        "drained_capacity_ties_go_to_higher_usage",
+        # Both have room for 2 web pods; b is 75% cpu used, a 50%.
+        nodes=(node("a", cpu="4"), node("b", cpu="8")),
+        pods=(pod("x1", cpu="3800m", memory=None, node="a", labels={}),
+              pod("x2", cpu="7800m", memory=None, node="b", labels={})),
+        spec={"strategy": "Drained"}, count=1, plan={"b": 1},
+    ),
+    Scenario(
+        "drained_leaves_roomy_nodes_empty",
+        nodes=(node("roomy", cpu="64"), cpu_node("t1", 3), cpu_node("t2", 4)),  # type: ignore[arg-type]
+        spec={"strategy": "Drained"}, count=7, plan={"t1": 3, "t2": 4},
+    ),
+    Scenario(
+        "drained_ignores_nodes_limit",
+        nodes=(cpu_node("a", 2), cpu_node("b", 5)),  # type: ignore[arg-type]
+        spec={"strategy": "Drained", "nodesLimit": 1}, count=4, plan={"a": 2, "b": 2},
+    ),
+]
+
+
+def pct_node(name: str, **kw: object) -> object:
+    """A node with 100 cpu, 100Gi memory and 100Gi disk, so that shares read as percentages."""
+    return node(name, cpu="100", memory="100Gi", disk="100Gi", **kw)  # type: ignore[arg-type]
+
+
+def load(name: str, on: str, *, cpu: str | None = None, memory: str | None = None, disk: str | None = None,
+         sleepy: bool = False) -> object:
+    return pod(name, node=on, cpu=cpu, memory=memory, disk=disk, labels={}, sleepy=sleepy)
+
+
+SEED_002 = [
+    Scenario(
+        "balanced_5_percent_memory_band_then_disk",
+        # Seed 002: the pod brings A to 41% memory / 60% disk and B to 43% / 10%: same 40% band, B wins.
+        nodes=(pct_node("host-a"), pct_node("host-b")),  # type: ignore[arg-type]
+        pods=(load("x1", "host-a", memory="40Gi", disk="60Gi"),  # type: ignore[arg-type]
+              load("x2", "host-b", memory="42Gi", disk="10Gi")),  # type: ignore[arg-type]
+        pod=web("new", cpu=None, memory="1Gi"),
+        spec={"strategy": "Balanced"}, ranking=("host-b", "host-a"),
+    ),
+    Scenario(
+        "balanced_lower_memory_band_beats_lower_disk",
+        nodes=(pct_node("host-a"), pct_node("host-b")),  # type: ignore[arg-type]
+        pods=(load("x1", "host-a", memory="36Gi", disk="80Gi"),  # type: ignore[arg-type]
+              load("x2", "host-b", memory="40Gi", disk="0")),  # type: ignore[arg-type]
+        pod=web("new", cpu=None, memory="1Gi"),
+        spec={"strategy": "Balanced"}, ranking=("host-a", "host-b"),
+    ),
+    Scenario(
+        "balanced_same_band_and_disk_then_cpu",
+        nodes=(pct_node("host-a"), pct_node("host-b")),  # type: ignore[arg-type]
+        pods=(load("x1", "host-a", memory="40Gi", cpu="50"),  # type: ignore[arg-type]
+              load("x2", "host-b", memory="43Gi", cpu="10")),  # type: ignore[arg-type]
+        pod=web("new", cpu="1", memory="1Gi"),
+        spec={"strategy": "Balanced"}, ranking=("host-b", "host-a"),
+    ),
+    Scenario(
+        "balanced_full_tie_goes_to_host_name",
+        nodes=(pct_node("host-b"), pct_node("host-a")),  # type: ignore[arg-type]
+        spec={"strategy": "Balanced"}, ranking=("host-a", "host-b"),
+    ),
+    Scenario(
+        "spread_least_projected_use_first",
+        # Seed 002: the pod brings host A to 80% and host B to 60%; spread-3 picks B.
+        nodes=(pct_node("host-a"), pct_node("host-b")),  # type: ignore[arg-type]
+        pods=(load("x1", "host-a", memory="70Gi"), load("x2", "host-b", memory="50Gi")),  # type: ignore[arg-type]
+        pod=web("new", cpu=None, memory="10Gi"),
+        spec={"strategy": "Spread"}, ranking=("host-b", "host-a"),
+    ),
+    Scenario(
+        "best_fit_most_projected_use_first",
+        nodes=(pct_node("host-a"), pct_node("host-b")),  # type: ignore[arg-type]
+        pods=(load("x1", "host-a", memory="70Gi"), load("x2", "host-b", memory="50Gi")),  # type: ignore[arg-type]
+        pod=web("new", cpu=None, memory="10Gi"),
+        spec={"strategy": "BestFit"}, ranking=("host-a", "host-b"),
+    ),
+    Scenario(
+        "best_fit_packs_one_node_before_the_next",
+        nodes=(node("a", cpu="1"), node("b", cpu="1")),
+        pods=(pod("x", cpu="100m", memory=None, node="b", labels={}),),
+        pod=web("new", memory=None),
+        spec={"strategy": "BestFit"}, count=10, plan={"b": 9, "a": 1},
+    ),
+    Scenario(
+        "spread_sleepy_pods_pack_onto_most_subscribed_sleepy_memory",
+        # For a regular pod spread-3 would pick c (least used); a sleepy one goes to b (most sleepy memory).
+        nodes=(pct_node("a"), pct_node("b"), pct_node("c")),  # type: ignore[arg-type]
+        pods=(load("s1", "a", memory="10Gi", sleepy=True),  # type: ignore[arg-type]
+              load("s2", "b", memory="20Gi", sleepy=True),  # type: ignore[arg-type]
+              load("r1", "a", memory="30Gi")),  # type: ignore[arg-type]
+        pod=web("new", cpu=None, memory="1Gi", sleepy=True),
+        spec={"strategy": "Spread"}, ranking=("b", "a", "c"),
+    ),
+    Scenario(
+        "best_fit_sleepy_pods_pack_like_spread",
+        nodes=(pct_node("a"), pct_node("b"), pct_node("c")),  # type: ignore[arg-type]
+        pods=(load("s1", "a", memory="10Gi", sleepy=True),  # type: ignore[arg-type]
+              load("s2", "b", memory="20Gi", sleepy=True),  # type: ignore[arg-type]
+              load("r1", "a", memory="30Gi")),  # type: ignore[arg-type]
+        pod=web("new", cpu=None, memory="1Gi", sleepy=True),
+        spec={"strategy": "BestFit"}, ranking=("b", "a", "c"),
+    ),
+    Scenario(
+        "spread_regular_pod_ignores_sleepy_packing",
+        nodes=(pct_node("a"), pct_node("b"), pct_node("c")),  # type: ignore[arg-type]
+        pods=(load("s1", "a", memory="10Gi", sleepy=True),  # type: ignore[arg-type]
+              load("s2", "b", memory="20Gi", sleepy=True),  # type: ignore[arg-type]
+              load("r1", "a", memory="30Gi")),  # type: ignore[arg-type]
+        pod=web("new", cpu=None, memory="1Gi"),
+        spec={"strategy": "Spread"}, ranking=("c", "b", "a"),
+    ),
+    Scenario(
+        "sleepy_discount_changes_balanced_ranking",
+        # Real memory after: a 80%, b 60% -> b. Discounted (factor 2): a (60/2+10/2)/100 = 35%,
+        # b (40 + 10/2)/100 = 45% -> a.
+        nodes=(pct_node("a"), pct_node("b")),  # type: ignore[arg-type]
+        pods=(load("s1", "a", memory="60Gi", sleepy=True), load("r1", "b", memory="40Gi")),  # type: ignore[arg-type]
+        pod=web("new", cpu=None, memory="10Gi", sleepy=True),
+        spec={"strategy": "Balanced"}, ranking=("a", "b"),
+    ),
+    Scenario(
+        "balanced_regular_pod_sees_real_memory",
+        nodes=(pct_node("a"), pct_node("b")),  # type: ignore[arg-type]
+        pods=(load("s1", "a", memory="60Gi", sleepy=True), load("r1", "b", memory="40Gi")),  # type: ignore[arg-type]
+        pod=web("new", cpu=None, memory="10Gi"),
+        spec={"strategy": "Balanced"}, ranking=("b", "a"),
+    ),
+    Scenario(
+        "sleepy_discount_factor_is_a_setting",
+        # Factor 1 is no discount: a 80%, b 60%.
+        nodes=(pct_node("a"), pct_node("b")),  # type: ignore[arg-type]
+        pods=(load("s1", "a", memory="60Gi", sleepy=True), load("r1", "b", memory="40Gi")),  # type: ignore[arg-type]
+        pod=web("new", cpu=None, memory="10Gi", sleepy=True),
+        settings=Settings(sleepy_memory_factor=1.0),
+        spec={"strategy": "Balanced"}, ranking=("b", "a"),
+    ),
+    Scenario(
+        "sleepy_discount_not_in_capacity_check",
+        # Discounted the pod would fit on a ((90/2 + 20/2) < 100), but real memory 90 + 20 > 100.
+        nodes=(pct_node("a"),),  # type: ignore[arg-type]
+        pods=(load("s1", "a", memory="90Gi", sleepy=True),),  # type: ignore[arg-type]
+        pod=web("new", cpu=None, memory="20Gi", sleepy=True),
+        spec={"strategy": "Balanced"},
+        refused={"a": "insufficient capacity: memory: needs 20.0 GiB, 10.0 GiB free"},
+        error=ErrorCode.INSUFFICIENT_RESOURCE,
+    ),
+    Scenario(
+        "strategy_changes_order_never_the_capacity_rule",
+        nodes=(pct_node("a"), node("tiny", cpu="100", memory="1Gi")),  # type: ignore[arg-type]
+        pod=web("new", cpu=None, memory="2Gi"),
+        spec={"strategy": "BestFit"}, ranking=("a",), refused={"tiny": "insufficient capacity"},
+    ),
+]
+
+
+@pytest.mark.parametrize("s", AUTO, ids=str)
+def test_auto(s: Scenario) -> None:
+    run(s)
+
+
+@pytest.mark.parametrize("s", FILL, ids=str)
+def test_fill(s: Scenario) -> None:
+    run(s)
+
+
+@pytest.mark.parametrize("s", EACH, ids=str)
+def test_each(s: Scenario) -> None:
+    run(s)
+
+
+@pytest.mark.parametrize("s", GLOBAL_DRAINED, ids=str)
+def test_global_and_drained(s: Scenario) -> None:
+    run(s)
+
+
+@pytest.mark.parametrize("s", SEED_002, ids=str)
+def test_balanced_spread_best_fit(s: Scenario) -> None:
+    run(s)
+
+
+def test_fill_rerun_after_applying_its_plan_is_already_filled() -> None:
+    """FILL is a convergence target: once its plan has landed, the same request adds nothing."""
+    view = cluster([node("a"), node("b"), node("c")], spread_pods({"a": 1}))
+    pol = policy(strategy="Fill", count=2)
+    first = plan(view, web("new"), pol)
+    assert first.error is None and first.plan == {"a": 1, "b": 2, "c": 2}
+    i = 0
+    for node_name, n in first.plan.items():
+        for _ in range(n):
+            view.assume(web(f"placed-{i}"), node_name)
+            i += 1
+    again = plan(view, web("new"), pol)
+    assert again.error is not None and again.error.code is ErrorCode.ALREADY_FILLED
+    assert again.plan == {}
+
+
+def test_each_is_an_increment_not_a_target() -> None:
+    """Unlike FILL, EACH adds count again on every round."""
+    view = cluster([node("a"), node("b")])
+    pol = policy(strategy="Each", count=1)
+    first = plan(view, web("new"), pol)
+    assert first.plan == {"a": 1, "b": 1}
+    for i, node_name in enumerate(first.plan):
+        view.assume(web(f"placed-{i}"), node_name)
+    assert plan(view, web("new"), pol).plan == {"a": 1, "b": 1}
