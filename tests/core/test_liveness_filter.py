@@ -1,0 +1,228 @@
+"""Seed 000's liveness and node filter, in Kubernetes terms (DESIGN.md): Ready, node Leases,
+the bypass annotation, test nodes; includes / labels / all / excludes with includes
+short-circuiting the rest; and kube-scheduler's own node constraints on the pod."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from berth.core.model import NodeAffinity, Requirement, Taint, Toleration
+from berth.core.settings import Settings
+
+from .builders import NOW, Scenario, cluster, evaluate, node, pod, policy, run, web
+
+TEST = {"berth.dev/test-node": "true"}
+FRESH = NOW - 5
+
+LIVENESS = [
+    Scenario(
+        "ready_node_is_up",
+        nodes=(node("a"),), passing=frozenset({"a"}),
+    ),
+    Scenario(
+        "not_ready_node_is_down",
+        nodes=(node("a", ready=False), node("b")), passing=frozenset({"b"}),
+        refused={"a": "node is down: not Ready"},
+    ),
+    Scenario(
+        "node_without_ready_condition_is_down",
+        nodes=(node("a", ready=None), node("b")), passing=frozenset({"b"}),
+        refused={"a": "node is down: it reports no Ready condition"},
+    ),
+    Scenario(
+        "stale_lease_older_than_threshold_is_down",
+        nodes=(node("a"), node("b")), leases={"a": NOW - 41, "b": FRESH}, passing=frozenset({"b"}),
+        refused={"a": "node is down: Lease not renewed for 41s (threshold 40s)"},
+    ),
+    Scenario(
+        "lease_exactly_at_threshold_is_up",
+        nodes=(node("a"),), leases={"a": NOW - 40}, passing=frozenset({"a"}),
+    ),
+    Scenario(
+        "liveness_threshold_is_a_setting",
+        nodes=(node("a"),), leases={"a": NOW - 100}, settings=Settings(liveness_threshold_seconds=120),
+        passing=frozenset({"a"}),
+    ),
+    Scenario(
+        "missing_lease_when_leases_are_tracked_is_down",
+        nodes=(node("a"), node("b")), leases={"b": FRESH}, passing=frozenset({"b"}),
+        refused={"a": "node is down: no Lease in kube-node-lease"},
+    ),
+    Scenario(
+        "lease_without_renew_time_is_down",
+        nodes=(node("a"), node("b")), leases={"a": None, "b": FRESH}, passing=frozenset({"b"}),
+        refused={"a": "no Lease"},
+    ),
+    Scenario(
+        "leases_are_ignored_when_not_tracked",
+        nodes=(node("a"),), leases=None, passing=frozenset({"a"}),
+    ),
+    Scenario(
+        "bypass_annotation_means_down",
+        nodes=(node("a", bypassed=True), node("b")), passing=frozenset({"b"}),
+        refused={"a": "node is down: bypassed (berth.dev/bypass)"},
+    ),
+    Scenario(
+        "test_node_label_skips_liveness",
+        nodes=(node("a", labels=TEST, ready=False), node("b", labels=TEST, ready=None), node("c", labels=TEST)),
+        leases={"a": NOW - 1000}, passing=frozenset({"a", "b", "c"}),
+    ),
+    Scenario(
+        "test_node_label_does_not_skip_bypass",
+        nodes=(node("a", labels=TEST, bypassed=True), node("b")), passing=frozenset({"b"}),
+        refused={"a": "bypassed"},
+    ),
+    Scenario(
+        "down_and_filtered_nodes_are_unresolvable_refusals",
+        nodes=(node("a", ready=False), node("b", memory="1Gi")), pod=web("new", memory="2Gi"),
+        refused={"a": "not Ready", "b": "insufficient capacity"},
+    ),
+]
+
+ASSORTED = (node("a", labels={"disk": "ssd", "tier": "gold"}), node("b", labels={"disk": "ssd"}),
+            node("c", labels={"disk": "ssd", "tier": "gold"}, ready=False),
+            node("d", labels={"disk": "ssd", "tier": "gold"}))
+
+NODE_FILTER = [
+    Scenario(
+        "includes_fetches_exactly_these_nodes",
+        nodes=ASSORTED, spec={"nodeFilter": {"includes": ["a", "b"]}}, passing=frozenset({"a", "b"}),
+        refused={"d": "not in nodeFilter.includes"},
+    ),
+    Scenario(
+        "includes_short_circuits_liveness_and_excludes",
+        nodes=ASSORTED,
+        spec={"nodeFilter": {"includes": ["b", "c"], "excludes": ["b", "c"], "labels": {"tier": "gold"}}},
+        passing=frozenset({"b", "c"}),
+    ),
+    Scenario(
+        "includes_short_circuits_bypass_too",
+        nodes=(node("a", bypassed=True), node("b")), spec={"nodeFilter": {"includes": ["a"]}},
+        passing=frozenset({"a"}),
+    ),
+    Scenario(
+        "labels_node_must_carry_all_of_them",
+        nodes=ASSORTED, spec={"nodeFilter": {"labels": {"disk": "ssd", "tier": "gold"}}},
+        passing=frozenset({"a", "d"}), refused={"b": "nodeFilter.labels needs tier=gold (absent)"},
+    ),
+    Scenario(
+        "labels_refusal_names_the_wrong_value",
+        nodes=(node("a", labels={"tier": "iron"}),), spec={"nodeFilter": {"labels": {"tier": "gold"}}},
+        refused={"a": "nodeFilter.labels needs tier=gold (tier=iron)"},
+    ),
+    Scenario(
+        "all_false_drops_down_nodes",
+        nodes=ASSORTED, spec={"nodeFilter": {"all": False}}, refused={"c": "not Ready"},
+        passing=frozenset({"a", "b", "d"}),
+    ),
+    Scenario(
+        "all_true_keeps_down_nodes",
+        nodes=(*ASSORTED, node("e", bypassed=True)), spec={"nodeFilter": {"all": True}},
+        passing=frozenset({"a", "b", "c", "d", "e"}),
+    ),
+    Scenario(
+        "excludes_are_removed_from_what_is_left",
+        nodes=ASSORTED, spec={"nodeFilter": {"excludes": ["a"], "labels": {"tier": "gold"}}},
+        passing=frozenset({"d"}), refused={"a": "excluded by nodeFilter.excludes", "b": "labels", "c": "down"},
+    ),
+    Scenario(
+        "without_a_policy_liveness_still_applies",
+        nodes=ASSORTED, passing=frozenset({"a", "b", "d"}), refused={"c": "not Ready"},
+    ),
+]
+
+CONSTRAINTS = [
+    Scenario(
+        "cordoned_node_is_refused",
+        nodes=(node("a", unschedulable=True), node("b")), passing=frozenset({"b"}),
+        refused={"a": "cordoned"},
+    ),
+    Scenario(
+        "cordon_applies_even_to_included_nodes",
+        nodes=(node("a", unschedulable=True), node("b")), spec={"nodeFilter": {"includes": ["a", "b"]}},
+        passing=frozenset({"b"}), refused={"a": "cordoned"},
+    ),
+    Scenario(
+        "pod_tolerating_unschedulable_may_use_a_cordoned_node",
+        nodes=(node("a", unschedulable=True),),
+        pod=pod("new", tolerations=(Toleration("node.kubernetes.io/unschedulable", "Exists", "", "NoSchedule"),)),
+        passing=frozenset({"a"}),
+    ),
+    Scenario(
+        "untolerated_no_schedule_taint_refuses",
+        nodes=(node("a", taints=(Taint("gpu", "true", "NoSchedule"),)), node("b")),
+        passing=frozenset({"b"}), refused={"a": "untolerated taint gpu=true:NoSchedule"},
+    ),
+    Scenario(
+        "untolerated_no_execute_taint_refuses",
+        nodes=(node("a", taints=(Taint("broken", "", "NoExecute"),)),), refused={"a": "broken:NoExecute"},
+    ),
+    Scenario(
+        "prefer_no_schedule_taint_does_not_filter",
+        nodes=(node("a", taints=(Taint("gpu", "true", "PreferNoSchedule"),)),), passing=frozenset({"a"}),
+    ),
+    Scenario(
+        "tolerated_taint_passes",
+        nodes=(node("a", taints=(Taint("gpu", "true", "NoSchedule"),)),),
+        pod=pod("new", tolerations=(Toleration("gpu", "Equal", "true", ""),)), passing=frozenset({"a"}),
+    ),
+    Scenario(
+        "node_selector_must_match",
+        nodes=(node("a", labels={"disk": "ssd"}), node("b")),
+        pod=replace(web("new"), node_affinity=NodeAffinity(node_selector={"disk": "ssd"})),
+        passing=frozenset({"a"}), refused={"b": "nodeSelector"},
+    ),
+    Scenario(
+        "required_node_affinity_terms_are_ored",
+        nodes=(node("a", labels={"zone": "1"}), node("b", labels={"zone": "2"}), node("c", labels={"zone": "3"})),
+        pod=replace(web("new"), node_affinity=NodeAffinity(required_terms=(
+            (Requirement("zone", "In", ("1",)),), (Requirement("zone", "In", ("3",)),)))),
+        passing=frozenset({"a", "c"}),
+    ),
+]
+
+
+@pytest.mark.parametrize("s", LIVENESS, ids=str)
+def test_liveness(s: Scenario) -> None:
+    decision = run(s)
+    for name, refusal in decision.refused.items():
+        if "down" in refusal.reason:
+            assert not refusal.resolvable, name
+
+
+@pytest.mark.parametrize("s", NODE_FILTER, ids=str)
+def test_node_filter(s: Scenario) -> None:
+    decision = run(s)
+    assert all(not r.resolvable for r in decision.refused.values())
+
+
+@pytest.mark.parametrize("s", CONSTRAINTS, ids=str)
+def test_pod_constraints(s: Scenario) -> None:
+    run(s)
+
+
+def test_capacity_refusals_are_resolvable_filter_refusals_are_not() -> None:
+    view = cluster([node("a", ready=False), node("b", memory="1Gi")])
+    decision = evaluate(view, web("new", memory="2Gi"), policy()).decision
+    assert not decision.refused["a"].resolvable
+    assert decision.refused["b"].resolvable
+
+
+REQUIREMENTS = [
+    ("in_matches_listed_value", Requirement("k", "In", ("a", "b")), {"k": "b"}, True),
+    ("in_needs_the_key", Requirement("k", "In", ("a",)), {}, False),
+    ("not_in_matches_absent_key", Requirement("k", "NotIn", ("a",)), {}, True),
+    ("not_in_refuses_listed_value", Requirement("k", "NotIn", ("a",)), {"k": "a"}, False),
+    ("exists", Requirement("k", "Exists"), {"k": ""}, True),
+    ("does_not_exist", Requirement("k", "DoesNotExist"), {"k": "x"}, False),
+    ("gt_compares_integers", Requirement("k", "Gt", ("9",)), {"k": "10"}, True),
+    ("lt_compares_integers", Requirement("k", "Lt", ("9",)), {"k": "10"}, False),
+    ("gt_on_non_integer_is_false", Requirement("k", "Gt", ("1",)), {"k": "x"}, False),
+]
+
+
+@pytest.mark.parametrize(("name", "req", "labels", "expected"), REQUIREMENTS, ids=[c[0] for c in REQUIREMENTS])
+def test_requirement_operators(name: str, req: Requirement, labels: dict[str, str], expected: bool) -> None:
+    assert req.matches(labels) is expected

@@ -1,0 +1,216 @@
+"""Seed 003: TopologySpreadConstraint with kube-scheduler's PodTopologySpread semantics: the
+worked examples, skew against the global minimum, minDomains, nodeAffinityPolicy /
+nodeTaintsPolicy, matchLabelKeys and ScheduleAnyway scoring."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from berth.core.errors import ErrorCode
+from berth.core.model import NodeAffinity, Taint, Toleration
+
+from .builders import ZONE, Scenario, cluster, evaluate, node, plan, pod, policy, run, spread_pods, web
+
+
+def zoned(name: str, zone: str, **kw: Any) -> Any:
+    return node(name, labels={ZONE: zone, **kw.pop("labels", {})}, **kw)
+
+
+Z3 = (zoned("n1", "zone1"), zoned("n2", "zone2"), zoned("n3", "zone3"))
+ALL3 = frozenset({"n1", "n2", "n3"})
+
+
+def tsc(max_skew: int = 1, when: str = "DoNotSchedule", **extra: Any) -> dict[str, Any]:
+    return {"maxSkew": max_skew, "topologyKey": ZONE, "whenUnsatisfiable": when,
+            "labelSelector": {"matchLabels": {"app": "web"}}, **extra}
+
+
+def spec(*constraints: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"topologySpreadConstraints": list(constraints), **extra}
+
+
+SSD_POD = replace(web("new"), node_affinity=NodeAffinity(node_selector={"disk": "ssd"}))
+
+SCENARIOS = [
+    Scenario(
+        "seed_003_1_1_0_max_skew_1_only_zone3",
+        nodes=Z3, pods=tuple(spread_pods({"n1": 1, "n2": 1})), spec=spec(tsc(1)),
+        passing=frozenset({"n3"}),
+        refused={"n1": "placing here makes skew 2 in topology.kubernetes.io/zone=zone1 (maxSkew 1)",
+                 "n2": "skew 2"},
+    ),
+    Scenario(
+        "seed_003_1_1_0_max_skew_2_any_zone",
+        nodes=Z3, pods=tuple(spread_pods({"n1": 1, "n2": 1})), spec=spec(tsc(2)), passing=ALL3,
+    ),
+    Scenario(
+        "seed_003_3_1_1_only_zone2_or_zone3",
+        nodes=Z3, pods=tuple(spread_pods({"n1": 3, "n2": 1, "n3": 1})), spec=spec(tsc(1)),
+        passing=frozenset({"n2", "n3"}), refused={"n1": "skew 3"},
+    ),
+    Scenario(
+        "skew_counts_every_node_of_a_domain",
+        nodes=(zoned("n1a", "zone1"), zoned("n1b", "zone1"), zoned("n2", "zone2")),
+        pods=tuple(spread_pods({"n1a": 1, "n1b": 1, "n2": 1})), spec=spec(tsc(1)),
+        passing=frozenset({"n2"}),
+    ),
+    Scenario(
+        "node_without_topology_key_is_refused_unresolvably",
+        nodes=(*Z3, node("nozone")), spec=spec(tsc(1)),
+        passing=ALL3, refused={"nozone": "node has no label topology.kubernetes.io/zone"},
+    ),
+    Scenario(
+        "label_selector_counts_only_matching_pods",
+        nodes=Z3, pods=tuple(spread_pods({"n1": 2}, labels={"app": "other"})), spec=spec(tsc(1)),
+        passing=ALL3,
+    ),
+    Scenario(
+        "absent_label_selector_uses_the_policy_selector",
+        nodes=Z3, pods=tuple(spread_pods({"n1": 1, "n2": 1})),
+        spec=spec({"maxSkew": 1, "topologyKey": ZONE}), passing=frozenset({"n3"}),
+    ),
+    Scenario(
+        "pod_outside_the_selector_adds_no_self_match",
+        # labelSelector app=db: the 1/1/0 db pods do not grow when a web pod lands, skew stays 1.
+        nodes=Z3, pods=tuple(spread_pods({"n1": 1, "n2": 1}, labels={"app": "db"})),
+        spec=spec({**tsc(1), "labelSelector": {"matchLabels": {"app": "db"}}}), passing=ALL3,
+    ),
+    Scenario(
+        "terminating_pods_do_not_count_for_spread",
+        nodes=Z3, pods=(pod("t1", node="n1", terminating=True), pod("t2", node="n1", terminating=True)),
+        spec=spec(tsc(1)), passing=ALL3,
+    ),
+    Scenario(
+        "pods_of_other_namespaces_do_not_count_for_spread",
+        nodes=Z3, pods=(pod("o1", node="n1", namespace="other"), pod("o2", node="n1", namespace="other")),
+        spec=spec(tsc(1)), passing=ALL3,
+    ),
+    Scenario(
+        "min_domains_not_reached_makes_global_minimum_zero",
+        # Two zones with 1/1 and minDomains 3: the global minimum is 0, so both zones would go to skew 2.
+        nodes=Z3[:2], pods=tuple(spread_pods({"n1": 1, "n2": 1})), spec=spec(tsc(1, minDomains=3)),
+        passing=frozenset(), error=ErrorCode.INSUFFICIENT_RESOURCE,
+    ),
+    Scenario(
+        "without_min_domains_same_cluster_fits",
+        nodes=Z3[:2], pods=tuple(spread_pods({"n1": 1, "n2": 1})), spec=spec(tsc(1)),
+        passing=frozenset({"n1", "n2"}),
+    ),
+    Scenario(
+        "min_domains_reached_uses_the_real_minimum",
+        nodes=Z3, pods=tuple(spread_pods({"n1": 1, "n2": 1, "n3": 1})), spec=spec(tsc(1, minDomains=3)),
+        passing=ALL3,
+    ),
+    Scenario(
+        "node_affinity_policy_honor_leaves_out_domains_the_pod_cannot_use",
+        nodes=(zoned("n1", "zone1", labels={"disk": "ssd"}), zoned("n2", "zone2", labels={"disk": "ssd"}),
+               zoned("n3", "zone3")),
+        pods=tuple(spread_pods({"n1": 1, "n2": 1})), pod=SSD_POD, spec=spec(tsc(1)),
+        passing=frozenset({"n1", "n2"}), refused={"n3": "nodeSelector"},
+    ),
+    Scenario(
+        "node_affinity_policy_ignore_counts_every_domain",
+        nodes=(zoned("n1", "zone1", labels={"disk": "ssd"}), zoned("n2", "zone2", labels={"disk": "ssd"}),
+               zoned("n3", "zone3")),
+        pods=tuple(spread_pods({"n1": 1, "n2": 1})), pod=SSD_POD,
+        spec=spec(tsc(1, nodeAffinityPolicy="Ignore")),
+        passing=frozenset(), refused={"n1": "skew 2", "n2": "skew 2"},
+    ),
+    Scenario(
+        "node_affinity_policy_honor_applies_the_node_filter",
+        nodes=Z3, pods=tuple(spread_pods({"n1": 1, "n2": 1})),
+        spec=spec(tsc(1), nodeFilter={"excludes": ["n3"]}),
+        passing=frozenset({"n1", "n2"}), refused={"n3": "excluded"},
+    ),
+    Scenario(
+        "node_taints_policy_ignore_is_the_default_and_counts_tainted_domains",
+        nodes=(zoned("n1", "zone1"), zoned("n2", "zone2"),
+               zoned("n3", "zone3", taints=(Taint("dedicated", "gpu", "NoSchedule"),))),
+        pods=tuple(spread_pods({"n1": 1, "n2": 1})), spec=spec(tsc(1)),
+        passing=frozenset(), refused={"n1": "skew 2", "n3": "untolerated taint dedicated=gpu:NoSchedule"},
+    ),
+    Scenario(
+        "node_taints_policy_honor_leaves_out_untolerated_tainted_domains",
+        nodes=(zoned("n1", "zone1"), zoned("n2", "zone2"),
+               zoned("n3", "zone3", taints=(Taint("dedicated", "gpu", "NoSchedule"),))),
+        pods=tuple(spread_pods({"n1": 1, "n2": 1})), spec=spec(tsc(1, nodeTaintsPolicy="Honor")),
+        passing=frozenset({"n1", "n2"}),
+    ),
+    Scenario(
+        "node_taints_policy_honor_keeps_tolerated_tainted_domains",
+        nodes=(zoned("n1", "zone1"), zoned("n2", "zone2"),
+               zoned("n3", "zone3", taints=(Taint("dedicated", "gpu", "NoSchedule"),))),
+        pods=tuple(spread_pods({"n1": 1, "n2": 1})),
+        pod=pod("new", tolerations=(Toleration("dedicated", "Equal", "gpu", "NoSchedule"),)),
+        spec=spec(tsc(1, nodeTaintsPolicy="Honor")),
+        passing=frozenset({"n3"}),
+    ),
+    Scenario(
+        "match_label_keys_count_only_the_pods_own_revision",
+        # Two pods of the old revision in zone1; the new revision counts 0/0/0.
+        nodes=Z3, pods=tuple(spread_pods({"n1": 2}, labels={"app": "web", "pod-template-hash": "v1"})),
+        pod=pod("new", labels={"app": "web", "pod-template-hash": "v2"}),
+        spec=spec(tsc(1, matchLabelKeys=["pod-template-hash"])), passing=ALL3,
+    ),
+    Scenario(
+        "without_match_label_keys_every_revision_counts",
+        nodes=Z3, pods=tuple(spread_pods({"n1": 2}, labels={"app": "web", "pod-template-hash": "v1"})),
+        pod=pod("new", labels={"app": "web", "pod-template-hash": "v2"}),
+        spec=spec(tsc(1)), passing=frozenset({"n2", "n3"}),
+    ),
+    Scenario(
+        "schedule_anyway_never_filters",
+        nodes=Z3, pods=tuple(spread_pods({"n1": 3})), spec=spec(tsc(1, "ScheduleAnyway")), passing=ALL3,
+    ),
+    Scenario(
+        "schedule_anyway_prefers_the_emptier_zone",
+        # The default ranking alone would pick the roomy n1 (most free share); spread prefers zone2.
+        nodes=(zoned("n1", "zone1", cpu="64", memory="256Gi"), zoned("n2", "zone2")),
+        pods=tuple(spread_pods({"n1": 3})), spec=spec(tsc(1, "ScheduleAnyway")),
+        ranking=("n2", "n1"),
+    ),
+    Scenario(
+        "schedule_anyway_outranks_the_strategy",
+        nodes=(zoned("n1", "zone1"), zoned("n2", "zone2")),
+        pods=tuple(spread_pods({"n1": 2})),
+        spec=spec(tsc(1, "ScheduleAnyway"), strategy="BestFit"), ranking=("n2", "n1"),
+    ),
+]
+
+
+@pytest.mark.parametrize("s", SCENARIOS, ids=str)
+def test_topology_spread(s: Scenario) -> None:
+    run(s)
+
+
+def test_default_ranking_without_spread_picks_the_roomy_node() -> None:
+    """The control case for schedule_anyway_prefers_the_emptier_zone."""
+    view = cluster([zoned("n1", "zone1", cpu="64", memory="256Gi"), zoned("n2", "zone2")], spread_pods({"n1": 3}))
+    assert evaluate(view, web("new"), policy()).decision.ranking == ["n1", "n2"]
+
+
+def test_assumed_pods_count_for_spread() -> None:
+    view = cluster(Z3, spread_pods({"n1": 1}))
+    view.assume(web("inflight"), "n2")
+    decision = evaluate(view, web("new"), policy(**spec(tsc(1)))).decision
+    assert decision.ranking == ["n3"]
+
+
+def test_round_respects_spread_pod_by_pod() -> None:
+    """1/1/0: the first pod must go to zone3; then 1/1/1 is level and the ranking decides."""
+    view = cluster(Z3, spread_pods({"n1": 1, "n2": 1}))
+    result = plan(view, web("new"), policy(**spec(tsc(1))), count=3)
+    assert result.error is None
+    assert result.plan == {"n3": 1, "n1": 1, "n2": 1}
+    assert list(result.plan) == ["n3", "n1", "n2"]
+
+
+def test_round_stops_with_an_error_when_spread_cannot_be_kept() -> None:
+    view = cluster(Z3[:2], spread_pods({"n1": 1, "n2": 1}))
+    pol = policy(**spec(tsc(1, minDomains=3)))
+    result = plan(view, web("new"), pol, count=1)
+    assert result.plan == {} and result.error is not None
+    assert result.error.code is ErrorCode.INSUFFICIENT_RESOURCE
