@@ -1,0 +1,353 @@
+"""The ``berth`` command line.
+
+    berth plan      --snapshot S --policy P --pod POD [--count N]   a round's plan and decision (JSON)
+    berth capacity  --snapshot S --pod POD [--policy P]              per-node capacity for a shape (JSON)
+    berth simulate  [--snapshot S] [--workload W] [--report FILE]    every strategy compared
+    berth sample    [--workloads]                                    print the built-in sample cluster
+    berth extender  [--host H] [--port P] [--snapshot FILE]          serve the scheduler extender
+    berth operator  [ARGS...]                                        run the PlacementPolicy operator
+
+Exit status: 0 success; 1 the strategy refused the round (``plan``) or a service failed; 2 bad
+input (unreadable file, wrong kind, malformed object, invalid policy, unknown strategy, bad
+flag), reported on one line of stderr naming the file and the field; 3 an internal error
+(``BERTH_DEBUG=1`` shows its traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any, NoReturn
+
+from berth import __version__
+from berth.core.capacity import capacity_table
+from berth.core.plan import plan_round
+from berth.core.policy import PlacementPolicy
+from berth.core.settings import Settings
+from berth.snapshot import STDIN, Snapshot, SnapshotError, load_pod, load_policy, load_snapshot, parse_rfc3339
+
+EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+class UsageError(Exception):
+    """Bad input that is not a file's fault: a flag's value."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with errors on one line."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+# -- flags ----------------------------------------------------------------------------------
+
+_SETTING_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("--cpu-overcommit", {"type": int, "metavar": "PERCENT",
+                          "help": "CPU overcommit percent, 1-10000 (default 100: never overcommit)"}),
+    ("--memory-overcommit", {"type": int, "metavar": "PERCENT",
+                             "help": "memory overcommit percent, 1-10000 (default 100)"}),
+    ("--min-free-disk", {"type": int, "metavar": "PERCENT",
+                         "help": "refuse a node when placing would leave less free ephemeral storage, 0-100 "
+                                 "(default 10)"}),
+    ("--reject-unknown-capacity", {"action": "store_const", "const": True,
+                                   "help": "refuse nodes that do not report a resource the pod asks for "
+                                           "(default: rank them last, with a warning)"}),
+    ("--liveness-threshold", {"type": float, "metavar": "SECONDS",
+                              "help": "a node whose Lease is older than this is down (default 40)"}),
+    ("--now", {"metavar": "RFC3339",
+               "help": "judge the snapshot at this time (default: its newest node Lease renewTime, "
+                       "else the current time)"}),
+)
+
+
+def _add_setting_flags(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    """The placement settings, accepted before or after the subcommand."""
+    group = parser.add_argument_group("placement settings")
+    for flag, options in _SETTING_FLAGS:
+        extra = dict(options)
+        if suppress:
+            extra["default"] = argparse.SUPPRESS
+            extra["help"] = argparse.SUPPRESS
+        group.add_argument(flag, **extra)
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    settings = Settings()
+    checks: tuple[tuple[str, str, float, float], ...] = (
+        ("cpu_overcommit", "cpu_overcommit_percent", 1, 10000),
+        ("memory_overcommit", "memory_overcommit_percent", 1, 10000),
+        ("min_free_disk", "min_free_disk_percent", 0, 100),
+    )
+    for attr, field, low, high in checks:
+        value = getattr(args, attr, None)
+        if value is None:
+            continue
+        if not low <= value <= high:
+            raise UsageError(f"--{attr.replace('_', '-')}: must be between {low:g} and {high:g}, found {value}")
+        settings = replace(settings, **{field: value})
+    if getattr(args, "reject_unknown_capacity", None):
+        settings = replace(settings, reject_unknown_capacity=True)
+    threshold = getattr(args, "liveness_threshold", None)
+    if threshold is not None:
+        if not 0 < threshold <= 86400:
+            raise UsageError(f"--liveness-threshold: must be more than 0 and at most 86400 seconds, "
+                             f"found {threshold:g}")
+        settings = replace(settings, liveness_threshold_seconds=threshold)
+    return settings
+
+
+def now_from(args: argparse.Namespace, snapshot: Snapshot) -> float:
+    text = getattr(args, "now", None)
+    if text is None:
+        return snapshot.now()
+    try:
+        return snapshot.now(parse_rfc3339(text))
+    except ValueError as exc:
+        raise UsageError(f"--now: {exc}") from None
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, found {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = _count(text)
+    if not 0 < value < 65536:
+        raise argparse.ArgumentTypeError(f"not a TCP port: {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="berth", description="berth: a placement engine for Kubernetes.",
+                     epilog="Placement settings may be given before or after the subcommand.")
+    parser.add_argument("--version", action="version", version=f"berth {__version__}")
+    _add_setting_flags(parser, suppress=False)
+    parser.set_defaults(handler=None)
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=_Parser)
+
+    def command(name: str, handler: Callable[[argparse.Namespace], int], help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        _add_setting_flags(p, suppress=True)
+        p.set_defaults(handler=handler, command=name)
+        return p
+
+    p = command("plan", cmd_plan, "Plan a round of pods like POD on a cluster snapshot; print the plan and "
+                "the decision as JSON (exit 1 when the strategy refuses).")
+    p.add_argument("--snapshot", required=True, metavar="FILE",
+                   help="the output of kubectl get nodes,pods -A -o json (or YAML; - reads stdin)")
+    p.add_argument("--policy", metavar="FILE", help="a PlacementPolicy manifest (default: the snapshot's "
+                   "PlacementPolicy that selects the pod, else none)")
+    p.add_argument("--pod", required=True, metavar="FILE", help="a Pod manifest: the shape and labels to place")
+    p.add_argument("--count", type=_count, metavar="N", help="pods in the round (default: Fill and Each "
+                   "plan their own round, other strategies 1 pod)")
+
+    p = command("capacity", cmd_capacity, "How many more pods like POD fit on each node, and in total (JSON).")
+    p.add_argument("--snapshot", required=True, metavar="FILE", help="the cluster snapshot (- reads stdin)")
+    p.add_argument("--pod", required=True, metavar="FILE", help="a Pod manifest: the shape to measure")
+    p.add_argument("--policy", metavar="FILE", help="a PlacementPolicy manifest: its node filter and "
+                   "capacity overrides apply")
+
+    p = command("simulate", cmd_simulate, "Place a workload mix with every strategy on a fresh copy of the "
+                "cluster each time and compare them (default: the built-in sample cluster and mix).")
+    p.add_argument("--snapshot", metavar="FILE", help="the cluster (default: the built-in sample cluster)")
+    p.add_argument("--workload", metavar="FILE", help="a WorkloadMix YAML (default: the built-in mix; "
+                   "berth sample --workloads prints it)")
+    p.add_argument("--report", metavar="FILE", help="also write the comparison as a chart: .png, .svg, .pdf "
+                   "or .html (table and chart)")
+    p.add_argument("--strategies", metavar="LIST", help="comma-separated strategies to compare (default: "
+                   "Auto,Fill,Each,Global,Drained,Balanced,Spread,BestFit,Default)")
+    p.add_argument("--format", choices=("table", "json"), default="table", help="output (default: table)")
+
+    p = command("sample", cmd_sample, "Print the built-in sample cluster as a kubectl List (JSON), or with "
+                "--workloads the built-in workload mix.")
+    p.add_argument("--workloads", action="store_true", help="print the workload mix (YAML) instead")
+
+    p = command("extender", cmd_extender, "Serve the kube-scheduler extender (against the cluster of the "
+                "in-cluster config or KUBECONFIG, or offline from a snapshot).")
+    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    p.add_argument("--port", type=_port, default=8888, help="port to listen on (default 8888)")
+    p.add_argument("--snapshot", metavar="FILE", help="serve offline from this cluster snapshot")
+
+    p = command("operator", cmd_operator, "Run the PlacementPolicy operator; the arguments go to it.")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the operator")
+    return parser
+
+
+# -- commands -------------------------------------------------------------------------------
+
+
+def _print_json(data: object) -> None:
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+def _policy_and_pod(args: argparse.Namespace, snapshot: Snapshot) -> tuple[PlacementPolicy | None, Any]:
+    policy = load_policy(args.policy) if args.policy else None
+    pod = load_pod(args.pod, default_namespace=policy.namespace if policy else "default")
+    if policy is None:
+        policy = snapshot.policy_for(pod)
+    elif pod.namespace != policy.namespace:
+        raise SnapshotError(f"{args.pod}: metadata.namespace: {pod.namespace!r} is not the policy's namespace "
+                            f"{policy.namespace!r} (a policy governs only pods in its own namespace)")
+    return policy, pod
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    snapshot = load_snapshot(args.snapshot)
+    policy, pod = _policy_and_pod(args, snapshot)
+    now = now_from(args, snapshot)
+    result = plan_round(snapshot.view(), pod, policy, settings, now, count=args.count)
+    out = result.to_dict()
+    if policy is not None and not policy.selector.matches(pod.labels):
+        decision = out["decision"]
+        assert isinstance(decision, dict)
+        decision["warnings"] = [*decision["warnings"], f"the policy's selector does not match the pod's labels: "
+                                f"its pods already placed are counted by the selector, not by {args.pod}"]
+    _print_json(out)
+    return EXIT_REFUSED if result.error is not None else EXIT_OK
+
+
+def cmd_capacity(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    snapshot = load_snapshot(args.snapshot)
+    policy = load_policy(args.policy) if args.policy else None
+    pod = load_pod(args.pod, default_namespace=policy.namespace if policy else "default")
+    now = now_from(args, snapshot)
+    _print_json(capacity_table(snapshot.view(), pod, policy, settings, now).to_dict())
+    return EXIT_OK
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from berth.cli import render
+    from berth.cli.simulate import ALL_STRATEGIES, parse_strategies, simulate
+    from berth.cli.workloads import load_mix, parse_mix
+    from berth.sample import SOURCE, WORKLOADS_SOURCE, sample_objects, workloads_text
+    from berth.snapshot import snapshot_from_documents
+
+    settings = settings_from(args)
+    strategies = ALL_STRATEGIES
+    if args.strategies is not None:
+        try:
+            strategies = parse_strategies(args.strategies)
+        except ValueError as exc:
+            raise UsageError(f"--strategies: {exc}") from None
+    if args.report is not None:
+        suffix = os.path.splitext(args.report)[1].lower().lstrip(".")
+        if suffix not in render.REPORT_FORMATS:
+            raise UsageError(f"--report: {args.report}: unknown format {('.' + suffix) if suffix else '(none)'}; "
+                             f"use .{', .'.join(render.REPORT_FORMATS)}")
+    snapshot = (load_snapshot(args.snapshot) if args.snapshot
+                else snapshot_from_documents([sample_objects()], SOURCE))
+    mix = load_mix(args.workload) if args.workload else parse_mix(workloads_text(), WORKLOADS_SOURCE)
+    now = now_from(args, snapshot)
+    sim = simulate(snapshot, mix, settings, now, strategies)
+    if args.format == "json":
+        _print_json(sim.to_dict())
+    else:
+        sys.stdout.write(render.text_report(sim))
+    if args.report is not None:
+        try:
+            fmt = render.write_report(sim, args.report)
+        except OSError as exc:
+            raise UsageError(f"--report: cannot write {args.report}: {exc.strerror or exc}") from None
+        if args.format == "table":
+            sys.stdout.write(f"\nreport ({fmt}) written to {args.report}\n")
+    return EXIT_OK
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    from berth.sample import sample_objects, workloads_text
+
+    if args.workloads:
+        sys.stdout.write(workloads_text())
+    else:
+        _print_json(sample_objects())
+    return EXIT_OK
+
+
+def _given_settings(args: argparse.Namespace) -> dict[str, object]:
+    settings_from(args)  # validate
+    return {key: getattr(args, key, None) for key in ("cpu_overcommit", "memory_overcommit", "min_free_disk",
+                                                      "reject_unknown_capacity", "liveness_threshold")}
+
+
+def cmd_extender(args: argparse.Namespace) -> int:
+    from berth.cli import services
+
+    services.export_settings(_given_settings(args))
+    if args.snapshot and args.snapshot != STDIN:
+        load_snapshot(args.snapshot)  # bad input is reported here, on one line, before anything starts
+    try:
+        return services.run_extender(args.host, args.port, args.snapshot)
+    except services.Unavailable as exc:
+        print(f"berth extender: unavailable: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+
+
+def cmd_operator(args: argparse.Namespace) -> int:
+    from berth.cli import services
+
+    services.export_settings(_given_settings(args))
+    try:
+        return services.run_operator(list(args.args))
+    except services.Unavailable as exc:
+        print(f"berth operator: unavailable: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+
+
+# -- entry point ----------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status (the console script passes it to ``sys.exit``)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, usage errors (already printed on one line)
+        return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
+    if args.handler is None:
+        parser.print_usage(sys.stderr)
+        return EXIT_BAD_INPUT
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return handler(args)
+    except (SnapshotError, UsageError) as exc:
+        _one_line_error(str(exc))
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:  # e.g. piped into head
+        _silence_stdout()
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        if os.environ.get("BERTH_DEBUG"):
+            raise
+        _one_line_error(f"internal error: {type(exc).__name__}: {exc} (BERTH_DEBUG=1 shows the traceback)")
+        return EXIT_INTERNAL
+
+
+def _one_line_error(message: str) -> None:
+    sys.stderr.write("berth: error: " + " ".join(message.split()) + "\n")
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,339 @@
+"""``berth simulate``: place a workload mix with every strategy and compare the outcomes.
+
+Each strategy starts from a fresh copy of the cluster and places the workloads in the mix's
+order, the way the extender would: a greedy strategy's round is planned at once and, when it
+cannot place every pod, pod by pod until a pod finds no node; Fill and Each plan their round
+first (their ``count`` and ``nodesLimit`` as the mix says, see :meth:`Workload.round_shape`)
+and their pods then follow that plan pod by pod, so topology spread and placement rules are
+checked as the extender checks them.
+
+The measures, over the *pool* (nodes a pod with no tolerations or node constraints may use:
+up, not cordoned, no untolerated NoSchedule/NoExecute taint) unless said otherwise:
+
+- **nodes used**: nodes holding at least one pod of the mix.
+- **lower bound**: the bin-packing lower bound of the mix alone: for each resource the mix
+  requests (and the pod count), ceil(total requested / the largest usable allocatable of a pool
+  node), the highest of these. Usable is allocatable times the overcommit percent; for
+  ephemeral storage, allocatable less the free-disk floor. Existing pods are not counted, so no
+  placement can use fewer nodes.
+- **skew/node**, **skew/zone**: per workload, the max minus the min of its pods over the nodes it
+  may use (zero counts included), or over their zones (``topology.kubernetes.io/zone``); the
+  worst workload's figure.
+- **util stddev**, **util range**: each pool node's utilisation is its dominant requested share
+  (the higher of CPU and memory requested / allocatable, all pods counted); their population
+  standard deviation, and max minus min, in percentage points.
+- **stranded**: free CPU and memory on the nodes holding a pod of the mix that cannot take one
+  more reference pod (the mix's ``referencePod``, default its smallest shape): room left in one
+  resource on a node that another resource has filled. Summed over those nodes.
+- **refused**: pods of the mix that found no node.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from berth.cli.workloads import Workload, WorkloadMix
+from berth.core.candidates import collect_candidates
+from berth.core.capacity import capacity_table
+from berth.core.errors import ErrorCode, PlacementError
+from berth.core.evaluate import evaluate_pod
+from berth.core.fit import check_fit, demand
+from berth.core.model import PodInfo
+from berth.core.plan import plan_round
+from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy
+from berth.core.quantity import CPU, DISK, MEMORY, PODS
+from berth.core.settings import Settings
+from berth.core.view import ClusterView
+from berth.snapshot import Snapshot
+
+ZONE_LABEL = "topology.kubernetes.io/zone"
+ALL_STRATEGIES: tuple[Strategy | None, ...] = (
+    Strategy.AUTO, Strategy.FILL, Strategy.EACH, Strategy.GLOBAL, Strategy.DRAINED,
+    Strategy.BALANCED, Strategy.SPREAD, Strategy.BEST_FIT, None,
+)
+DEFAULT_NAME = "Default"
+
+
+def strategy_name(strategy: Strategy | None) -> str:
+    return strategy.value if strategy is not None else DEFAULT_NAME
+
+
+def parse_strategies(text: str) -> tuple[Strategy | None, ...]:
+    """``Auto,Fill,Default`` (case-insensitive) to strategies; ValueError names an unknown one."""
+    known = {strategy_name(s).lower(): s for s in ALL_STRATEGIES}
+    out: list[Strategy | None] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        if part.lower() not in known:
+            expected = ", ".join(strategy_name(s) for s in ALL_STRATEGIES)
+            raise ValueError(f"unknown strategy {part!r}; expected {expected}")
+        if known[part.lower()] not in out:
+            out.append(known[part.lower()])
+    if not out:
+        raise ValueError("no strategy given")
+    return tuple(out)
+
+
+@dataclass
+class Outcome:
+    """One workload placed with one strategy."""
+
+    workload: str  # namespace/name
+    requested: int
+    placed: int
+    nodes: dict[str, int]  # node -> pods placed there
+    error: PlacementError | None = None
+    warnings: list[str] = field(default_factory=list)
+    refusals: dict[str, str] = field(default_factory=dict)  # node -> reason, when a pod found no node
+
+    @property
+    def refused(self) -> int:
+        return self.requested - self.placed
+
+
+@dataclass
+class StrategyResult:
+    strategy: str
+    nodes_used: int
+    node_skew: int
+    zone_skew: int | None  # None: no node carries the zone label
+    util_stddev: float  # percentage points
+    util_range: float
+    stranded_cpu: int  # millicores
+    stranded_memory: int  # bytes
+    placed: int
+    refused: int
+    outcomes: list[Outcome]
+    utilisation: dict[str, float]  # pool node -> dominant share, 0..1
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "strategy": self.strategy,
+            "nodesUsed": self.nodes_used,
+            "nodeSkew": self.node_skew,
+            "zoneSkew": self.zone_skew,
+            "utilisationStddev": round(self.util_stddev, 2),
+            "utilisationRange": round(self.util_range, 2),
+            "strandedCpuMillicores": self.stranded_cpu,
+            "strandedMemoryBytes": self.stranded_memory,
+            "placed": self.placed,
+            "refused": self.refused,
+            "workloads": [
+                {"workload": o.workload, "requested": o.requested, "placed": o.placed, "nodes": o.nodes,
+                 "error": o.error.to_dict() if o.error else None}
+                for o in self.outcomes
+            ],
+        }
+
+
+@dataclass
+class Simulation:
+    cluster: str
+    workloads: str
+    nodes: int
+    pool: int
+    zones: int
+    pods: int  # pods in the mix
+    reference: Workload
+    lower_bound: int
+    lower_bound_by: dict[str, int]  # resource -> ceil(total / largest usable)
+    now: float
+    results: list[StrategyResult]
+
+    def to_dict(self) -> dict[str, object]:
+        ref = self.reference.pod.requests
+        return {
+            "cluster": self.cluster,
+            "workloads": self.workloads,
+            "nodes": self.nodes,
+            "poolNodes": self.pool,
+            "zones": self.zones,
+            "pods": self.pods,
+            "referencePod": {"workload": f"{self.reference.namespace}/{self.reference.name}",
+                             "requests": dict(ref)},
+            "lowerBound": self.lower_bound,
+            "lowerBoundByResource": dict(self.lower_bound_by),
+            "strategies": [r.to_dict() for r in self.results],
+        }
+
+
+def simulate(snapshot: Snapshot, mix: WorkloadMix, settings: Settings, now: float,
+             strategies: Sequence[Strategy | None] = ALL_STRATEGIES) -> Simulation:
+    fresh = snapshot.view()
+    pool = pool_nodes(fresh, settings, now)
+    eligible = {w.name: _eligible(fresh, w, settings, now) for w in mix.workloads}
+    bound, by = lower_bound(fresh, pool, mix, settings)
+    zones = {fresh.nodes[n].labels[ZONE_LABEL] for n in pool if ZONE_LABEL in fresh.nodes[n].labels}
+    results = []
+    for strategy in strategies:
+        view = snapshot.view()
+        outcomes = [place_workload(view, w, strategy, settings, now) for w in mix.workloads]
+        results.append(_measure(view, strategy, outcomes, mix, pool, eligible, settings))
+    return Simulation(cluster=snapshot.source, workloads=mix.source, nodes=len(fresh.nodes), pool=len(pool),
+                      zones=len(zones), pods=mix.pods, reference=mix.reference, lower_bound=bound,
+                      lower_bound_by=by, now=now, results=results)
+
+
+def pool_nodes(view: ClusterView, settings: Settings, now: float) -> list[str]:
+    """Nodes a pod with no tolerations or node constraints may use."""
+    blank = PodInfo(uid="berth-simulate/pool", name="pool", namespace="berth-simulate")
+    result = collect_candidates(view, blank, None, settings, now, require_fit=False)
+    return [c.name for c in result.candidates]
+
+
+def _eligible(view: ClusterView, w: Workload, settings: Settings, now: float) -> list[str]:
+    """The nodes a workload may use at all (its constraints, the policy's node filter, liveness)."""
+    policy = w.policy(None)
+    result = collect_candidates(view, w.pod, policy, settings.for_policy(policy), now, require_fit=False)
+    refused_for_room = [n for n, r in result.refused.items() if r.resolvable]
+    return sorted([c.name for c in result.candidates] + refused_for_room)
+
+
+def lower_bound(view: ClusterView, pool: Sequence[str], mix: WorkloadMix,
+                settings: Settings) -> tuple[int, dict[str, int]]:
+    totals: dict[str, int] = {PODS: mix.pods}
+    for w in mix.workloads:
+        for resource, amount in w.pod.requests.items():
+            totals[resource] = totals.get(resource, 0) + amount * w.replicas
+    by: dict[str, int] = {}
+    for resource, total in totals.items():
+        largest = 0
+        for name in pool:
+            alloc = view.nodes[name].allocatable.get(resource)
+            if alloc is None:
+                continue
+            usable = (alloc - alloc * settings.min_free_disk_percent // 100 if resource == DISK
+                      else alloc * settings.overcommit_percent(resource) // 100)
+            largest = max(largest, usable)
+        if largest > 0 and total > 0:
+            by[resource] = math.ceil(total / largest)
+    return max(by.values(), default=0), by
+
+
+def _replica(pod: PodInfo, w: Workload, i: int) -> PodInfo:
+    name = f"{w.name}-{i:04d}"
+    return replace(pod, uid=f"berth-simulate/{w.namespace}/{name}", name=name, node_name=None)
+
+
+def place_workload(view: ClusterView, w: Workload, strategy: Strategy | None, settings: Settings,
+                   now: float) -> Outcome:
+    """Place ``w``'s replicas on ``view`` (assumed pods) and say where they went."""
+    outcome = Outcome(f"{w.namespace}/{w.name}", w.replicas, 0, {})
+    if w.replicas == 0:
+        return outcome
+    if strategy in ROUND_STRATEGIES:
+        _place_round(view, w, strategy, settings, now, outcome)
+    else:
+        _place_greedy(view, w, w.policy(strategy), settings, now, outcome)
+    return outcome
+
+
+def _assume(view: ClusterView, w: Workload, node: str, outcome: Outcome) -> None:
+    view.assume(_replica(w.pod, w, outcome.placed), node)
+    outcome.placed += 1
+    outcome.nodes[node] = outcome.nodes.get(node, 0) + 1
+
+
+def _place_greedy(view: ClusterView, w: Workload, policy: PlacementPolicy, settings: Settings, now: float,
+                  outcome: Outcome) -> None:
+    result = plan_round(view, _replica(w.pod, w, 0), policy, settings, now, count=w.replicas)
+    outcome.warnings = list(result.decision.warnings)
+    if result.error is None:
+        for node, n in result.plan.items():
+            for _ in range(n):
+                _assume(view, w, node, outcome)
+        return
+    # The round does not fit whole: place pod by pod, as the extender would, until one finds no node.
+    while outcome.placed < w.replicas:
+        ev = evaluate_pod(view, _replica(w.pod, w, outcome.placed), policy, settings, now)
+        winner = ev.decision.winner
+        if winner is None:
+            outcome.error = ev.decision.error or result.error
+            outcome.refusals = {n: r.reason for n, r in ev.decision.refused.items()}
+            return
+        _assume(view, w, winner, outcome)
+
+
+def _place_round(view: ClusterView, w: Workload, strategy: Strategy | None, settings: Settings, now: float,
+                 outcome: Outcome) -> None:
+    probe = w.policy(strategy)
+    with_room = len(capacity_table(view, w.pod, probe, settings, now).nodes)
+    count, limit = w.round_shape(with_room)
+    policy = w.policy(strategy, count=count, nodes_limit=limit)
+    first = _replica(w.pod, w, 0)
+    result = plan_round(view, first, policy, settings, now, count=w.replicas)
+    if result.error is not None and result.error.code is ErrorCode.INSUFFICIENT_RESOURCE:
+        whole = plan_round(view, first, policy, settings, now, count=None)
+        if whole.error is None:  # the strategy's own round is smaller than the workload: take it all
+            result = whole
+            outcome.error = PlacementError(ErrorCode.INSUFFICIENT_RESOURCE,
+                                           f"the {strategy_name(strategy)} round places only "
+                                           f"{sum(whole.plan.values())} of {w.replicas} pods")
+    outcome.warnings = list(result.decision.warnings)
+    if result.error is not None:
+        outcome.error = result.error
+        outcome.refusals = {n: r.reason for n, r in result.decision.refused.items()}
+        return
+    quota = dict(result.plan)
+    while sum(quota.values()) > 0:
+        ev = evaluate_pod(view, _replica(w.pod, w, outcome.placed), policy, settings, now, quota=quota)
+        winner = ev.decision.winner
+        if winner is None:
+            outcome.error = ev.decision.error
+            outcome.refusals = {n: r.reason for n, r in ev.decision.refused.items()}
+            return
+        _assume(view, w, winner, outcome)
+        quota[winner] -= 1
+
+
+def _measure(view: ClusterView, strategy: Strategy | None, outcomes: list[Outcome], mix: WorkloadMix,
+             pool: Sequence[str], eligible: Mapping[str, list[str]], settings: Settings) -> StrategyResult:
+    used = sorted({node for o in outcomes for node in o.nodes})
+    node_skew = 0
+    zone_skew: int | None = None
+    for w in mix.workloads:
+        counts = view.matching_counts(w.namespace, w.policy(None).selector)
+        nodes = eligible[w.name]
+        if not nodes:
+            continue
+        per_node = [counts.get(n, 0) for n in nodes]
+        node_skew = max(node_skew, max(per_node) - min(per_node))
+        per_zone: dict[str, int] = {}
+        for n in nodes:
+            zone = view.nodes[n].labels.get(ZONE_LABEL)
+            if zone is not None:
+                per_zone[zone] = per_zone.get(zone, 0) + counts.get(n, 0)
+        if per_zone:
+            skew = max(per_zone.values()) - min(per_zone.values())
+            zone_skew = skew if zone_skew is None else max(zone_skew, skew)
+    utilisation = {name: dominant_share(view, name) for name in pool}
+    shares = [100 * u for u in utilisation.values()]
+    stddev = statistics.pstdev(shares) if shares else 0.0
+    spread = max(shares) - min(shares) if shares else 0.0
+    ref = demand(mix.reference.pod)
+    stranded = {CPU: 0, MEMORY: 0}
+    for name in used:
+        node = view.nodes[name]
+        requested = view.requested(name)
+        if check_fit(node.allocatable, requested, ref, settings).refusal is None:
+            continue
+        for dim in stranded:
+            alloc = node.allocatable.get(dim)
+            if alloc is not None:
+                stranded[dim] += max(alloc * settings.overcommit_percent(dim) // 100 - requested.get(dim, 0), 0)
+    placed = sum(o.placed for o in outcomes)
+    return StrategyResult(
+        strategy=strategy_name(strategy), nodes_used=len(used), node_skew=node_skew, zone_skew=zone_skew,
+        util_stddev=stddev, util_range=spread, stranded_cpu=stranded[CPU], stranded_memory=stranded[MEMORY],
+        placed=placed, refused=sum(o.refused for o in outcomes), outcomes=outcomes, utilisation=utilisation)
+
+
+def dominant_share(view: ClusterView, name: str) -> float:
+    node = view.nodes[name]
+    requested = view.requested(name)
+    shares = [requested.get(dim, 0) / node.allocatable[dim] for dim in (CPU, MEMORY) if node.allocatable.get(dim)]
+    return max(shares, default=0.0)

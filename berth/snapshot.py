@@ -1,0 +1,423 @@
+"""Cluster snapshots and manifests read from files: the CLI's input, and the extender's offline mode.
+
+A snapshot is what ``kubectl get nodes,pods -A -o json`` prints (a ``List`` with ``items``), or
+the same as YAML (``-o yaml``, or hand-written, one or many documents). Its items are Nodes,
+Pods, Leases (only those in ``kube-node-lease`` are node leases; others are ignored) and,
+optionally, PlacementPolicies. Bound pods that are not terminal count on their node; pending
+pods are ignored. When the snapshot holds any node Lease, the view tracks leases: a node
+without a fresh Lease is down, as in a live cluster.
+
+**The moment a snapshot is judged at** (:meth:`Snapshot.now`): the newest Lease ``renewTime``
+in the snapshot when it holds any, else the current time; an explicit time overrides both.
+A snapshot taken an hour ago is thus judged at its own moment, and its nodes do not all look
+down because their Leases are an hour old. Without Leases, liveness reads only the Ready
+condition, and the moment does not matter.
+
+Every problem raises :class:`SnapshotError` with one line naming the file, the object and the
+field, e.g. ``snap.json: items[3] (Node node-a): status.allocatable.cpu: not a quantity: 'lots'``.
+
+Reading a file is the only I/O here; :func:`snapshot_from_objects` builds a snapshot from
+objects already in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from berth.core.errors import InvalidPolicy
+from berth.core.kube import ObjectError, is_terminal, lease_renew_seconds, node_from_object, pod_from_object
+from berth.core.model import NodeInfo, PodInfo
+from berth.core.policy import PlacementPolicy, policy_from_manifest
+from berth.core.quantity import QuantityError, to_base_units
+from berth.core.view import ClusterView
+
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+SNAPSHOT_KINDS = ("Node", "Pod", "Lease", "PlacementPolicy")
+STDIN = "-"
+
+T = TypeVar("T")
+_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class SnapshotError(ValueError):
+    """Input berth cannot use. The message is one line: ``<file>: <where>: <field>: <problem>``."""
+
+
+# -- reading files ------------------------------------------------------------------------
+
+
+def read_text(path: str) -> str:
+    """The text of ``path`` (``-``: standard input)."""
+    try:
+        if path == STDIN:
+            return sys.stdin.read()
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise SnapshotError(f"{path}: cannot read: not UTF-8 text") from None
+    except OSError as exc:
+        raise SnapshotError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def parse_documents(text: str, source: str) -> list[Any]:
+    """The documents of a JSON or YAML text (YAML may hold several); empty documents are dropped."""
+    stripped = text.lstrip()
+    if not stripped:
+        raise SnapshotError(f"{source}: empty file")
+    if stripped[0] in "{[" or source.endswith(".json"):
+        try:
+            return [json.loads(text)]
+        except json.JSONDecodeError as exc:
+            if source.endswith(".json"):
+                raise SnapshotError(f"{source}: not valid JSON: {exc.msg} at line {exc.lineno} "
+                                    f"column {exc.colno}") from None
+    try:
+        docs = [doc for doc in yaml.load_all(text, Loader=_YAML_LOADER) if doc is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+        raise SnapshotError(f"{source}: not valid YAML or JSON: {problem}{where}") from None
+    if not docs:
+        raise SnapshotError(f"{source}: empty file")
+    return docs
+
+
+def read_documents(path: str) -> list[Any]:
+    return parse_documents(read_text(path), path)
+
+
+def read_manifest(path: str, kind: str) -> Mapping[str, Any]:
+    """The single object of kind ``kind`` that ``path`` holds."""
+    docs = read_documents(path)
+    if len(docs) != 1:
+        raise SnapshotError(f"{path}: expected one {kind} manifest, found {len(docs)} documents")
+    obj = docs[0]
+    if not isinstance(obj, Mapping):
+        raise SnapshotError(f"{path}: expected a {kind} manifest (an object), found {_type_name(obj)}")
+    found = obj.get("kind")
+    if found != kind:
+        raise SnapshotError(f"{path}: kind: expected {kind}, found {found!r}")
+    return obj
+
+
+# -- manifests ----------------------------------------------------------------------------
+
+
+def load_policy(path: str) -> PlacementPolicy:
+    """A PlacementPolicy manifest; an invalid one raises ``<file>: <path>: <problem>``."""
+    docs = read_documents(path)
+    if len(docs) != 1:
+        raise SnapshotError(f"{path}: expected one PlacementPolicy manifest, found {len(docs)} documents")
+    try:
+        return policy_from_manifest(docs[0])
+    except InvalidPolicy as exc:
+        raise SnapshotError(f"{path}: {exc.path}: {exc.problem}") from None
+
+
+def load_pod(path: str, default_namespace: str = "default") -> PodInfo:
+    """A Pod manifest, as the pod to place: its namespace defaults to ``default_namespace``, a
+    missing name to its ``generateName`` (or ``pod``), and any ``spec.nodeName`` is dropped."""
+    obj = dict(read_manifest(path, "Pod"))
+    meta = obj.get("metadata")
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, Mapping):
+        raise SnapshotError(f"{path}: metadata: must be an object")
+    meta = dict(meta)
+    if not meta.get("name"):
+        meta["name"] = str(meta.get("generateName") or "pod").rstrip("-") or "pod"
+    meta.setdefault("namespace", default_namespace)
+    if not meta.get("namespace"):
+        meta["namespace"] = default_namespace
+    obj["metadata"] = meta
+    pod = _pod(obj, path, None)
+    return replace(pod, node_name=None)
+
+
+def pod_from_manifest(obj: Mapping[str, Any], source: str = "pod") -> PodInfo:
+    """A Pod object (already parsed) as the core's PodInfo, with errors naming the field."""
+    return _pod(obj, source, None)
+
+
+# -- snapshots ----------------------------------------------------------------------------
+
+
+@dataclass
+class Snapshot:
+    """A cluster at one moment: what :func:`load_snapshot` read, ready to become a view."""
+
+    source: str
+    nodes: list[NodeInfo] = field(default_factory=list)
+    pods: list[PodInfo] = field(default_factory=list)  # bound, not terminal
+    leases: dict[str, float | None] = field(default_factory=dict)  # node -> renewTime (epoch seconds)
+    policies: list[PlacementPolicy] = field(default_factory=list)
+    pending_pods: int = 0  # pods with no node yet (ignored)
+    terminal_pods: int = 0  # Succeeded or Failed (ignored)
+
+    @property
+    def newest_lease(self) -> float | None:
+        times = [t for t in self.leases.values() if t is not None]
+        return max(times) if times else None
+
+    def now(self, override: float | None = None, clock: Callable[[], float] = time.time) -> float:
+        """The moment to judge the snapshot at: ``override``, else the newest Lease renewTime,
+        else the current time."""
+        if override is not None:
+            return override
+        newest = self.newest_lease
+        return newest if newest is not None else clock()
+
+    def view(self) -> ClusterView:
+        """A fresh view of the snapshot; each call gives an independent copy."""
+        view = ClusterView(leases_tracked=bool(self.leases))
+        for node in self.nodes:
+            view.upsert_node(node)
+        for pod in self.pods:
+            view.upsert_pod(pod)
+        for name, renewed in self.leases.items():
+            view.set_lease(name, renewed)
+        return view
+
+    def policy_for(self, pod: PodInfo) -> PlacementPolicy | None:
+        """The snapshot's policy that governs ``pod`` (the first by namespace/name), if any."""
+        for policy in sorted(self.policies, key=lambda p: p.key):
+            if policy.governs(pod.namespace, pod.labels):
+                return policy
+        return None
+
+
+def load_snapshot(path: str, *, require_nodes: bool = True) -> Snapshot:
+    return snapshot_from_documents(read_documents(path), path, require_nodes=require_nodes)
+
+
+def snapshot_from_documents(docs: Sequence[Any], source: str, *, require_nodes: bool = True) -> Snapshot:
+    return snapshot_from_objects(_flatten(docs, source, len(docs) > 1), source, require_nodes=require_nodes)
+
+
+def snapshot_from_objects(objects: Iterable[tuple[str, Mapping[str, Any]]], source: str, *,
+                          require_nodes: bool = True) -> Snapshot:
+    """Build a snapshot from ``(where, object)`` pairs; ``where`` (e.g. ``items[3]``) names the
+    object in error messages."""
+    snap = Snapshot(source)
+    for where, obj in objects:
+        kind = obj.get("kind")
+        label = f"{where} ({kind} {_name_of(obj)})"
+        if kind == "Node":
+            snap.nodes.append(_node(obj, source, label))
+        elif kind == "Pod":
+            _need_mapping(obj, "status", source, label)
+            if is_terminal(obj):
+                snap.terminal_pods += 1
+                continue
+            pod = _pod(obj, source, label)
+            if pod.node_name:
+                snap.pods.append(pod)
+            else:
+                snap.pending_pods += 1
+        elif kind == "Lease":
+            lease = _lease(obj, source, label)
+            if lease is not None:
+                snap.leases[lease[0]] = lease[1]
+        elif kind == "PlacementPolicy":
+            try:
+                snap.policies.append(policy_from_manifest(obj))
+            except InvalidPolicy as exc:
+                raise SnapshotError(f"{source}: {label}: {exc.path}: {exc.problem}") from None
+        else:
+            raise SnapshotError(
+                f"{source}: {where}: kind: expected {', '.join(SNAPSHOT_KINDS[:-1])} or {SNAPSHOT_KINDS[-1]} "
+                f"(the output of kubectl get nodes,pods -A -o json), found {kind!r}")
+    if require_nodes and not snap.nodes:
+        raise SnapshotError(f"{source}: no Node objects (expected the output of kubectl get nodes,pods -A -o json)")
+    return snap
+
+
+def _flatten(docs: Sequence[Any], source: str, many: bool) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    for i, doc in enumerate(docs):
+        prefix = f"document {i + 1}" if many else ""
+        if not isinstance(doc, Mapping):
+            raise SnapshotError(f"{source}: {prefix or 'document'}: expected an object or a List, "
+                                f"found {_type_name(doc)}")
+        kind = doc.get("kind")
+        if (isinstance(kind, str) and kind.endswith("List")) or (kind is None and "items" in doc):
+            items = doc.get("items")
+            if items is None:
+                items = []
+            if not isinstance(items, list):
+                raise SnapshotError(f"{source}: {_join(prefix, 'items')}: must be a list")
+            for j, item in enumerate(items):
+                where = _join(prefix, f"items[{j}]")
+                if not isinstance(item, Mapping):
+                    raise SnapshotError(f"{source}: {where}: expected an object, found {_type_name(item)}")
+                yield where, item
+        else:
+            yield prefix or "document", doc
+
+
+def _join(prefix: str, where: str) -> str:
+    return f"{prefix}, {where}" if prefix else where
+
+
+def _name_of(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    if isinstance(meta, Mapping):
+        name = meta.get("name")
+        ns = meta.get("namespace")
+        if isinstance(name, str) and name:
+            return f"{ns}/{name}" if isinstance(ns, str) and ns and obj.get("kind") != "Node" else name
+    return "(no name)"
+
+
+def _type_name(value: object) -> str:
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, int | float):
+        return f"the number {value}"
+    if isinstance(value, Mapping):
+        return "an object"
+    return f"a {type(value).__name__}"
+
+
+def _fail(source: str, label: str | None, fieldpath: str, problem: str) -> SnapshotError:
+    where = f"{label}: " if label else ""
+    return SnapshotError(f"{source}: {where}{fieldpath}: {problem}")
+
+
+def _need_mapping(obj: Mapping[str, Any], key: str, source: str, label: str | None,
+                  prefix: str = "") -> Mapping[str, Any]:
+    value = obj.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _fail(source, label, prefix + key, f"must be an object, found {_type_name(value)}")
+    return value
+
+
+def _check_meta(obj: Mapping[str, Any], source: str, label: str | None) -> None:
+    meta = _need_mapping(obj, "metadata", source, label)
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise _fail(source, label, "metadata.name", "is required")
+    for key in ("labels", "annotations"):
+        values = _need_mapping(meta, key, source, label, "metadata.")
+        for k, v in values.items():
+            if not isinstance(v, str):
+                raise _fail(source, label, f"metadata.{key}.{k}",
+                            f"must be a string, found {_type_name(v)} (quote it in YAML)")
+
+
+def _check_quantities(values: object, fieldpath: str, source: str, label: str | None) -> None:
+    if values is None:
+        return
+    if not isinstance(values, Mapping):
+        raise _fail(source, label, fieldpath, f"must be an object, found {_type_name(values)}")
+    for resource, value in values.items():
+        try:
+            to_base_units(str(resource), value)
+        except QuantityError as exc:
+            raise _fail(source, label, f"{fieldpath}.{resource}", str(exc)) from None
+
+
+def _node(obj: Mapping[str, Any], source: str, label: str) -> NodeInfo:
+    _check_meta(obj, source, label)
+    spec = _need_mapping(obj, "spec", source, label)
+    status = _need_mapping(obj, "status", source, label)
+    _check_quantities(status.get("allocatable"), "status.allocatable", source, label)
+    taints = spec.get("taints")
+    if taints is not None and not isinstance(taints, list):
+        raise _fail(source, label, "spec.taints", f"must be a list, found {_type_name(taints)}")
+    conditions = status.get("conditions")
+    if conditions is not None and not isinstance(conditions, list):
+        raise _fail(source, label, "status.conditions", f"must be a list, found {_type_name(conditions)}")
+    return _core(node_from_object, obj, source, label)
+
+
+def _pod(obj: Mapping[str, Any], source: str, label: str | None) -> PodInfo:
+    _check_meta(obj, source, label)
+    spec = _need_mapping(obj, "spec", source, label)
+    _need_mapping(obj, "status", source, label)
+    for key in ("containers", "initContainers"):
+        containers = spec.get(key)
+        if containers is None:
+            continue
+        if not isinstance(containers, list):
+            raise _fail(source, label, f"spec.{key}", f"must be a list, found {_type_name(containers)}")
+        for i, container in enumerate(containers):
+            where = f"spec.{key}[{i}]"
+            if not isinstance(container, Mapping):
+                raise _fail(source, label, where, f"must be an object, found {_type_name(container)}")
+            resources = _need_mapping(container, "resources", source, label, f"{where}.")
+            for part in ("requests", "limits"):
+                _check_quantities(resources.get(part), f"{where}.resources.{part}", source, label)
+    _check_quantities(spec.get("overhead"), "spec.overhead", source, label)
+    for key in ("tolerations",):
+        value = spec.get(key)
+        if value is not None and not isinstance(value, list):
+            raise _fail(source, label, f"spec.{key}", f"must be a list, found {_type_name(value)}")
+    _need_mapping(spec, "nodeSelector", source, label, "spec.")
+    affinity = _need_mapping(spec, "affinity", source, label, "spec.")
+    node_affinity = _need_mapping(affinity, "nodeAffinity", source, label, "spec.affinity.")
+    _need_mapping(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution", source, label,
+                  "spec.affinity.nodeAffinity.")
+    node_name = spec.get("nodeName")
+    if node_name is not None and not isinstance(node_name, str):
+        raise _fail(source, label, "spec.nodeName", f"must be a string, found {_type_name(node_name)}")
+    return _core(pod_from_object, obj, source, label)
+
+
+def _lease(obj: Mapping[str, Any], source: str, label: str) -> tuple[str, float | None] | None:
+    _check_meta(obj, source, label)
+    meta = obj["metadata"]
+    if meta.get("namespace") != NODE_LEASE_NAMESPACE:
+        return None  # leader-election and other leases say nothing about nodes
+    spec = _need_mapping(obj, "spec", source, label)
+    renew = spec.get("renewTime")
+    if isinstance(renew, datetime):  # an unquoted YAML timestamp
+        stamp = renew if renew.tzinfo is not None else renew.replace(tzinfo=UTC)
+        return str(meta["name"]), stamp.timestamp()
+    if renew is not None and not isinstance(renew, str):
+        raise _fail(source, label, "spec.renewTime", f"must be an RFC 3339 time, found {_type_name(renew)}")
+    try:
+        return lease_renew_seconds(obj)
+    except ObjectError as exc:
+        raise _fail(source, label, "spec.renewTime", str(exc)) from None
+
+
+def _core(build: Callable[[Mapping[str, Any]], T], obj: Mapping[str, Any], source: str, label: str | None) -> T:
+    """Call the core's reader; anything it still refuses is reported on one line."""
+    try:
+        return build(obj)
+    except ObjectError as exc:
+        raise SnapshotError(f"{source}: {label + ': ' if label else ''}{exc}") from None
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise SnapshotError(f"{source}: {label + ': ' if label else ''}malformed object: {exc}") from None
+
+
+def parse_rfc3339(text: str) -> float:
+    """An RFC 3339 time (``2024-05-01T12:00:00Z``) as epoch seconds; a naive time is taken as UTC."""
+    try:
+        stamp = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"not an RFC 3339 time: {text!r}") from None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=UTC)
+    return stamp.timestamp()
+
+
+def format_rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
