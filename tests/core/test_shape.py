@@ -1,0 +1,231 @@
+"""Quantities, the pod's effective request (init containers, sidecars, overhead) and reading
+Kubernetes objects into the core's data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from berth.core.kube import ObjectError, lease_renew_seconds, node_from_object, parse_time, pod_from_object
+from berth.core.model import NodeAffinity, Requirement, Taint, Toleration
+from berth.core.podshape import effective_requests
+from berth.core.quantity import QuantityError, format_amount, parse_quantity, to_base_units
+
+GI = 2**30
+MI = 2**20
+
+QUANTITIES = [
+    ("millicores", "cpu", "250m", 250),
+    ("whole_cores", "cpu", "2", 2000),
+    ("fractional_cores", "cpu", "0.5", 500),
+    ("integer_cores", "cpu", 3, 3000),
+    ("micro_cpu_rounds_up_to_a_millicore", "cpu", "1u", 1),
+    ("nano_cpu_rounds_up_to_a_millicore", "cpu", "12n", 1),
+    ("binary_gibibytes", "memory", "1.5Gi", 3 * GI // 2),
+    ("binary_mebibytes", "memory", "128Mi", 128 * MI),
+    ("binary_kibibytes", "memory", "1Ki", 1024),
+    ("binary_tebibytes", "ephemeral-storage", "2Ti", 2 * 2**40),
+    ("decimal_gigabytes", "memory", "1G", 10**9),
+    ("decimal_kilobytes", "memory", "100k", 100_000),
+    ("decimal_exa", "memory", "2E", 2 * 10**18),
+    ("scientific_notation", "memory", "1e3", 1000),
+    ("plain_bytes", "memory", "1024", 1024),
+    ("fractional_bytes_round_up", "memory", "1.5", 2),
+    ("milli_bytes_round_up", "memory", "500m", 1),
+    ("surrounding_spaces_ignored", "memory", " 1Gi ", GI),
+    ("extended_resource_count", "nvidia.com/gpu", "2", 2),
+    ("pods_count", "pods", "110", 110),
+]
+
+
+@pytest.mark.parametrize(("name", "resource", "text", "expected"), QUANTITIES, ids=[c[0] for c in QUANTITIES])
+def test_quantity_parsing(name: str, resource: str, text: str | int, expected: int) -> None:
+    assert to_base_units(resource, text) == expected
+
+
+BAD_QUANTITIES = [
+    ("empty", ""), ("blank", "  "), ("words", "abc"), ("two_points", "1.2.3"), ("suffix_alone", "Gi"),
+    ("unknown_suffix", "1Zi"), ("not_a_number", "nan"), ("infinity", "inf"), ("boolean", True),
+    ("lone_milli", "m"),
+]
+
+
+@pytest.mark.parametrize(("name", "text"), BAD_QUANTITIES, ids=[c[0] for c in BAD_QUANTITIES])
+def test_bad_quantities_are_refused(name: str, text: Any) -> None:
+    with pytest.raises(QuantityError):
+        parse_quantity(text)
+
+
+FORMATS = [
+    ("whole_cpu", "cpu", 2000, "2"),
+    ("milli_cpu", "cpu", 1500, "1500m"),
+    ("one_gib", "memory", GI, "1.0 GiB"),
+    ("two_gib", "memory", 2 * GI, "2.0 GiB"),
+    ("one_and_a_half_gib", "memory", 3 * GI // 2, "1.5 GiB"),
+    ("two_decimals_when_one_would_hide_a_difference", "memory", 5 * GI // 4, "1.25 GiB"),
+    ("mebibytes", "memory", 512 * MI, "512.0 MiB"),
+    ("bytes", "memory", 100, "100 B"),
+    ("disk_tebibytes", "ephemeral-storage", 2**40, "1.0 TiB"),
+    ("counts", "pods", 3, "3"),
+]
+
+
+@pytest.mark.parametrize(("name", "resource", "amount", "text"), FORMATS, ids=[c[0] for c in FORMATS])
+def test_amount_formatting(name: str, resource: str, amount: int, text: str) -> None:
+    assert format_amount(resource, amount) == text
+
+
+def c(name: str, cpu: str | None = None, memory: str | None = None, **extra: Any) -> dict[str, Any]:
+    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
+    return {"name": name, "resources": {"requests": requests}, **extra}
+
+
+def sidecar(name: str, cpu: str | None = None, memory: str | None = None) -> dict[str, Any]:
+    return c(name, cpu, memory, restartPolicy="Always")
+
+
+SHAPES = [
+    ("sum_of_app_containers", {"containers": [c("a", "100m", "128Mi"), c("b", "200m", "256Mi")]},
+     {"cpu": 300, "memory": 384 * MI}),
+    ("init_container_peak_wins_over_smaller_apps", {"initContainers": [c("i", "2")], "containers": [c("a", "500m")]},
+     {"cpu": 2000}),
+    ("init_container_below_app_sum_changes_nothing",
+     {"initContainers": [c("i", "100m")], "containers": [c("a", "500m")]}, {"cpu": 500}),
+    ("init_containers_run_one_at_a_time",
+     {"initContainers": [c("i1", "1"), c("i2", "1")], "containers": [c("a", "100m")]}, {"cpu": 1000}),
+    ("each_resource_takes_its_own_maximum",
+     {"initContainers": [c("i", "2", "64Mi")], "containers": [c("a", "100m", "1Gi")]}, {"cpu": 2000, "memory": GI}),
+    ("sidecars_add_to_app_containers",
+     {"initContainers": [sidecar("s", "100m", "64Mi")], "containers": [c("a", "200m", "128Mi")]},
+     {"cpu": 300, "memory": 192 * MI}),
+    ("init_after_a_sidecar_stacks_on_it",
+     {"initContainers": [sidecar("s", "100m"), c("i", "1")], "containers": [c("a", "200m")]}, {"cpu": 1100}),
+    ("init_before_a_sidecar_does_not_stack",
+     {"initContainers": [c("i", "1"), sidecar("s", "100m")], "containers": [c("a", "200m")]}, {"cpu": 1000}),
+    ("overhead_is_added_on_top",
+     {"containers": [c("a", "200m", "128Mi")], "overhead": {"cpu": "250m", "memory": "120Mi"}},
+     {"cpu": 450, "memory": 248 * MI}),
+    ("overhead_adds_to_the_init_peak",
+     {"initContainers": [c("i", "1")], "containers": [c("a", "200m")], "overhead": {"cpu": "100m"}}, {"cpu": 1100}),
+    ("limit_only_requests_its_limit", {"containers": [{"name": "a", "resources": {"limits": {"cpu": "1"}}}]},
+     {"cpu": 1000}),
+    ("request_below_limit_is_the_request",
+     {"containers": [{"name": "a", "resources": {"requests": {"cpu": "100m"}, "limits": {"cpu": "1"}}}]},
+     {"cpu": 100}),
+    ("extended_resources_sum", {"containers": [{"name": "a", "resources": {"requests": {"nvidia.com/gpu": "1"}}},
+                                               {"name": "b", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+     {"nvidia.com/gpu": 2}),
+    ("no_requests_is_empty", {"containers": [{"name": "a"}]}, {}),
+    ("zero_requests_are_dropped", {"containers": [c("a", "0", "0")]}, {}),
+]
+
+
+@pytest.mark.parametrize(("name", "spec", "expected"), SHAPES, ids=[c[0] for c in SHAPES])
+def test_effective_requests(name: str, spec: dict[str, Any], expected: dict[str, int]) -> None:
+    assert effective_requests(spec) == expected
+
+
+NODE_OBJECT: dict[str, Any] = {
+    "kind": "Node",
+    "metadata": {"name": "node-a", "labels": {"topology.kubernetes.io/zone": "z1"},
+                 "annotations": {"berth.dev/bypass": "true"}},
+    "spec": {"unschedulable": True, "taints": [{"key": "gpu", "value": "true", "effect": "NoSchedule"},
+                                               {"key": "flaky", "effect": "NoExecute"}]},
+    "status": {"allocatable": {"cpu": "3920m", "memory": "7Gi", "ephemeral-storage": "100Gi", "pods": "110"},
+               "conditions": [{"type": "MemoryPressure", "status": "False"}, {"type": "Ready", "status": "True"}]},
+}
+
+
+def test_node_from_object_reads_every_field() -> None:
+    n = node_from_object(NODE_OBJECT)
+    assert n.name == "node-a"
+    assert n.labels == {"topology.kubernetes.io/zone": "z1"}
+    assert n.allocatable == {"cpu": 3920, "memory": 7 * GI, "ephemeral-storage": 100 * GI, "pods": 110}
+    assert n.taints == (Taint("gpu", "true", "NoSchedule"), Taint("flaky", "", "NoExecute"))
+    assert n.unschedulable and n.bypassed and n.ready is True
+
+
+NODE_READINESS = [
+    ("ready_true", [{"type": "Ready", "status": "True"}], True),
+    ("ready_false", [{"type": "Ready", "status": "False"}], False),
+    ("ready_unknown_is_not_ready", [{"type": "Ready", "status": "Unknown"}], False),
+    ("no_ready_condition", [], None),
+]
+
+
+@pytest.mark.parametrize(("name", "conditions", "ready"), NODE_READINESS, ids=[c[0] for c in NODE_READINESS])
+def test_node_readiness(name: str, conditions: list[dict[str, str]], ready: bool | None) -> None:
+    assert node_from_object({"metadata": {"name": "n"}, "status": {"conditions": conditions}}).ready is ready
+
+
+def test_node_missing_allocatable_dimension_stays_unknown() -> None:
+    n = node_from_object({"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "2"}}})
+    assert n.allocatable == {"cpu": 2000}
+    assert "memory" not in n.allocatable
+
+
+def test_test_node_label() -> None:
+    n = node_from_object({"metadata": {"name": "n", "labels": {"berth.dev/test-node": "true"}}})
+    assert n.is_test_node
+
+
+BAD_OBJECTS = [
+    ("node_without_name", node_from_object, {"kind": "Node", "metadata": {}}, "metadata.name"),
+    ("node_with_bad_quantity", node_from_object,
+     {"metadata": {"name": "n"}, "status": {"allocatable": {"memory": "lots"}}}, "status.allocatable.memory"),
+    ("pod_with_bad_quantity", pod_from_object,
+     {"metadata": {"name": "p"}, "spec": {"containers": [{"resources": {"requests": {"cpu": "x"}}}]}},
+     "pod default/p: resources"),
+    ("pod_with_non_list_containers", pod_from_object,
+     {"metadata": {"name": "p"}, "spec": {"containers": {"a": 1}}}, "pod default/p"),
+    ("labels_not_a_map", node_from_object, {"metadata": {"name": "n", "labels": ["x"]}}, "metadata.labels"),
+]
+
+
+@pytest.mark.parametrize(("name", "reader", "obj", "where"), BAD_OBJECTS, ids=[c[0] for c in BAD_OBJECTS])
+def test_malformed_objects_name_the_field(name: str, reader: Any, obj: dict[str, Any], where: str) -> None:
+    with pytest.raises(ObjectError) as caught:
+        reader(obj)
+    assert where in str(caught.value)
+
+
+POD_OBJECT: dict[str, Any] = {
+    "metadata": {"name": "web-1", "namespace": "shop", "uid": "u-1", "labels": {"app": "web"},
+                 "annotations": {"berth.dev/sleepy": "true"}, "deletionTimestamp": "2026-01-01T00:00:00Z"},
+    "spec": {
+        "nodeName": "node-a",
+        "containers": [{"name": "a", "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}}}],
+        "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "nodeSelector": {"disk": "ssd"},
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z1", "z2"]}]}]}}},
+    },
+}
+
+
+def test_pod_from_object_reads_every_field() -> None:
+    p = pod_from_object(POD_OBJECT)
+    assert (p.uid, p.name, p.namespace, p.key) == ("u-1", "web-1", "shop", "shop/web-1")
+    assert p.labels == {"app": "web"}
+    assert p.requests == {"cpu": 250, "memory": GI}
+    assert p.node_name == "node-a"
+    assert p.terminating and p.sleepy
+    assert p.tolerations == (Toleration("gpu", "Exists", "", "NoSchedule"),)
+    assert p.node_affinity == NodeAffinity({"disk": "ssd"}, ((Requirement("zone", "In", ("z1", "z2")),),))
+
+
+def test_pod_defaults() -> None:
+    p = pod_from_object({"metadata": {"name": "p"}, "spec": {"containers": []}})
+    assert (p.namespace, p.uid, p.node_name, p.terminating, p.sleepy) == ("default", "default/p", None, False, False)
+
+
+def test_lease_and_time_parsing() -> None:
+    lease = {"metadata": {"name": "node-a", "namespace": "kube-node-lease"},
+             "spec": {"renewTime": "2026-01-01T00:00:10.500000Z"}}
+    name, renewed = lease_renew_seconds(lease)
+    assert name == "node-a"
+    assert renewed == parse_time("2026-01-01T00:00:00Z") + 10.5
+    assert lease_renew_seconds({"metadata": {"name": "n"}, "spec": {}}) == ("n", None)
+    with pytest.raises(ObjectError):
+        parse_time("yesterday")
