@@ -1,0 +1,341 @@
+"""The HTTP face of the extender (FastAPI).
+
+kube-scheduler's verbs under the server root (``urlPrefix: http://<service>:<port>`` with
+``filterVerb: filter``, ``prioritizeVerb: prioritize``, ``bindVerb: bind``, ``preemptVerb:
+preempt``), the explain / preview / allocations / capacity API under ``/api/v1``, and
+``/healthz``, ``/readyz``, ``/metrics``.
+
+Bodies are read raw and decoded with orjson (:mod:`berth.extender.wire`); replies are encoded
+with orjson. Bad input gets HTTP 400 with a message naming the field; a Pod the core cannot
+read gets the protocol's ``Error`` (which kube-scheduler shows in the pod's FailedScheduling
+event); nothing a client sends makes a 500.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any, Protocol
+
+import orjson
+from berth.extender.binder import Binder, MemoryBinder
+from berth.extender.engine import Extender, PodUnreadable
+from berth.extender.metrics import CONTENT_TYPE, Metrics
+from berth.extender.settings import ExtenderSettings
+from berth.extender.store import ClusterStore
+from berth.extender.wire import (
+    BadRequest,
+    ExtenderArgs,
+    ExtenderBindingArgs,
+    ExtenderBindingResult,
+    ExtenderFilterResult,
+    ExtenderPreemptionArgs,
+    ExtenderPreemptionResult,
+    HostPriority,
+    decode,
+    validate,
+)
+from fastapi import FastAPI, Query, Request
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from berth.core.kube import ObjectError, pod_from_object
+from berth.core.model import PodInfo
+
+log = logging.getLogger("berth.extender.app")
+
+JSON = "application/json"
+
+
+class ViewSource(Protocol):
+    """What keeps the store up to date: the watches, or nothing (a snapshot is loaded once)."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class ProtocolError(BaseModel):
+    Error: str
+
+
+class ApiError(BaseModel):
+    error: str
+
+
+class ShapeRequest(BaseModel):
+    """A pod, or a pod shape, for the preview and capacity API."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pod: dict[str, Any] | None = Field(default=None, description="a Pod manifest; the shape fields are ignored")
+    namespace: str = Field(default="default", min_length=1, max_length=253)
+    name: str = Field(default="preview", min_length=1, max_length=253)
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    requests: dict[str, str | int | float] = Field(default_factory=dict,
+                                                   description='e.g. {"cpu": "500m", "memory": "1Gi"}')
+    policy: str | None = Field(default=None, description="a PlacementPolicy of the namespace; default: the one "
+                                                         "that selects the pod")
+    nodes: list[str] | None = Field(default=None, description="judge only these nodes (preview)")
+
+    def to_pod(self) -> PodInfo:
+        if self.pod is not None:
+            raw = self.pod
+        else:
+            container: dict[str, Any] = {"name": "shape"}
+            if self.requests:
+                container["resources"] = {"requests": dict(self.requests)}
+            raw = {"metadata": {"name": self.name, "namespace": self.namespace, "uid": f"preview/{self.name}",
+                                "labels": dict(self.labels), "annotations": dict(self.annotations)},
+                   "spec": {"containers": [container]}}
+        try:
+            return pod_from_object(raw)
+        except (ObjectError, TypeError, ValueError, AttributeError) as exc:
+            raise BadRequest(f"cannot read the pod: {exc}") from None
+
+
+def _json(data: object, status: int = 200) -> Response:
+    return Response(content=orjson.dumps(data), status_code=status, media_type=JSON)
+
+
+def _body_schema(model: type[BaseModel]) -> dict[str, Any]:
+    return {"requestBody": {"required": True, "content": {JSON: {"schema": {
+        "$ref": f"#/components/schemas/{model.__name__}"}}}}}
+
+
+_REQUEST_MODELS: tuple[type[BaseModel], ...] = (ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs,
+                                                ShapeRequest)
+
+
+def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *, binder: Binder | None = None,
+               source: ViewSource | None = None, metrics: Metrics | None = None,
+               clock: Callable[[], float] | None = None,
+               eval_clock: Callable[[], float] | None = None) -> FastAPI:
+    """The extender app on ``store``. Without ``binder`` binds are recorded in memory (offline
+    mode); ``source`` is started and stopped with the app."""
+    settings = settings or ExtenderSettings()
+    metrics = metrics or Metrics(lambda: _sizes(store))
+    engine = Extender(store, settings, binder or MemoryBinder(store), metrics, clock=clock,
+                      eval_clock=eval_clock)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if source is not None:
+            source.start()
+        try:
+            yield
+        finally:
+            if source is not None:
+                source.stop()
+
+    app = FastAPI(title="berth extender", version="0.1.0", lifespan=lifespan,
+                  description="kube-scheduler extender (k8s.io/kube-scheduler/extender/v1) and berth's "
+                              "explain API")
+    app.state.engine = engine
+    app.state.store = store
+    app.state.metrics = metrics
+
+    bad = {400: {"model": ProtocolError, "description": "the body is not the JSON the verb expects"}}
+
+    # -- kube-scheduler's verbs ----------------------------------------------------------
+
+    @app.post("/filter", response_model=ExtenderFilterResult, responses=bad,  # type: ignore[arg-type]
+              openapi_extra=_body_schema(ExtenderArgs), tags=["scheduler"])
+    async def filter_(request: Request) -> Response:
+        started = time.perf_counter()
+        try:
+            args = decode(await request.body(), ExtenderArgs)
+            return _json(engine.filter(args))
+        except BadRequest as exc:
+            metrics.observe("filter", time.perf_counter() - started, "bad_request")
+            return _json({"Error": str(exc)}, 400)
+        except Exception as exc:
+            log.exception("filter failed")
+            metrics.observe("filter", time.perf_counter() - started, "internal_error")
+            return _json({"NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {},
+                          "Error": f"berth internal error: {exc}"})
+
+    @app.post("/prioritize", response_model=list[HostPriority], responses=bad,  # type: ignore[arg-type]
+              openapi_extra=_body_schema(ExtenderArgs), tags=["scheduler"])
+    async def prioritize(request: Request) -> Response:
+        started = time.perf_counter()
+        try:
+            args = decode(await request.body(), ExtenderArgs)
+            return _json(engine.prioritize(args))
+        except (BadRequest, PodUnreadable) as exc:
+            metrics.observe("prioritize", time.perf_counter() - started, "bad_request")
+            return _json({"Error": str(exc)}, 400)
+        except Exception as exc:
+            log.exception("prioritize failed")
+            metrics.observe("prioritize", time.perf_counter() - started, "internal_error")
+            return _json({"Error": f"berth internal error: {exc}"}, 503)
+
+    @app.post("/bind", response_model=ExtenderBindingResult, responses=bad,  # type: ignore[arg-type]
+              openapi_extra=_body_schema(ExtenderBindingArgs), tags=["scheduler"])
+    async def bind(request: Request) -> Response:
+        started = time.perf_counter()
+        try:
+            args = decode(await request.body(), ExtenderBindingArgs)
+            return _json(await engine.bind(args))
+        except BadRequest as exc:
+            metrics.observe("bind", time.perf_counter() - started, "bad_request")
+            return _json({"Error": str(exc)}, 400)
+        except Exception as exc:
+            log.exception("bind failed")
+            metrics.observe("bind", time.perf_counter() - started, "internal_error")
+            return _json({"Error": f"berth internal error: {exc}"})
+
+    @app.post("/preempt", response_model=ExtenderPreemptionResult, responses=bad,  # type: ignore[arg-type]
+              openapi_extra=_body_schema(ExtenderPreemptionArgs), tags=["scheduler"])
+    async def preempt(request: Request) -> Response:
+        started = time.perf_counter()
+        try:
+            args = decode(await request.body(), ExtenderPreemptionArgs)
+            return _json(engine.preempt(args))
+        except BadRequest as exc:
+            metrics.observe("preempt", time.perf_counter() - started, "bad_request")
+            return _json({"Error": str(exc)}, 400)
+
+    # -- explain API ----------------------------------------------------------------------
+
+    api_bad: dict[int | str, dict[str, Any]] = {400: {"model": ApiError, "description": "bad input"}}
+
+    @app.get("/api/v1/decisions/{namespace}/{pod}", tags=["explain"],
+             responses={200: {"description": "the recorded decision (Decision.to_dict())"},
+                        404: {"model": ApiError, "description": "no decision recorded for this pod"}})
+    async def decision(namespace: str, pod: str) -> Response:
+        started = time.perf_counter()
+        try:
+            found = await engine.decision_of(namespace, pod)
+        except Exception as exc:
+            log.warning("cannot read the decision of %s/%s: %s", namespace, pod, exc)
+            return _json({"error": f"cannot read the decision of {namespace}/{pod}: {exc}"}, 503)
+        metrics.observe("decision", time.perf_counter() - started)
+        if found is None:
+            return _json({"error": f"no decision recorded for pod {namespace}/{pod}"}, 404)
+        return _json(found)
+
+    @app.post("/api/v1/preview", tags=["explain"], openapi_extra=_body_schema(ShapeRequest),
+              responses={**api_bad, 200: {"description": "a fresh evaluation of every node: decision and scores"},
+                         404: {"model": ApiError, "description": "the named policy does not exist"}})
+    async def preview(request: Request) -> Response:
+        started = time.perf_counter()
+        try:
+            shape = decode(await request.body(), ShapeRequest)
+            result = engine.preview(shape.to_pod(), shape.policy, shape.nodes)
+        except BadRequest as exc:
+            return _json({"error": str(exc)}, 400)
+        except LookupError as exc:
+            return _json({"error": str(exc).strip("'\"")}, 404)
+        metrics.observe("preview", time.perf_counter() - started)
+        return _json(result)
+
+    capacity_responses: dict[int | str, dict[str, Any]] = {
+        **api_bad, 200: {"description": "per-node capacity for the shape and the total (seed 000's DUMMY)"},
+        404: {"model": ApiError, "description": "the named policy does not exist"}}
+
+    @app.get("/api/v1/capacity", tags=["explain"], responses=capacity_responses)
+    async def capacity_get(
+        namespace: str = Query("default", min_length=1, max_length=253),
+        labels: str = Query("", description="k=v,k2=v2: the pod's labels (selects the policy)"),
+        cpu: str | None = Query(None, description="e.g. 500m"),
+        memory: str | None = Query(None, description="e.g. 1Gi"),
+        ephemeral_storage: str | None = Query(None, alias="ephemeral-storage"),
+        policy: str | None = Query(None),
+    ) -> Response:
+        try:
+            given = (("cpu", cpu), ("memory", memory), ("ephemeral-storage", ephemeral_storage))
+            requests: dict[str, str | int | float] = {k: v for k, v in given if v}
+            shape = ShapeRequest(namespace=namespace, labels=_parse_labels(labels), requests=requests,
+                                 policy=policy or None)
+        except (BadRequest, ValueError) as exc:
+            return _json({"error": str(exc)}, 400)
+        return _capacity(shape)
+
+    @app.post("/api/v1/capacity", tags=["explain"], responses=capacity_responses,
+              openapi_extra=_body_schema(ShapeRequest))
+    async def capacity_post(request: Request) -> Response:
+        try:
+            shape = decode(await request.body(), ShapeRequest)
+        except BadRequest as exc:
+            return _json({"error": str(exc)}, 400)
+        return _capacity(shape)
+
+    def _capacity(shape: ShapeRequest) -> Response:
+        started = time.perf_counter()
+        try:
+            result = engine.capacity(shape.to_pod(), shape.policy)
+        except BadRequest as exc:
+            return _json({"error": str(exc)}, 400)
+        except LookupError as exc:
+            return _json({"error": str(exc).strip("'\"")}, 404)
+        metrics.observe("capacity", time.perf_counter() - started)
+        return _json(result)
+
+    @app.get("/api/v1/nodes/allocations", tags=["explain"],
+             responses={200: {"description": "every node's allocatable, requested, free and unknown dimensions, "
+                                             "and the settings in force"}})
+    async def allocations() -> Response:
+        started = time.perf_counter()
+        result = engine.allocations()
+        metrics.observe("allocations", time.perf_counter() - started)
+        return _json(result)
+
+    # -- operations -----------------------------------------------------------------------
+
+    @app.get("/healthz", tags=["operations"])
+    async def healthz() -> Response:
+        return Response(content=b"ok", media_type="text/plain")
+
+    @app.get("/readyz", tags=["operations"], responses={503: {"description": "the first full list is not done"}})
+    async def readyz() -> Response:
+        if store.ready:
+            return Response(content=b"ok", media_type="text/plain")
+        missing = sorted({"nodes", "pods", "leases", "policies"} - store.listed)
+        return Response(content=f"not ready: waiting for the first list of {', '.join(missing)}".encode(),
+                        status_code=503, media_type="text/plain")
+
+    @app.get("/metrics", tags=["operations"])
+    async def metrics_() -> Response:
+        return Response(content=metrics.render(), media_type=CONTENT_TYPE)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        for model in _REQUEST_MODELS:
+            body = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            for name, definition in body.pop("$defs", {}).items():
+                components.setdefault(name, definition)
+            components[model.__name__] = body
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app
+
+
+def _parse_labels(text: str) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise BadRequest(f"labels: {part!r} is not key=value")
+        labels[key.strip()] = value.strip()
+    return labels
+
+
+def _sizes(store: ClusterStore) -> dict[str, int]:
+    with store.lock:
+        return store.sizes()
+
+
+__all__ = ["ViewSource", "create_app", "validate"]

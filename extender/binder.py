@@ -1,0 +1,145 @@
+"""Where a bind lands: the API server (annotation, Event, Binding) or, offline, the view itself.
+
+:class:`KubeBinder` writes the decision annotation (and the round annotation), an Event on the
+pod, then creates the Binding (``pods/binding``). The kubernetes client is synchronous: every
+call runs in a worker thread so the event loop keeps answering filter and prioritize.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import orjson
+from berth.extender.store import ClusterStore
+
+from berth.core.model import PodInfo
+
+log = logging.getLogger("berth.extender.binder")
+
+COMPONENT = "berth-extender"
+
+
+class BindError(RuntimeError):
+    """The API server refused a step of the bind; the message is what kube-scheduler shows."""
+
+
+class Binder(Protocol):
+    offline: bool
+
+    async def bind(self, pod: PodInfo, node: str, annotations: Mapping[str, str], message: str) -> None: ...
+
+    async def fetch_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+
+class MemoryBinder:
+    """Offline mode: the bind records the pod as placed in the view; no API server is involved."""
+
+    offline = True
+
+    def __init__(self, store: ClusterStore) -> None:
+        self.store = store
+        self.annotations: dict[str, dict[str, str]] = {}
+
+    async def bind(self, pod: PodInfo, node: str, annotations: Mapping[str, str], message: str) -> None:
+        with self.store.lock:
+            self.store.confirm_placed(replace(pod, node_name=node))
+            self.annotations[pod.key] = dict(annotations)
+
+    async def fetch_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return None
+
+
+class KubeBinder:
+    """Creates Bindings with berth's own rights, through the kubernetes client."""
+
+    offline = False
+
+    def __init__(self, api_client: Any, *, record_events: bool = True) -> None:
+        from kubernetes import client
+
+        self.core: Any = client.CoreV1Api(api_client)
+        self.record_events = record_events
+
+    async def bind(self, pod: PodInfo, node: str, annotations: Mapping[str, str], message: str) -> None:
+        await asyncio.to_thread(self._bind, pod, node, dict(annotations), message)
+
+    def _bind(self, pod: PodInfo, node: str, annotations: dict[str, str], message: str) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        if annotations:
+            # metadata.uid in a merge patch is a precondition: a recreated pod of the same name is not touched.
+            patch = {"metadata": {"uid": pod.uid, "annotations": annotations}}
+            try:
+                self.core.patch_namespaced_pod(pod.name, pod.namespace, patch, _preload_content=False)
+            except ApiException as exc:
+                raise BindError(f"cannot annotate pod {pod.key}: {_api_reason(exc)}") from None
+        if self.record_events and message:
+            self._event(pod, node, message)
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        try:
+            # _preload_content=False: the client's V1Binding model cannot read the Status the server returns.
+            self.core.create_namespaced_pod_binding(pod.name, pod.namespace, body, _preload_content=False)
+        except ApiException as exc:
+            raise BindError(f"cannot bind pod {pod.key} to {node}: {_api_reason(exc)}") from None
+
+    def _event(self, pod: PodInfo, node: str, message: str) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
+            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "namespace": pod.namespace,
+                               "uid": pod.uid},
+            "reason": "BerthPlaced",
+            "message": message[:1024],
+            "type": "Normal",
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": COMPONENT,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            self.core.create_namespaced_event(pod.namespace, event, _preload_content=False)
+        except ApiException as exc:  # an Event is informative: its failure does not stop the bind
+            log.warning("cannot record an Event on pod %s: %s", pod.key, _api_reason(exc))
+
+    async def fetch_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return await asyncio.to_thread(self._fetch_pod, namespace, name)
+
+    def _fetch_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            resp = self.core.read_namespaced_pod(name, namespace, _preload_content=False)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise BindError(f"cannot read pod {namespace}/{name}: {_api_reason(exc)}") from None
+        data = orjson.loads(resp.data)
+        return data if isinstance(data, dict) else None
+
+
+def _api_reason(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if body:
+        try:
+            status = orjson.loads(body)
+            if isinstance(status, dict) and status.get("message"):
+                return f"{status.get('reason') or exc.status}: {status['message']}"
+        except orjson.JSONDecodeError:
+            pass
+    return f"{getattr(exc, 'status', '')} {getattr(exc, 'reason', '')}".strip()

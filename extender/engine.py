@@ -1,0 +1,607 @@
+"""The extender's verbs on the cluster store: every judgement is the core's (``evaluate_pod``,
+``plan_round``, ``capacity_table``, ``node_allocations``); this module only decides *when* to
+ask the core, which nodes and quota to hand it, and what to count where.
+
+- **filter** / **prioritize**: one evaluation per pod (prioritize reuses filter's when the
+  scheduler asks about the same pod and nodes right after), the winner counted on its node at
+  once (*tentative* assumption) so that the scheduler's next pod sees it.
+- **bind**: the node's lock, a recheck of that one node against bound + assumed pods, the
+  assumption made *bound*, then the annotation, Event and Binding.
+- Pods no PlacementPolicy selects pass through (all nodes, equal scores of 0), unless a cluster
+  default strategy is configured.
+- Fill / Each policies run in *rounds*: the plan is made once for the pending pods of the
+  workload and enforced pod by pod through ``quota``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from berth.extender.binder import Binder, BindError
+from berth.extender.metrics import Metrics
+from berth.extender.settings import ExtenderSettings
+from berth.extender.store import ROUND_ANNOTATION, ClusterStore, Round, round_id_for
+from berth.extender.wire import (
+    BadRequest,
+    ExtenderArgs,
+    ExtenderBindingArgs,
+    ExtenderPreemptionArgs,
+    meta_victims,
+    meta_victims_from_full,
+    node_name,
+)
+
+from berth.core.capacity import capacity_table, node_allocations
+from berth.core.decision import DECISION_ANNOTATION, Decision, Refusal
+from berth.core.errors import ErrorCode, PlacementError
+from berth.core.evaluate import Evaluation, evaluate_pod
+from berth.core.kube import ObjectError, node_from_object, pod_from_object
+from berth.core.model import LabelSelector, NodeInfo, PodInfo
+from berth.core.plan import plan_round
+from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy
+from berth.core.settings import Settings
+from berth.core.view import ClusterView, Overlay
+
+log = logging.getLogger("berth.extender")
+
+RECORD_LIMIT = 100
+"""Nodes listed in a recorded decision's ``considered`` and ``refused`` (the totals are kept):
+a pod annotation must stay small whatever the size of the cluster."""
+
+REUSE_SECONDS = 2.0
+"""prioritize reuses filter's evaluation of the same pod and nodes made this recently."""
+
+
+class PodUnreadable(ValueError):
+    """The request's Pod cannot be read by the core (answered with the protocol's Error)."""
+
+
+@dataclass(slots=True)
+class _Recent:
+    uid: str
+    resource_version: str
+    nodes: tuple[str, ...]
+    scores: dict[str, int]
+    at: float
+
+
+class RequestNodes:
+    """The view with the Node objects of a ``nodeCacheCapable: false`` request in place of its own."""
+
+    def __init__(self, view: ClusterView, nodes: Mapping[str, NodeInfo]) -> None:
+        self._view = view
+        merged = dict(view.nodes)
+        merged.update(nodes)
+        self._nodes = merged
+
+    @property
+    def nodes(self) -> Mapping[str, NodeInfo]:
+        return self._nodes
+
+    @property
+    def leases(self) -> Mapping[str, float | None]:
+        return self._view.leases
+
+    @property
+    def leases_tracked(self) -> bool:
+        return self._view.leases_tracked
+
+    def requested(self, node: str) -> Mapping[str, int]:
+        return self._view.requested(node)
+
+    def pods_on(self, node: str) -> Iterable[PodInfo]:
+        return self._view.pods_on(node)
+
+    def pod_count(self, node: str) -> int:
+        return self._view.pod_count(node)
+
+    def sleepy_memory(self, node: str) -> int:
+        return self._view.sleepy_memory(node)
+
+    def matching_counts(self, namespace: str, selector: LabelSelector) -> Mapping[str, int]:
+        return self._view.matching_counts(namespace, selector)
+
+    def nodes_with_pod(self, namespace: str, labels: Mapping[str, str], exclude_uid: str) -> frozenset[str]:
+        return self._view.nodes_with_pod(namespace, labels, exclude_uid)
+
+    def overlay(self) -> Overlay:
+        return Overlay(self)  # type: ignore[arg-type]  # Overlay reads only the ClusterState interface
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._view, name)
+
+
+def rfc3339(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
+
+
+def decision_record(decision: Decision, *, limit: int = RECORD_LIMIT) -> dict[str, Any]:
+    """``Decision.to_dict()`` with ``considered`` and ``refused`` cut to ``limit`` nodes (and their totals)."""
+    data = decision.to_dict()
+    considered = data["considered"]
+    if len(considered) > limit:
+        data["considered"] = considered[:limit]
+        data["consideredTotal"] = len(considered)
+    refused = data["refused"]
+    if len(refused) > limit:
+        data["refused"] = dict(list(refused.items())[:limit])
+        data["refusedTotal"] = len(refused)
+    return data
+
+
+class Extender:
+    def __init__(self, store: ClusterStore, settings: ExtenderSettings, binder: Binder,
+                 metrics: Metrics | None = None, *, clock: Callable[[], float] | None = None,
+                 eval_clock: Callable[[], float] | None = None) -> None:
+        self.store = store
+        self.settings = settings
+        self.core_settings: Settings = settings.core()
+        self.binder = binder
+        self.metrics = metrics or Metrics(store.sizes)
+        self.clock = clock or time.time
+        self.eval_clock = eval_clock or self.clock
+        self._node_locks: dict[str, asyncio.Lock] = {}
+        self._filter_decisions: OrderedDict[str, Decision] = OrderedDict()
+        self._recent: _Recent | None = None
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def read_pod(self, raw: Mapping[str, Any]) -> PodInfo:
+        try:
+            pod = pod_from_object(raw)
+        except ObjectError as exc:
+            raise PodUnreadable(f"berth cannot read the pod: {exc}") from None
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise PodUnreadable(f"berth cannot read the pod: {exc}") from None
+        return pod
+
+    def _request_nodes(self, args: ExtenderArgs) -> tuple[list[str], dict[str, NodeInfo], dict[str, str],
+                                                          dict[str, dict[str, Any]]]:
+        """(names, parsed request nodes, unreadable nodes with their reason, raw objects by name)."""
+        if args.NodeNames is not None:
+            return list(args.NodeNames), {}, {}, {}
+        if args.Nodes is None:
+            raise BadRequest("ExtenderArgs: one of Nodes or NodeNames is required")
+        names: list[str] = []
+        parsed: dict[str, NodeInfo] = {}
+        bad: dict[str, str] = {}
+        raw: dict[str, dict[str, Any]] = {}
+        cache = self.store.request_nodes
+        for obj in args.Nodes.items:
+            name = node_name(obj)
+            names.append(name)
+            raw[name] = obj
+            meta = obj.get("metadata")
+            rv = str(meta.get("resourceVersion") or "") if isinstance(meta, dict) else ""
+            hit = cache.get(name)
+            if hit is not None and rv and hit[0] == rv:
+                parsed[name] = hit[1]
+                continue
+            try:
+                node = node_from_object(obj)
+            except (ObjectError, TypeError, ValueError, AttributeError) as exc:
+                bad[name] = f"berth cannot read the node: {exc}"
+                continue
+            parsed[name] = node
+            if rv and name:
+                cache[name] = (rv, node)
+        if len(cache) > 4 * max(len(self.store.view.nodes), 1000):
+            cache.clear()
+        return names, parsed, bad, raw
+
+    def _state(self, overrides: Mapping[str, NodeInfo]) -> ClusterView | RequestNodes:
+        view = self.store.view
+        if not overrides:
+            return view
+        return RequestNodes(view, overrides)
+
+    def _policy(self, pod: PodInfo) -> tuple[PlacementPolicy | None, Strategy | None, bool]:
+        """(policy, strategy override for evaluate_pod, governed?)."""
+        policy = self.store.policy_for(pod)
+        if policy is not None:
+            return policy, None, True
+        default = self.core_settings.default_strategy
+        return None, default, default is not None
+
+    def _remember_filter_decision(self, uid: str, decision: Decision) -> None:
+        store = self._filter_decisions
+        store[uid] = decision
+        store.move_to_end(uid)
+        while len(store) > 10000:
+            store.popitem(last=False)
+
+    def _stamp(self, decision: Decision, trigger: str) -> Decision:
+        decision.trigger = trigger
+        decision.time = rfc3339(self.clock())
+        return decision
+
+    # -- rounds (Fill, Each) ---------------------------------------------------------------
+
+    def _round(self, state: ClusterView | RequestNodes, pod: PodInfo, policy: PlacementPolicy | None,
+               now: float, eval_now: float, *, open_new: bool = True) -> tuple[Round | None, Decision | None]:
+        """The open round of the pod's policy (opening one if needed), or the failed plan's decision."""
+        if policy is None or policy.spec.strategy not in ROUND_STRATEGIES:
+            return None, None
+        store = self.store
+        key = policy.key
+        rnd = store.rounds.get(key)
+        timeout = self.settings.round_timeout_seconds
+        if rnd is not None and (now - rnd.last_activity > timeout or rnd.remaining(pod.uid) == 0):
+            del store.rounds[key]
+            rnd = None
+        if rnd is None:
+            record = store.round_records.get(key)
+            if record is not None and now - record.last_activity <= timeout:
+                resumed = Round(key, record.round_id, dict(record.plan), record.opened, record.last_activity,
+                                {uid: n for uid, n in record.placed.items() if n})
+                if resumed.remaining(pod.uid) > 0:
+                    store.rounds[key] = rnd = resumed
+                    log.info("resumed round %s of %s from the pods' annotations", record.round_id, key)
+        if rnd is None and open_new:
+            count = store.pending_governed(policy) + (0 if pod.uid in store.pending else 1)
+            result = plan_round(state, pod, policy, self.core_settings, eval_now, max(count, 1))  # type: ignore[arg-type]
+            if result.error is not None:
+                return None, result.decision
+            rnd = Round(key, round_id_for(key, now), dict(result.plan), now, now)
+            store.rounds[key] = rnd
+            log.info("opened round %s of %s for %d pending pods: plan %s", rnd.round_id, key, count, rnd.plan)
+        return rnd, None
+
+    def _evaluate(self, state: ClusterView | RequestNodes, pod: PodInfo, policy: PlacementPolicy | None,
+                  strategy: Strategy | None, names: Sequence[str], now: float, eval_now: float,
+                  ) -> tuple[Evaluation, Round | None]:
+        rnd, failed_plan = self._round(state, pod, policy, now, eval_now)
+        if failed_plan is not None:
+            return self._plan_failure(pod, policy, failed_plan, names), None
+        quota = rnd.quota(pod.uid) if rnd is not None else None
+        ev = evaluate_pod(state, pod, policy, self.core_settings, eval_now,
+                          nodes=names, quota=quota, strategy=strategy)
+        if rnd is not None:
+            ev.decision.plan = dict(rnd.plan)
+        return ev, rnd
+
+    def _plan_failure(self, pod: PodInfo, policy: PlacementPolicy | None, plan_decision: Decision,
+                      names: Sequence[str]) -> Evaluation:
+        error = plan_decision.error or PlacementError(ErrorCode.INSUFFICIENT_RESOURCE, "the round cannot be planned")
+        resolvable = error.code is ErrorCode.INSUFFICIENT_RESOURCE
+        reason = f"{error.code.value}: {error.message}"
+        decision = Decision(pod=pod.key, policy=policy.key if policy else None, strategy=plan_decision.strategy,
+                            considered=list(names),
+                            refused={n: Refusal(reason, resolvable) for n in names},
+                            warnings=list(plan_decision.warnings), error=error)
+        return Evaluation(decision, {})
+
+    # -- filter ----------------------------------------------------------------------------
+
+    def filter(self, args: ExtenderArgs) -> dict[str, Any]:
+        started = time.perf_counter()
+        names, overrides, bad_nodes, raw_nodes = self._request_nodes(args)
+        cache_capable = args.NodeNames is not None
+        try:
+            pod = self.read_pod(args.Pod)
+        except PodUnreadable as exc:
+            self.metrics.observe("filter", time.perf_counter() - started, "bad_pod")
+            return self._filter_reply(cache_capable, [], {}, {}, raw_nodes, error=str(exc))
+        store = self.store
+        with store.lock:
+            now = self.clock()
+            self._expire(now)
+            store.release_tentative(pod.uid)  # a new attempt for this pod voids the last one
+            store.remember_pod(pod)
+            policy, strategy, governed = self._policy(pod)
+            if not governed:
+                self.metrics.observe("filter", time.perf_counter() - started, "passthrough")
+                return self._filter_reply(cache_capable, [n for n in names if n not in bad_nodes], {},
+                                          {n: bad_nodes[n] for n in names if n in bad_nodes}, raw_nodes)
+            eval_now = self.eval_clock()
+            state = self._state(overrides)
+            judged = [n for n in names if n not in bad_nodes]
+            ev, rnd = self._evaluate(state, pod, policy, strategy, judged, now, eval_now)
+            decision = self._stamp(ev.decision, "filter")
+            failed: dict[str, str] = {}
+            unresolvable = dict(bad_nodes)
+            for node, refusal in decision.refused.items():
+                (failed if refusal.resolvable else unresolvable)[node] = refusal.reason
+            passing = [n for n in judged if n not in decision.refused]
+            winner = decision.winner
+            if winner is not None and winner in passing:
+                store.assume(pod, winner, bound=False, deadline=now + self.settings.tentative_ttl_seconds,
+                             round_key=rnd.policy_key if rnd is not None else None)
+            self._recent = _Recent(pod.uid, _resource_version(args.Pod), tuple(passing), ev.scores,
+                                   time.monotonic())
+            self._remember_filter_decision(pod.uid, decision)
+            store.record_decision(pod.key, decision_record(decision))
+        result = "placed" if passing else (decision.error.code.value if decision.error else "no_node")
+        self.metrics.observe("filter", time.perf_counter() - started, result)
+        return self._filter_reply(cache_capable, passing, failed, unresolvable, raw_nodes)
+
+    @staticmethod
+    def _filter_reply(cache_capable: bool, passing: list[str], failed: dict[str, str],
+                      unresolvable: dict[str, str], raw_nodes: Mapping[str, dict[str, Any]],
+                      error: str = "") -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if cache_capable:
+            out["NodeNames"] = passing
+        else:
+            out["Nodes"] = {"metadata": {}, "items": [raw_nodes[n] for n in passing if n in raw_nodes]}
+        out["FailedNodes"] = failed
+        out["FailedAndUnresolvableNodes"] = unresolvable
+        out["Error"] = error
+        return out
+
+    # -- prioritize ------------------------------------------------------------------------
+
+    def prioritize(self, args: ExtenderArgs) -> list[dict[str, Any]]:
+        started = time.perf_counter()
+        names, overrides, bad_nodes, _ = self._request_nodes(args)
+        pod = self.read_pod(args.Pod)  # PodUnreadable: answered 400 (a prioritize failure is only logged)
+        store = self.store
+        with store.lock:
+            now = self.clock()
+            self._expire(now)
+            store.remember_pod(pod)
+            policy, strategy, governed = self._policy(pod)
+            if not governed:
+                self.metrics.observe("prioritize", time.perf_counter() - started, "passthrough")
+                return [{"Host": n, "Score": 0} for n in names]
+            recent = self._recent
+            judged = tuple(n for n in names if n not in bad_nodes)
+            if (recent is not None and recent.uid == pod.uid and recent.nodes == judged
+                    and recent.resource_version == _resource_version(args.Pod)
+                    and time.monotonic() - recent.at <= REUSE_SECONDS):
+                scores = recent.scores
+                result = "reused"
+            else:
+                store.release_tentative(pod.uid)
+                eval_now = self.eval_clock()
+                ev, rnd = self._evaluate(self._state(overrides), pod, policy, strategy, judged, now, eval_now)
+                scores = ev.scores
+                winner = ev.decision.winner
+                if winner is not None and winner in judged:
+                    store.assume(pod, winner, bound=False, deadline=now + self.settings.tentative_ttl_seconds,
+                                 round_key=rnd.policy_key if rnd is not None else None)
+                self._recent = _Recent(pod.uid, _resource_version(args.Pod), judged, scores, time.monotonic())
+                decision = self._stamp(ev.decision, "prioritize")
+                self._remember_filter_decision(pod.uid, decision)
+                store.record_decision(pod.key, decision_record(decision))
+                result = "scored"
+        self.metrics.observe("prioritize", time.perf_counter() - started, result)
+        return [{"Host": n, "Score": scores.get(n, 0)} for n in names]
+
+    # -- bind ------------------------------------------------------------------------------
+
+    def _node_lock(self, node: str) -> asyncio.Lock:
+        lock = self._node_locks.get(node)
+        if lock is None:
+            lock = self._node_locks[node] = asyncio.Lock()
+        return lock
+
+    async def bind(self, args: ExtenderBindingArgs) -> dict[str, str]:
+        started = time.perf_counter()
+        result, error = await self._bind(args)
+        self.metrics.observe("bind", time.perf_counter() - started, result)
+        if error:
+            log.info("bind of %s/%s to %s refused: %s", args.PodNamespace, args.PodName, args.Node, error)
+        return {"Error": error}
+
+    async def _bind(self, args: ExtenderBindingArgs) -> tuple[str, str]:
+        node = args.Node
+        pod = await self._bind_pod(args)
+        if pod is None:
+            return "unknown_pod", (f"berth: pod {args.PodNamespace}/{args.PodName} ({args.PodUID}) is unknown; "
+                                   "it may have been deleted")
+        lock = self._node_lock(node)
+        try:
+            await asyncio.wait_for(lock.acquire(), timeout=self.settings.bind_lock_timeout_seconds)
+        except TimeoutError:
+            self.metrics.bind_conflicts.labels("busy").inc()
+            return "busy", (f"{ErrorCode.PLACEMENT_BUSY.value}: node {node} stayed locked by other binds for "
+                            f"{self.settings.bind_lock_timeout_seconds:g}s")
+        try:
+            checked = self._recheck(pod, node)
+            if isinstance(checked, str):
+                self.metrics.bind_conflicts.labels("recheck").inc()
+                return "conflict", checked
+            annotations, message = checked
+            try:
+                await self.binder.bind(pod, node, annotations, message)
+            except BindError as exc:
+                with self.store.lock:
+                    self.store.release(pod.uid)
+                return "bind_failed", str(exc)
+            except Exception as exc:  # the API server or the network; kube-scheduler retries the pod
+                log.exception("bind of %s to %s failed", pod.key, node)
+                with self.store.lock:
+                    self.store.release(pod.uid)
+                return "bind_failed", f"berth: bind of {pod.key} to {node} failed: {exc}"
+            return "bound", ""
+        finally:
+            lock.release()
+
+    async def _bind_pod(self, args: ExtenderBindingArgs) -> PodInfo | None:
+        with self.store.lock:
+            pod = self.store.known_pod(args.PodUID)
+        if pod is not None:
+            return replace(pod, node_name=None)
+        raw = await self.binder.fetch_pod(args.PodNamespace, args.PodName)
+        if raw is None:
+            return None
+        try:
+            fetched = pod_from_object(raw)
+        except ObjectError:
+            return None
+        if fetched.uid != args.PodUID:
+            return None
+        return replace(fetched, node_name=None)
+
+    def _recheck(self, pod: PodInfo, node: str) -> tuple[dict[str, str], str] | str:
+        """Under the store lock: judge ``node`` alone against bound + assumed pods and, when it still
+        takes the pod, count the pod there as bound. Returns (annotations, event message) or the
+        reason of the refusal."""
+        store = self.store
+        with store.lock:
+            now = self.clock()
+            self._expire(now)
+            store.release(pod.uid)  # its tentative place (maybe on another node) must not count twice
+            policy, strategy, governed = self._policy(pod)
+            if not governed:
+                store.assume(pod, node, bound=True, deadline=now + self.settings.assume_ttl_seconds)
+                return {}, ""
+            eval_now = self.eval_clock()
+            state = self._state(self._known_request_node(node))
+            rnd, failed_plan = self._round(state, pod, policy, now, eval_now)
+            if failed_plan is not None:
+                message = failed_plan.error.message if failed_plan.error else "the round cannot be planned"
+                return f"berth: {node}: {message}"
+            quota = rnd.quota(pod.uid) if rnd is not None else None
+            ev = evaluate_pod(state, pod, policy, self.core_settings, eval_now,
+                              nodes=[node], quota=quota, strategy=strategy)
+            refusal = ev.decision.refused.get(node)
+            earlier = self._filter_decisions.pop(pod.uid, None)
+            if refusal is not None or node not in ev.decision.ranking:
+                reason = refusal.reason if refusal is not None else (
+                    ev.decision.error.message if ev.decision.error else "refused by the recheck")
+                decision = self._stamp(ev.decision, "bind")
+                decision.warnings.append(f"bind recheck refused {node}: {reason}")
+                store.record_decision(pod.key, decision_record(decision))
+                return f"berth: {node}: {reason}"
+            store.assume(pod, node, bound=True, deadline=now + self.settings.assume_ttl_seconds,
+                         round_key=rnd.policy_key if rnd is not None else None)
+            decision = self._bind_decision(pod, node, earlier, ev.decision, rnd)
+            record = decision_record(decision)
+            store.record_decision(pod.key, record)
+        annotations = {DECISION_ANNOTATION: orjson.dumps(record).decode()}
+        if rnd is not None:
+            annotations[ROUND_ANNOTATION] = rnd.round_id
+        refused = decision.refused
+        message = (f"berth placed the pod on {node} (strategy {decision.strategy}"
+                   + (f", policy {decision.policy}" if decision.policy else "")
+                   + f"; {len(decision.considered)} nodes considered, {len(refused)} refused)")
+        if decision.warnings:
+            message += "; warnings: " + "; ".join(decision.warnings[:3])
+        return annotations, message
+
+    def _known_request_node(self, node: str) -> dict[str, NodeInfo]:
+        """In ``nodeCacheCapable: false`` mode the node may be known only from the scheduler's requests."""
+        if node in self.store.view.nodes:
+            return {}
+        hit = self.store.request_nodes.get(node)
+        return {node: hit[1]} if hit is not None else {}
+
+    def _bind_decision(self, pod: PodInfo, node: str, earlier: Decision | None, recheck: Decision,
+                       rnd: Round | None) -> Decision:
+        base = earlier if earlier is not None else recheck
+        ranking = [node, *(n for n in base.ranking if n != node)]
+        warnings = list(dict.fromkeys([*base.warnings, *recheck.warnings]))
+        if earlier is not None and earlier.ranking and earlier.ranking[0] != node:
+            warnings.append(f"kube-scheduler chose {node}; berth ranked {earlier.ranking[0]} first")
+        decision = Decision(pod=pod.key, policy=base.policy, strategy=base.strategy,
+                            considered=list(base.considered), refused=dict(base.refused), ranking=ranking,
+                            warnings=warnings, error=None,
+                            plan=dict(rnd.plan) if rnd is not None else base.plan)
+        return self._stamp(decision, "bind")
+
+    # -- preempt ---------------------------------------------------------------------------
+
+    def preempt(self, args: ExtenderPreemptionArgs) -> dict[str, Any]:
+        """The scheduler's own choice of victims, answered in NodeNameToMetaVictims form."""
+        started = time.perf_counter()
+        out: dict[str, Any] = {}
+        if args.NodeNameToMetaVictims is not None:
+            for node, meta in args.NodeNameToMetaVictims.items():
+                out[node] = meta_victims(meta)
+        if args.NodeNameToVictims is not None:
+            for node, victims in args.NodeNameToVictims.items():
+                out.setdefault(node, meta_victims_from_full(victims))
+        self.metrics.observe("preempt", time.perf_counter() - started, "as_given")
+        return {"NodeNameToMetaVictims": out}
+
+    # -- assumptions -----------------------------------------------------------------------
+
+    def _expire(self, now: float) -> None:
+        for entry in self.store.expire(now):
+            self.metrics.assumptions_expired.labels("bound" if entry.bound else "tentative").inc()
+
+    # -- the explain / preview / capacity / allocations API --------------------------------
+
+    async def decision_of(self, namespace: str, name: str) -> dict[str, Any] | None:
+        key = f"{namespace}/{name}"
+        with self.store.lock:
+            hit = self.store.decisions.get(key)
+        if hit is not None:
+            return hit
+        raw = await self.binder.fetch_pod(namespace, name)
+        if raw is None:
+            return None
+        annotations = (raw.get("metadata") or {}).get("annotations") or {}
+        text = annotations.get(DECISION_ANNOTATION)
+        if not isinstance(text, str):
+            return None
+        try:
+            data = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return None
+        return data if isinstance(data, dict) else None
+
+    def preview(self, pod: PodInfo, policy_name: str | None, nodes: Sequence[str] | None) -> dict[str, Any]:
+        with self.store.lock:
+            policy = self._preview_policy(pod, policy_name)
+            strategy = None if policy is not None else self.core_settings.default_strategy
+            eval_now = self.eval_clock()
+            quota = None
+            if policy is not None and policy.spec.strategy in ROUND_STRATEGIES:
+                rnd = self.store.rounds.get(policy.key)
+                if rnd is not None and self.clock() - rnd.last_activity <= self.settings.round_timeout_seconds:
+                    quota = rnd.quota(pod.uid)
+            ev = evaluate_pod(self.store.view, pod, policy, self.core_settings, eval_now, nodes=nodes,
+                              quota=quota, strategy=strategy)
+        decision = self._stamp(ev.decision, "preview")
+        data = decision.to_dict(ranking_limit=len(decision.ranking))
+        return {"decision": data, "scores": ev.scores}
+
+    def _preview_policy(self, pod: PodInfo, policy_name: str | None) -> PlacementPolicy | None:
+        if policy_name:
+            policy = self.store.policy_named(pod.namespace, policy_name)
+            if policy is None:
+                raise LookupError(f"no valid PlacementPolicy {pod.namespace}/{policy_name}")
+            return policy
+        return self.store.policy_for(pod)
+
+    def capacity(self, pod: PodInfo, policy_name: str | None) -> dict[str, Any]:
+        with self.store.lock:
+            policy = self._preview_policy(pod, policy_name)
+            table = capacity_table(self.store.view, pod, policy, self.core_settings, self.eval_clock())
+        out = table.to_dict()
+        out["policy"] = policy.key if policy is not None else None
+        return out
+
+    def allocations(self) -> dict[str, Any]:
+        with self.store.lock:
+            nodes = node_allocations(self.store.view, self.core_settings)
+            policies = {}
+            for policy in self.store.iter_policies():
+                in_force = self.core_settings.for_policy(policy)
+                policies[policy.key] = {"strategy": policy.strategy_name, "settings": _settings_dict(in_force)}
+            invalid = dict(self.store.invalid_policies)
+        return {"settings": _settings_dict(self.core_settings), "policies": policies,
+                "invalidPolicies": invalid, "nodes": nodes}
+
+
+def _settings_dict(settings: Settings) -> dict[str, Any]:
+    data = asdict(settings)
+    strategy = data.get("default_strategy")
+    data["default_strategy"] = strategy.value if isinstance(strategy, Strategy) else strategy
+    return data
+
+
+def _resource_version(raw: Mapping[str, Any]) -> str:
+    meta = raw.get("metadata")
+    return str(meta.get("resourceVersion") or "") if isinstance(meta, Mapping) else ""

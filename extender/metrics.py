@@ -1,0 +1,65 @@
+"""Prometheus metrics of the extender, on a registry of its own (one per app, so that tests can
+build many apps in one process).
+
+- ``berth_extender_request_seconds{verb}``: latency histogram per verb (filter, prioritize,
+  bind, preempt, preview, capacity, allocations, decision);
+- ``berth_extender_decisions_total{verb,result}``: outcomes (``placed``, ``passthrough``,
+  ``no_node``, an error code such as ``already_filled``, ``bound``, ``conflict``, ``busy``,
+  ``bad_request`` ...);
+- ``berth_view_objects{kind}``: view sizes (nodes, pods, assumed, pending, policies, ...), read at
+  scrape time;
+- ``berth_watch_restarts_total{kind}``: relists after a watch error or 410 Gone;
+- ``berth_bind_conflicts_total{reason}``: binds refused by the recheck or by a busy node lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class _SizeCollector(Collector):
+    def __init__(self, sizes: Callable[[], Mapping[str, int]]) -> None:
+        self._sizes = sizes
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily("berth_view_objects", "Objects in the extender's cluster view, by kind",
+                                   labels=["kind"])
+        for kind, value in sorted(self._sizes().items()):
+            family.add_metric([kind], float(value))
+        yield family
+
+
+class Metrics:
+    def __init__(self, sizes: Callable[[], Mapping[str, int]] | None = None) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.latency = Histogram("berth_extender_request_seconds", "Time to answer a request, by verb",
+                                 ["verb"], registry=self.registry, buckets=_BUCKETS)
+        self.decisions = Counter("berth_extender_decisions_total", "Answers by verb and result",
+                                 ["verb", "result"], registry=self.registry)
+        self.watch_restarts = Counter("berth_watch_restarts_total",
+                                      "Relists after a watch error or 410 Gone, by kind", ["kind"],
+                                      registry=self.registry)
+        self.bind_conflicts = Counter("berth_bind_conflicts_total",
+                                      "Binds refused: the recheck failed or the node stayed locked",
+                                      ["reason"], registry=self.registry)
+        self.assumptions_expired = Counter("berth_assumptions_expired_total",
+                                           "Assumed pods released without a bind or a watch confirmation",
+                                           ["kind"], registry=self.registry)
+        if sizes is not None:
+            self.registry.register(_SizeCollector(sizes))
+
+    def observe(self, verb: str, seconds: float, result: str | None = None) -> None:
+        self.latency.labels(verb).observe(seconds)
+        if result is not None:
+            self.decisions.labels(verb, result).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,58 @@
+"""``berth extender [--host H] [--port P] [--snapshot FILE]``: run the extender under uvicorn.
+
+One worker (the view lives in the process), one event loop: filter and prioritize are answered
+on the loop itself (no thread hop), the API server calls of bind run in worker threads.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from berth.extender.app import create_app
+from berth.extender.binder import KubeBinder, MemoryBinder
+from berth.extender.live_view import KubeSource, LiveView, kube_api_client
+from berth.extender.metrics import Metrics
+from berth.extender.settings import ExtenderSettings, load_settings
+from berth.extender.snapshot_view import load_snapshot
+from berth.extender.store import ClusterStore
+from fastapi import FastAPI
+
+log = logging.getLogger("berth.extender.server")
+
+DEFAULT_HOST = "0.0.0.0"
+DEFAULT_PORT = 8888
+
+
+def build_app(snapshot: str | None = None, settings: ExtenderSettings | None = None) -> FastAPI:
+    """The app against the cluster (in-cluster config or KUBECONFIG), or against a snapshot file."""
+    settings = settings or load_settings()
+    if snapshot is not None:
+        store, eval_clock = load_snapshot(snapshot, decisions_kept=settings.decisions_kept,
+                                          track_leases=settings.track_leases)
+        log.info("serving the snapshot %s: %d nodes, %d pods, %d policies", snapshot, len(store.view.nodes),
+                 store.sizes()["pods"], len(store.policies))
+        return create_app(store, settings, binder=MemoryBinder(store), eval_clock=eval_clock)
+    store = ClusterStore(leases_tracked=settings.track_leases, decisions_kept=settings.decisions_kept)
+    metrics = Metrics(store.sizes)
+    api_client = kube_api_client()
+    live = LiveView(store, KubeSource(api_client), metrics=metrics, track_leases=settings.track_leases,
+                    watch_timeout_seconds=settings.watch_timeout_seconds,
+                    backoff_max_seconds=settings.relist_backoff_max_seconds)
+    return create_app(store, settings, binder=KubeBinder(api_client, record_events=settings.record_events),
+                      source=live, metrics=metrics)
+
+
+def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, snapshot: str | None = None,
+          **uvicorn_options: Any) -> None:
+    """Serve the extender until interrupted (the ``berth extender`` command)."""
+    import uvicorn
+
+    settings = load_settings()
+    logging.basicConfig(level=getattr(logging, settings.log_level.upper(), logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = build_app(snapshot, settings)
+    options: dict[str, Any] = {"host": host, "port": port, "workers": 1, "access_log": False,
+                               "log_level": settings.log_level.lower(), "timeout_keep_alive": 75}
+    options.update(uvicorn_options)
+    uvicorn.run(app, **options)

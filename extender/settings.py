@@ -1,0 +1,89 @@
+"""The extender's settings, read once at start from ``BERTH_*`` environment variables.
+
+As seed 001 says of its overcommit policy: invalid values are logged and the safe default is
+used; the extender never refuses to start over a bad setting. :meth:`ExtenderSettings.core`
+maps the placement settings onto the core's :class:`~berth.core.settings.Settings`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, ValidationInfo, ValidatorFunctionWrapHandler, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from berth.core.policy import Strategy
+from berth.core.settings import Settings
+
+log = logging.getLogger("berth.extender.settings")
+
+
+class ExtenderSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="BERTH_", extra="ignore", frozen=True,
+                                      validate_default=False)
+
+    # -- placement (mapped onto berth.core.settings.Settings) --------------------------
+    cpu_overcommit_percent: int = Field(default=100, ge=1, le=10000)
+    memory_overcommit_percent: int = Field(default=100, ge=1, le=10000)
+    min_free_disk_percent: int = Field(default=10, ge=0, le=100)
+    reject_unknown_capacity: bool = False
+    liveness_threshold_seconds: float = Field(default=40.0, gt=0, le=86400)
+    sleepy_memory_factor: float = Field(default=2.0, ge=1, le=100)
+    default_strategy: Strategy | None = None  # for pods no policy selects; unset: they pass through
+
+    # -- extender ---------------------------------------------------------------------
+    track_leases: bool = True  # judge liveness by kube-node-lease Leases (off for clusters without kubelets)
+    tentative_ttl_seconds: float = Field(default=15.0, gt=0, le=3600)  # prioritize winner held until bind
+    assume_ttl_seconds: float = Field(default=30.0, gt=0, le=3600)  # bound pod held until the watch shows it
+    round_timeout_seconds: float = Field(default=120.0, gt=0, le=86400)  # Fill/Each round left idle this long closes
+    bind_lock_timeout_seconds: float = Field(default=2.0, gt=0, le=60)  # waiting for a node's lock: placement_busy
+    decisions_kept: int = Field(default=20000, ge=0, le=10_000_000)  # latest decisions kept in memory
+    record_events: bool = True  # an Event on the pod at bind
+    watch_timeout_seconds: int = Field(default=300, ge=10, le=3600)  # server-side watch timeout, then re-watch
+    relist_backoff_max_seconds: float = Field(default=30.0, gt=0, le=600)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+
+    @field_validator("*", mode="wrap")
+    @classmethod
+    def _safe_default(cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+        field = info.field_name or ""
+        if field == "default_strategy" and isinstance(value, str):
+            value = _strategy_spelling(value)
+        elif field == "log_level" and isinstance(value, str):
+            value = value.strip().upper()
+        try:
+            return handler(value)
+        except ValidationError as exc:
+            default = cls.model_fields[field].default
+            log.warning("setting BERTH_%s=%r is invalid (%s); using the safe default %r",
+                        field.upper(), value, exc.errors()[0]["msg"], default)
+            return default
+
+    def core(self) -> Settings:
+        return Settings(
+            cpu_overcommit_percent=self.cpu_overcommit_percent,
+            memory_overcommit_percent=self.memory_overcommit_percent,
+            min_free_disk_percent=self.min_free_disk_percent,
+            reject_unknown_capacity=self.reject_unknown_capacity,
+            liveness_threshold_seconds=self.liveness_threshold_seconds,
+            sleepy_memory_factor=self.sleepy_memory_factor,
+            default_strategy=self.default_strategy,
+        )
+
+
+def _strategy_spelling(value: str) -> str | None:
+    """``fill``, ``FILL``, ``best-fit`` are read as ``Fill``, ``BestFit``; empty or ``none`` unsets it."""
+    text = value.strip()
+    if text.lower() in ("", "none", "default"):
+        return None
+    wanted = text.replace("-", "").replace("_", "").lower()
+    for strategy in Strategy:
+        if strategy.value.lower() == wanted:
+            return strategy.value
+    return text
+
+
+def load_settings(**overrides: Any) -> ExtenderSettings:
+    """Settings from the environment, with ``overrides`` (tests, CLI flags) taking precedence."""
+    return ExtenderSettings(**overrides)

@@ -1,0 +1,541 @@
+"""The extender's memory of the cluster: the core's :class:`ClusterView`, the PlacementPolicies,
+the pending pods, the pods berth counts before the API server shows them (assumed), the open
+rounds of Fill / Each policies and the latest decisions.
+
+Fed by the watches (:mod:`berth.extender.live_view`) or once from a snapshot
+(:mod:`berth.extender.snapshot_view`) through the ``apply_*`` / ``delete_*`` methods, which
+take raw Kubernetes JSON. Every read and write happens under :attr:`ClusterStore.lock`.
+
+Assumed pods come in two kinds (seed 000's processing counter):
+
+- *tentative*: the node filter/prioritize ranked first for a pod, counted there from the moment
+  of that decision because kube-scheduler asks about the next pod before the bind of this one
+  arrives; released after ``tentative_ttl`` if no bind comes, moved by the bind if the
+  scheduler chose another node;
+- *bound*: berth created (or is creating) the Binding; counted until the watch shows the pod
+  bound, released after ``assume_ttl`` if it never does.
+
+Nothing here survives only in memory: pods berth bound carry the decision annotation (with the
+round's plan) and the round annotation, so a restarted extender rebuilds bound pods and open
+rounds from the API server alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from berth.core.decision import DECISION_ANNOTATION
+from berth.core.errors import InvalidPolicy
+from berth.core.kube import ObjectError, is_terminal, lease_renew_seconds, node_from_object, pod_from_object
+from berth.core.model import NodeInfo, PodInfo
+from berth.core.policy import PlacementPolicy, policy_from_manifest
+from berth.core.view import ClusterView
+
+log = logging.getLogger("berth.extender.store")
+
+ROUND_ANNOTATION = "berth.dev/round"
+"""``<policy namespace>/<policy name>@<round opened, epoch ms>`` on every pod berth binds in a round."""
+
+LEASE_NAMESPACE = "kube-node-lease"
+
+KINDS = ("nodes", "pods", "leases", "policies")
+
+
+@dataclass(slots=True)
+class Assumption:
+    pod: PodInfo  # as placed: node_name is the node
+    bound: bool  # False: tentative (filter/prioritize winner); True: bind done or in flight
+    deadline: float  # wall-clock seconds; released after it unless the watch confirmed it
+    round_key: str | None = None
+
+
+@dataclass
+class Round:
+    """A Fill / Each round: the plan fixed at its start and the pods placed in it so far."""
+
+    policy_key: str
+    round_id: str
+    plan: dict[str, int]
+    opened: float
+    last_activity: float
+    placed: dict[str, str] = field(default_factory=dict)  # pod uid -> node (tentative, bound or confirmed)
+
+    def quota(self, exclude_uid: str = "") -> dict[str, int]:
+        used: dict[str, int] = {}
+        for uid, node in self.placed.items():
+            if uid != exclude_uid:
+                used[node] = used.get(node, 0) + 1
+        out = {}
+        for node, count in self.plan.items():  # the plan's order is the ranking order
+            left = count - used.get(node, 0)
+            if left > 0:
+                out[node] = left
+        return out
+
+    def remaining(self, exclude_uid: str = "") -> int:
+        return sum(self.quota(exclude_uid).values())
+
+
+@dataclass
+class RoundRecord:
+    """A round rebuilt from the annotations of the pods berth bound in it (after a restart)."""
+
+    round_id: str
+    plan: dict[str, int]
+    opened: float
+    last_activity: float
+    placed: dict[str, str] = field(default_factory=dict)
+
+
+def round_id_for(policy_key: str, opened: float) -> str:
+    return f"{policy_key}@{int(opened * 1000)}"
+
+
+def parse_round_id(round_id: str) -> tuple[str, float] | None:
+    key, sep, millis = round_id.rpartition("@")
+    if not sep or "/" not in key:
+        return None
+    try:
+        return key, int(millis) / 1000.0
+    except ValueError:
+        return None
+
+
+class ClusterStore:
+    def __init__(self, *, leases_tracked: bool = True, decisions_kept: int = 20000,
+                 clock: Callable[[], float] | None = None) -> None:
+        import time
+
+        self.lock = threading.RLock()
+        self.view = ClusterView(leases_tracked=leases_tracked)
+        self.track_leases = leases_tracked
+        self.clock = clock or time.time
+        self.policies: dict[str, PlacementPolicy] = {}
+        self._policies_by_ns: dict[str, list[PlacementPolicy]] = {}
+        self.invalid_policies: dict[str, str] = {}
+        self.pending: dict[str, PodInfo] = {}
+        self._pending_by_ns: dict[str, dict[str, PodInfo]] = {}
+        self.assumed: dict[str, Assumption] = {}
+        self.rounds: dict[str, Round] = {}
+        self.round_records: dict[str, RoundRecord] = {}
+        self.decisions: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self.decisions_kept = decisions_kept
+        self.seen_pods: OrderedDict[str, PodInfo] = OrderedDict()  # uid -> pod from recent filter requests
+        self.request_nodes: dict[str, tuple[str, NodeInfo]] = {}  # name -> (resourceVersion, node) cache
+        self.listed: set[str] = set()
+        self.bad_objects = 0
+        self.on_confirm: Callable[[str], None] | None = None
+
+    # -- readiness ---------------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        return self.listed.issuperset(KINDS)
+
+    def mark_listed(self, kind: str) -> None:
+        with self.lock:
+            self.listed.add(kind)
+
+    # -- policies ----------------------------------------------------------------------
+
+    def policy_for(self, pod: PodInfo) -> PlacementPolicy | None:
+        """The policy that governs ``pod``: the first by name among those of its namespace that select it."""
+        for policy in self._policies_by_ns.get(pod.namespace, ()):
+            if policy.governs(pod.namespace, pod.labels):
+                return policy
+        return None
+
+    def policy_named(self, namespace: str, name: str) -> PlacementPolicy | None:
+        return self.policies.get(f"{namespace}/{name}")
+
+    def apply_policy(self, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"  # type: ignore[union-attr]
+        try:
+            policy = policy_from_manifest(obj)
+        except InvalidPolicy as exc:
+            with self.lock:
+                self._drop_policy(key)
+                self.invalid_policies[key] = str(exc)
+            log.warning("PlacementPolicy %s is invalid and ignored: %s", key, exc)
+            return
+        with self.lock:
+            self.invalid_policies.pop(policy.key, None)
+            old = self.policies.get(policy.key)
+            self.policies[policy.key] = policy
+            self._reindex_policies(policy.namespace)
+            if old is not None and (old.spec != policy.spec):
+                self.rounds.pop(policy.key, None)  # a changed policy starts a fresh round
+
+    def delete_policy(self, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+        with self.lock:
+            self._drop_policy(key)
+            self.invalid_policies.pop(key, None)
+
+    def _drop_policy(self, key: str) -> None:
+        policy = self.policies.pop(key, None)
+        self.rounds.pop(key, None)
+        if policy is not None:
+            self._reindex_policies(policy.namespace)
+
+    def _reindex_policies(self, namespace: str) -> None:
+        found = sorted((p for p in self.policies.values() if p.namespace == namespace), key=lambda p: p.name)
+        if found:
+            self._policies_by_ns[namespace] = found
+        else:
+            self._policies_by_ns.pop(namespace, None)
+
+    # -- nodes and leases --------------------------------------------------------------
+
+    def apply_node(self, obj: Mapping[str, Any]) -> None:
+        try:
+            node = node_from_object(obj)
+        except ObjectError as exc:
+            self.bad_objects += 1
+            log.warning("ignoring a node berth cannot read: %s", exc)
+            return
+        with self.lock:
+            self.view.upsert_node(node)
+
+    def delete_node(self, obj: Mapping[str, Any]) -> None:
+        name = _name(obj)
+        if name:
+            with self.lock:
+                self.view.remove_node(name)
+
+    def apply_lease(self, obj: Mapping[str, Any]) -> None:
+        if _namespace(obj) != LEASE_NAMESPACE:
+            return
+        try:
+            node, renewed = lease_renew_seconds(obj)
+        except ObjectError as exc:
+            self.bad_objects += 1
+            log.warning("ignoring a lease berth cannot read: %s", exc)
+            return
+        with self.lock:
+            self.view.set_lease(node, renewed)
+
+    def delete_lease(self, obj: Mapping[str, Any]) -> None:
+        name = _name(obj)
+        if name and _namespace(obj) == LEASE_NAMESPACE:
+            with self.lock:
+                self.view.remove_lease(name)
+
+    # -- pods --------------------------------------------------------------------------
+
+    def apply_pod(self, obj: Mapping[str, Any]) -> None:
+        """A pod from a list or a watch event: bound pods count on their node, pending pods are
+        remembered for rounds, terminal pods are forgotten. The watch confirming a pod berth
+        assumed replaces the assumption."""
+        if is_terminal(obj):
+            self.delete_pod(obj)
+            return
+        try:
+            pod = pod_from_object(obj)
+        except ObjectError as exc:
+            self.bad_objects += 1
+            log.warning("ignoring a pod berth cannot read: %s", exc)
+            return
+        record = _round_annotation(obj) if pod.node_name else None
+        with self.lock:
+            self._apply_pod_locked(pod)
+            if record is not None:
+                self._note_round(pod, *record)
+
+    def _apply_pod_locked(self, pod: PodInfo) -> None:
+        uid = pod.uid
+        if pod.node_name:
+            self._pending_remove(uid)
+            self.view.upsert_pod(pod)  # replaces an assumption: the API server now shows it
+            if self.assumed.pop(uid, None) is not None and self.on_confirm is not None:
+                self.on_confirm(uid)
+            return
+        if not pod.terminating:
+            self.pending[uid] = pod
+            self._pending_by_ns.setdefault(pod.namespace, {})[uid] = pod
+        else:
+            self._pending_remove(uid)
+        if not self.view.is_assumed(uid):
+            self.view.remove_pod(uid)
+
+    def delete_pod(self, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        uid = str(meta.get("uid") or f"{meta.get('namespace') or 'default'}/{meta.get('name')}")
+        with self.lock:
+            self.forget_pod(uid)
+
+    def forget_pod(self, uid: str) -> None:
+        self._pending_remove(uid)
+        self.release(uid)
+        self.view.remove_pod(uid)
+
+    def _pending_remove(self, uid: str) -> None:
+        old = self.pending.pop(uid, None)
+        if old is not None:
+            by_ns = self._pending_by_ns.get(old.namespace)
+            if by_ns is not None:
+                by_ns.pop(uid, None)
+                if not by_ns:
+                    del self._pending_by_ns[old.namespace]
+
+    def pending_governed(self, policy: PlacementPolicy) -> int:
+        """Pending pods the policy selects that berth has not placed yet."""
+        return sum(1 for uid, pod in self._pending_by_ns.get(policy.namespace, {}).items()
+                   if uid not in self.assumed and policy.governs(pod.namespace, pod.labels))
+
+    def pending_pods(self) -> Iterable[PodInfo]:
+        return self.pending.values()
+
+    def remember_pod(self, pod: PodInfo) -> None:
+        """Keep the pod of a filter/prioritize request so that its bind can be rechecked."""
+        seen = self.seen_pods
+        seen[pod.uid] = pod
+        seen.move_to_end(pod.uid)
+        while len(seen) > 10000:
+            seen.popitem(last=False)
+
+    def known_pod(self, uid: str) -> PodInfo | None:
+        entry = self.assumed.get(uid)
+        if entry is not None:
+            return entry.pod
+        return self.pending.get(uid) or self.seen_pods.get(uid) or self.view.pod(uid)
+
+    # -- assumptions -------------------------------------------------------------------
+
+    def assume(self, pod: PodInfo, node: str, *, bound: bool, deadline: float,
+               round_key: str | None = None) -> None:
+        """Count ``pod`` on ``node`` now (replacing an earlier assumption of it)."""
+        self.release(pod.uid)
+        placed = self.view.assume(pod, node)
+        self.assumed[pod.uid] = Assumption(placed, bound, deadline, round_key)
+        if round_key is not None:
+            rnd = self.rounds.get(round_key)
+            if rnd is not None:
+                rnd.placed[pod.uid] = node
+                rnd.last_activity = self.clock()
+
+    def release(self, uid: str) -> Assumption | None:
+        """Stop counting an assumed pod (and free its slot in its round)."""
+        entry = self.assumed.pop(uid, None)
+        if entry is None:
+            return None
+        if self.view.is_assumed(uid):
+            self.view.remove_pod(uid)
+        if entry.round_key is not None:
+            rnd = self.rounds.get(entry.round_key)
+            if rnd is not None:
+                rnd.placed.pop(uid, None)
+        return entry
+
+    def release_tentative(self, uid: str) -> Assumption | None:
+        entry = self.assumed.get(uid)
+        if entry is not None and not entry.bound:
+            return self.release(uid)
+        return None
+
+    def expire(self, now: float) -> list[Assumption]:
+        """Release assumptions past their deadline; close idle rounds."""
+        gone = [uid for uid, entry in self.assumed.items() if entry.deadline <= now]
+        released = [entry for uid in gone if (entry := self.release(uid)) is not None]
+        for uid in gone:
+            log.info("released the assumption of pod %s: %s", uid,
+                     "no bind came in time" if not any(e.bound for e in released if e.pod.uid == uid)
+                     else "the watch never showed it bound")
+        return released
+
+    def confirm_placed(self, pod: PodInfo) -> None:
+        """Offline mode: the bind is the truth; the pod counts as bound, not assumed."""
+        round_key = None
+        entry = self.assumed.pop(pod.uid, None)
+        if entry is not None:
+            round_key = entry.round_key
+        self._pending_remove(pod.uid)
+        self.view.upsert_pod(pod)
+        if round_key is not None and pod.node_name and (rnd := self.rounds.get(round_key)) is not None:
+            rnd.placed[pod.uid] = pod.node_name
+
+    # -- rounds ------------------------------------------------------------------------
+
+    def _note_round(self, pod: PodInfo, round_id: str, plan: dict[str, int] | None, time: float | None) -> None:
+        parsed = parse_round_id(round_id)
+        if parsed is None:
+            return
+        key, opened = parsed
+        record = self.round_records.get(key)
+        if record is None or opened > record.opened:
+            if plan is None:
+                return
+            record = RoundRecord(round_id, plan, opened, opened)
+            self.round_records[key] = record
+        elif opened < record.opened:
+            return
+        if plan is not None and record.plan != plan and record.round_id == round_id:
+            record.plan = plan
+        record.placed[pod.uid] = pod.node_name or ""
+        if time is not None and time > record.last_activity:
+            record.last_activity = time
+        rnd = self.rounds.get(key)
+        if rnd is not None and rnd.round_id == round_id and pod.node_name:
+            rnd.placed.setdefault(pod.uid, pod.node_name)
+
+    # -- decisions ---------------------------------------------------------------------
+
+    def record_decision(self, pod_key: str, decision: dict[str, Any]) -> None:
+        if self.decisions_kept <= 0:
+            return
+        self.decisions[pod_key] = decision
+        self.decisions.move_to_end(pod_key)
+        while len(self.decisions) > self.decisions_kept:
+            self.decisions.popitem(last=False)
+
+    # -- relists -----------------------------------------------------------------------
+
+    def replace(self, kind: str, objects: Iterable[Mapping[str, Any]], *, chunk: int = 2000) -> None:
+        """A full list of ``kind``: apply every object, then forget what the list no longer holds.
+        Applied in chunks so that requests are not blocked for the whole of a large list."""
+        apply, delete, current = self._ops(kind)
+        seen: set[str] = set()
+        batch: list[Mapping[str, Any]] = []
+        for obj in objects:
+            batch.append(obj)
+            if len(batch) >= chunk:
+                self._apply_batch(kind, batch, apply, seen)
+                batch = []
+        self._apply_batch(kind, batch, apply, seen)
+        with self.lock:
+            for ident in [i for i in current() if i not in seen]:
+                delete(ident)
+            self.listed.add(kind)
+
+    def _apply_batch(self, kind: str, batch: list[Mapping[str, Any]], apply: Callable[[Mapping[str, Any]], None],
+                     seen: set[str]) -> None:
+        if not batch:
+            return
+        if kind == "pods":
+            self._apply_pods_batch(batch, seen)
+            return
+        with self.lock:
+            for obj in batch:
+                apply(obj)
+                seen.add(_identity(kind, obj))
+
+    def _apply_pods_batch(self, batch: list[Mapping[str, Any]], seen: set[str]) -> None:
+        """Pods are parsed outside the lock (the costly part of a large list)."""
+        parsed: list[tuple[PodInfo, tuple[str, dict[str, int] | None, float | None] | None]] = []
+        terminal: list[Mapping[str, Any]] = []
+        for obj in batch:
+            if is_terminal(obj):
+                terminal.append(obj)
+                continue
+            try:
+                pod = pod_from_object(obj)
+            except ObjectError as exc:
+                self.bad_objects += 1
+                log.warning("ignoring a pod berth cannot read: %s", exc)
+                continue
+            parsed.append((pod, _round_annotation(obj) if pod.node_name else None))
+        with self.lock:
+            for pod, record in parsed:
+                self._apply_pod_locked(pod)
+                seen.add(pod.uid)
+                if record is not None:
+                    self._note_round(pod, *record)
+            for obj in terminal:
+                self.delete_pod(obj)
+
+    def _ops(self, kind: str) -> tuple[Callable[[Mapping[str, Any]], None], Callable[[str], None],
+                                       Callable[[], Iterable[str]]]:
+        if kind == "nodes":
+            return self.apply_node, self.view.remove_node, lambda: list(self.view.nodes)
+        if kind == "leases":
+            return self.apply_lease, self.view.remove_lease, lambda: list(self.view.leases)
+        if kind == "policies":
+            return (self.apply_policy, self._forget_policy_key,
+                    lambda: [*self.policies, *self.invalid_policies])
+        if kind == "pods":
+            return (self.apply_pod, self._forget_listed_pod,
+                    lambda: [*(p.uid for p in self.view.all_pods() if not self.view.is_assumed(p.uid)),
+                             *self.pending])
+        raise ValueError(f"unknown kind {kind!r}")
+
+    def _forget_policy_key(self, key: str) -> None:
+        self._drop_policy(key)
+        self.invalid_policies.pop(key, None)
+
+    def _forget_listed_pod(self, uid: str) -> None:
+        self._pending_remove(uid)
+        if not self.view.is_assumed(uid):
+            self.view.remove_pod(uid)
+
+    # -- sizes (metrics) ---------------------------------------------------------------
+
+    def sizes(self) -> dict[str, int]:
+        view = self.view
+        assumed = len(self.assumed)
+        return {
+            "nodes": len(view.nodes),
+            "pods": sum(1 for _ in view.all_pods()) - len(view.assumed_uids()),
+            "assumed": assumed,
+            "pending": len(self.pending),
+            "policies": len(self.policies),
+            "invalid_policies": len(self.invalid_policies),
+            "leases": len(view.leases),
+            "rounds": len(self.rounds),
+        }
+
+    def iter_policies(self) -> Iterator[PlacementPolicy]:
+        return iter(sorted(self.policies.values(), key=lambda p: p.key))
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    return str(meta.get("name") or "") if isinstance(meta, Mapping) else ""
+
+
+def _namespace(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    return str(meta.get("namespace") or "") if isinstance(meta, Mapping) else ""
+
+
+def _identity(kind: str, obj: Mapping[str, Any]) -> str:
+    if kind == "policies":
+        return f"{_namespace(obj) or 'default'}/{_name(obj)}"
+    return _name(obj)
+
+
+def _round_annotation(obj: Mapping[str, Any]) -> tuple[str, dict[str, int] | None, float | None] | None:
+    """(round id, the round's plan, the decision's time) from a pod berth bound in a round."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return None
+    annotations = meta.get("annotations")
+    if not isinstance(annotations, Mapping):
+        return None
+    round_id = annotations.get(ROUND_ANNOTATION)
+    if not isinstance(round_id, str):
+        return None
+    plan: dict[str, int] | None = None
+    when: float | None = None
+    raw = annotations.get(DECISION_ANNOTATION)
+    if isinstance(raw, str):
+        try:
+            data = orjson.loads(raw)
+            if isinstance(data, dict):
+                if isinstance(data.get("plan"), dict):
+                    plan = {str(k): int(v) for k, v in data["plan"].items()}
+                if isinstance(data.get("time"), str):
+                    from berth.core.kube import parse_time
+
+                    when = parse_time(data["time"])
+        except (orjson.JSONDecodeError, ValueError, TypeError):
+            pass
+    return round_id, plan, when

@@ -1,0 +1,210 @@
+"""Raw Kubernetes JSON for the extender's tests (the extender reads what the API server and
+kube-scheduler send, so its tests build that, not the core's dataclasses), and a harness that
+serves an app over a snapshot with a hand-driven clock."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from berth.extender.app import create_app
+from berth.extender.settings import ExtenderSettings
+from berth.extender.store import ClusterStore
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+ZONE = "topology.kubernetes.io/zone"
+NOW = 1_800_000_000.0
+
+_uids = itertools.count(1)
+
+
+def node(
+    name: str,
+    *,
+    cpu: str | None = "4",
+    memory: str | None = "8Gi",
+    disk: str | None = "100Gi",
+    pods: str | None = "110",
+    labels: Mapping[str, str] | None = None,
+    ready: bool = True,
+    unschedulable: bool = False,
+    taints: Iterable[Mapping[str, str]] = (),
+    rv: str = "1",
+) -> dict[str, Any]:
+    allocatable = {
+        k: v
+        for k, v in (("cpu", cpu), ("memory", memory), ("ephemeral-storage", disk), ("pods", pods))
+        if v is not None
+    }
+    spec: dict[str, Any] = {}
+    if unschedulable:
+        spec["unschedulable"] = True
+    if taints:
+        spec["taints"] = [dict(t) for t in taints]
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "uid": f"node-uid-{name}",
+            "resourceVersion": rv,
+            "labels": {"kubernetes.io/hostname": name, **(labels or {})},
+        },
+        "spec": spec,
+        "status": {
+            "allocatable": allocatable,
+            "capacity": dict(allocatable),
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def pod(
+    name: str,
+    *,
+    namespace: str = "shop",
+    cpu: str | None = "100m",
+    memory: str | None = "128Mi",
+    labels: Mapping[str, str] | None = None,
+    node_name: str | None = None,
+    uid: str | None = None,
+    phase: str | None = None,
+    annotations: Mapping[str, str] | None = None,
+    rv: str = "1",
+) -> dict[str, Any]:
+    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
+    container: dict[str, Any] = {"name": "c", "image": "registry.k8s.io/pause:3.10"}
+    if requests:
+        container["resources"] = {"requests": requests}
+    spec: dict[str, Any] = {"containers": [container], "schedulerName": "default-scheduler"}
+    if node_name:
+        spec["nodeName"] = node_name
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "uid": uid or f"uid-{name}-{next(_uids)}",
+        "resourceVersion": rv,
+        "labels": dict(labels or {}),
+    }
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": spec,
+        "status": {"phase": phase or ("Running" if node_name else "Pending")},
+    }
+
+
+def policy(
+    name: str, *, namespace: str = "shop", match: Mapping[str, str] | None = None, generation: int = 1, **spec: Any
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"selector": {"matchLabels": dict(match or {"app": name})}, **spec}
+    return {
+        "apiVersion": "berth.dev/v1alpha1",
+        "kind": "PlacementPolicy",
+        "metadata": {"name": name, "namespace": namespace, "generation": generation},
+        "spec": body,
+    }
+
+
+def lease(node_name: str, renew: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": node_name, "namespace": "kube-node-lease"},
+        "spec": {"holderIdentity": node_name, "renewTime": renew},
+    }
+
+
+def args(
+    pod_obj: Mapping[str, Any], names: Iterable[str] | None = None, nodes: Iterable[Mapping[str, Any]] | None = None
+) -> dict[str, Any]:
+    """ExtenderArgs, cache-capable (names) or with full Node objects."""
+    if nodes is not None:
+        return {"Pod": dict(pod_obj), "Nodes": {"metadata": {}, "items": [dict(n) for n in nodes]}, "NodeNames": None}
+    return {"Pod": dict(pod_obj), "Nodes": None, "NodeNames": list(names or ())}
+
+
+def bind_args(pod_obj: Mapping[str, Any], node_name: str) -> dict[str, Any]:
+    meta = pod_obj["metadata"]
+    return {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": node_name}
+
+
+@dataclass
+class Clock:
+    now: float = NOW
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@dataclass
+class Harness:
+    """An app over a store filled from objects, a test client, and the clock it runs on."""
+
+    store: ClusterStore
+    app: FastAPI
+    client: TestClient
+    clock: Clock
+    bound: dict[str, str] = field(default_factory=dict)
+
+    def filter(self, pod_obj: Mapping[str, Any], names: Iterable[str] | None = None, **kw: Any) -> dict[str, Any]:
+        names = list(names) if names is not None else sorted(self.store.view.nodes)
+        r = self.client.post("/filter", content=orjson.dumps(args(pod_obj, names, **kw)))
+        assert r.status_code == 200, r.text
+        out: dict[str, Any] = r.json()
+        return out
+
+    def prioritize(self, pod_obj: Mapping[str, Any], names: Iterable[str]) -> dict[str, int]:
+        r = self.client.post("/prioritize", content=orjson.dumps(args(pod_obj, list(names))))
+        assert r.status_code == 200, r.text
+        return {h["Host"]: h["Score"] for h in r.json()}
+
+    def bind(self, pod_obj: Mapping[str, Any], node_name: str) -> str:
+        r = self.client.post("/bind", content=orjson.dumps(bind_args(pod_obj, node_name)))
+        assert r.status_code == 200, r.text
+        error: str = r.json()["Error"]
+        return error
+
+    def schedule(self, pod_obj: Mapping[str, Any], names: Iterable[str] | None = None) -> str | None:
+        """What kube-scheduler does with the extender alone: filter, prioritize, pick the top score, bind."""
+        result = self.filter(pod_obj, names)
+        passing = result["NodeNames"]
+        if not passing:
+            return None
+        if len(passing) == 1:
+            chosen = passing[0]
+        else:
+            scores = self.prioritize(pod_obj, passing)
+            chosen = max(passing, key=lambda n: scores[n])
+        error = self.bind(pod_obj, chosen)
+        assert error == "", error
+        return chosen
+
+
+def make_store(objects: Iterable[Mapping[str, Any]], *, leases_tracked: bool = False) -> ClusterStore:
+    store = ClusterStore(leases_tracked=leases_tracked)
+    by_kind: dict[str, list[Mapping[str, Any]]] = {"nodes": [], "pods": [], "leases": [], "policies": []}
+    kind_map = {"Node": "nodes", "Pod": "pods", "Lease": "leases", "PlacementPolicy": "policies"}
+    for obj in objects:
+        by_kind[kind_map[obj["kind"]]].append(obj)
+    for kind in ("policies", "nodes", "leases", "pods"):
+        store.replace(kind, by_kind[kind])
+    return store
+
+
+def harness(objects: Iterable[Mapping[str, Any]], *, leases_tracked: bool = False, **settings: Any) -> Harness:
+    clock = Clock()
+    store = make_store(objects, leases_tracked=leases_tracked)
+    store.clock = clock
+    app = create_app(store, ExtenderSettings(**settings), clock=clock)
+    return Harness(store, app, TestClient(app), clock)
