@@ -1,0 +1,277 @@
+"""The cluster view (assumed pods, terminating pods), rounds and their plans, decisions,
+deterministic tie-breaks, and the PlacementPolicy's own validation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from berth.core.decision import Decision, Refusal
+from berth.core.errors import ErrorCode, InvalidPolicy, PlacementError
+from berth.core.policy import Strategy, policy_from_manifest
+from berth.core.settings import Settings
+
+from .builders import cluster, evaluate, manifest, node, plan, pod, policy, spread_pods, web
+
+# --- the view ---------------------------------------------------------------------------------
+
+
+def test_assumed_pods_count_for_capacity() -> None:
+    view = cluster([node("a", cpu="1")])
+    view.assume(web("inflight", cpu="800m"), "a")
+    assert view.is_assumed("shop/inflight")
+    decision = evaluate(view, web("new", cpu="300m")).decision
+    assert decision.refused["a"].reason.startswith("insufficient capacity: cpu: needs 300m, 200m free")
+
+
+def test_assumed_pods_count_for_the_workload_count() -> None:
+    view = cluster([node("a"), node("b")])
+    view.assume(web("inflight"), "a")
+    assert plan(view, web("new"), policy(strategy="Auto"), count=1).plan == {"b": 1}
+
+
+def test_watched_pod_replaces_its_assumption() -> None:
+    view = cluster([node("a", cpu="1")])
+    view.assume(web("p", cpu="600m"), "a")
+    view.upsert_pod(web("p", "a", cpu="600m"))
+    assert not view.is_assumed("shop/p")
+    assert view.requested("a")["cpu"] == 600
+    assert view.pod_count("a") == 1
+
+
+def test_removing_an_assumed_pod_frees_its_room() -> None:
+    view = cluster([node("a", cpu="1")])
+    view.assume(web("p", cpu="600m"), "a")
+    view.remove_pod("shop/p")
+    assert view.requested("a").get("cpu", 0) == 0
+    assert evaluate(view, web("new", cpu="1")).decision.ranking == ["a"]
+
+
+def test_terminating_pods_still_hold_capacity() -> None:
+    """Like kube-scheduler: a terminating pod's resources are in use until it is gone."""
+    view = cluster([node("a", cpu="1")], [web("old", "a", cpu="800m", terminating=True)])
+    assert "insufficient capacity" in evaluate(view, web("new", cpu="300m")).decision.refused["a"].reason
+
+
+def test_terminating_pods_do_not_count_for_the_workload_count() -> None:
+    view = cluster([node("a"), node("b")], [web("old", "a", terminating=True), web("old2", "b")])
+    assert plan(view, web("new"), policy(strategy="Auto"), count=1).plan == {"a": 1}
+
+
+def test_pod_rebinding_to_another_node_moves_its_requests() -> None:
+    view = cluster([node("a"), node("b")], [web("p", "a", cpu="1")])
+    view.upsert_pod(web("p", "b", cpu="1"))
+    assert view.requested("a").get("cpu", 0) == 0 and view.requested("b")["cpu"] == 1000
+
+
+def test_plan_never_changes_the_view() -> None:
+    view = cluster([node("a"), node("b")])
+    before = {n: dict(view.requested(n)) for n in view.nodes}
+    plan(view, web("new"), policy(strategy="Auto"), count=5)
+    assert {n: dict(view.requested(n)) for n in view.nodes} == before
+
+
+# --- rounds and plans ---------------------------------------------------------------------------
+
+
+def test_plan_sums_exactly_to_the_count() -> None:
+    view = cluster([node("a"), node("b"), node("c")])
+    result = plan(view, web("new"), policy(strategy="Auto"), count=7)
+    assert result.error is None and sum(result.plan.values()) == 7
+
+
+def test_failed_plan_returns_an_error_and_no_plan() -> None:
+    view = cluster([node("a", cpu="300m")])
+    result = plan(view, web("new"), policy(strategy="Auto"), count=4)
+    assert result.plan == {}
+    assert result.error is not None and result.error.code is ErrorCode.INSUFFICIENT_RESOURCE
+    assert "placed 3 of 4" in result.error.message
+    assert result.decision.plan is None and result.decision.error == result.error
+
+
+def test_zero_count_plans_nothing_without_error() -> None:
+    result = plan(cluster([node("a")]), web("new"), policy(strategy="Auto"), count=0)
+    assert result.plan == {} and result.error is None
+
+
+def test_negative_count_is_refused() -> None:
+    with pytest.raises(ValueError):
+        plan(cluster([node("a")]), web("new"), policy(), count=-1)
+
+
+def test_greedy_plan_without_count_places_one_pod() -> None:
+    assert plan(cluster([node("a")]), web("new"), policy(strategy="Auto")).plan == {"a": 1}
+
+
+def test_plan_result_to_dict_is_the_cli_contract() -> None:
+    view = cluster([node("a"), node("b", memory="1Gi")])
+    out = plan(view, web("new", memory="2Gi"), policy(strategy="Auto"), count=1).to_dict()
+    assert out == {"plan": {"a": 1},
+                   "decision": {"considered": ["a", "b"],
+                                "refused": {"b": "insufficient capacity: memory: needs 2.0 GiB, 1.0 GiB free of "
+                                                 "1.0 GiB allocatable (short by 1.0 GiB)"},
+                                "warnings": [], "strategy": "Auto"},
+                   "error": None}
+
+
+def test_plan_error_to_dict_carries_code_and_message() -> None:
+    out = plan(cluster([node("a")], spread_pods({"a": 3})), web("new"),
+               policy(strategy="Fill", count=2)).to_dict()
+    assert out["plan"] == {}
+    assert out["error"]["code"] == "already_filled" and out["error"]["message"]
+
+
+def test_round_strategies_judge_a_lone_pod_as_the_first_of_a_fresh_round() -> None:
+    """evaluate_pod for Fill/Each ranks only the nodes the fresh round's plan gives pods, in plan order."""
+    view = cluster([node("a"), node("b"), node("c")], spread_pods({"a": 1}))
+    decision = evaluate(view, web("new"), policy(strategy="Fill", count=1)).decision
+    assert decision.ranking == ["b", "c"]
+    assert "the round's plan places no more pods here" in decision.refused["a"].reason
+
+
+def test_round_quota_limits_nodes_to_the_plan() -> None:
+    view = cluster([node("a"), node("b"), node("c")])
+    decision = evaluate(view, web("new"), policy(strategy="Each", count=1), quota={"c": 1, "a": 0}).decision
+    assert decision.ranking == ["c"]
+
+
+def test_round_strategy_error_reaches_the_lone_pod_decision() -> None:
+    view = cluster([node("a")], spread_pods({"a": 3}))
+    decision = evaluate(view, web("new"), policy(strategy="Fill", count=2)).decision
+    assert decision.error is not None and decision.error.code is ErrorCode.ALREADY_FILLED
+
+
+# --- decisions ----------------------------------------------------------------------------------
+
+
+def test_scores_give_the_winner_ten_and_the_rest_at_most_four() -> None:
+    view = cluster([node("a"), node("b"), node("c"), node("d")])
+    evaluation = evaluate(view, web("new"))
+    winner, *rest = evaluation.decision.ranking
+    assert evaluation.scores[winner] == 10
+    assert all(evaluation.scores[n] <= 4 for n in rest)
+    assert [evaluation.scores[n] for n in rest] == sorted((evaluation.scores[n] for n in rest), reverse=True)
+
+
+def test_decision_round_trips_through_json_form() -> None:
+    d = Decision(pod="shop/p", policy="shop/web", strategy="Auto", considered=["a", "b"],
+                 refused={"b": Refusal("not Ready", False)}, ranking=["a"], warnings=["w"],
+                 error=None, trigger="bind", time="2026-01-01T00:00:00Z", plan={"a": 1})
+    again = Decision.from_dict(d.to_dict())
+    assert again.to_dict() == d.to_dict()
+    assert again.winner == "a"
+
+
+def test_decision_with_error_has_no_winner() -> None:
+    d = Decision(pod="p", policy=None, strategy="Default", ranking=["a"],
+                 error=PlacementError(ErrorCode.AFFINITY_UNSATISFIED, "x"))
+    assert d.winner is None
+    assert d.to_dict()["error"] == {"code": "affinity_unsatisfied", "message": "x"}
+
+
+def test_decision_names_every_considered_node() -> None:
+    view = cluster([node("b"), node("a", ready=False), node("c", memory="1Gi")])
+    d = evaluate(view, web("new", memory="2Gi"), policy()).decision
+    assert d.considered == ["a", "b", "c"]
+    assert set(d.ranking) | set(d.refused) == {"a", "b", "c"}
+    assert d.refusal_lines() == [f"{n}: {d.refused[n].reason}" for n in ("a", "c")]
+
+
+# --- determinism --------------------------------------------------------------------------------
+
+GREEDY = ["Auto", "Global", "Drained", "Balanced", "Spread", "BestFit", None]
+
+
+@pytest.mark.parametrize("strategy", GREEDY, ids=lambda s: f"ties_by_name_{s or 'Default'}")
+def test_deterministic_tie_breaks_by_name(strategy: str | None) -> None:
+    nodes = [node(n) for n in ("d", "b", "a", "c")]
+    spec: dict[str, Any] = {"strategy": strategy} if strategy else {}
+    assert evaluate(cluster(nodes), web("new"), policy(**spec)).decision.ranking == ["a", "b", "c", "d"]
+    assert evaluate(cluster(reversed(nodes)), web("new"), policy(**spec)).decision.ranking == ["a", "b", "c", "d"]
+
+
+@pytest.mark.parametrize("strategy", GREEDY, ids=lambda s: f"same_inputs_same_plan_{s or 'Default'}")
+def test_same_inputs_give_the_same_plan(strategy: str | None) -> None:
+    nodes = [node("a", cpu="2"), node("b", cpu="4", memory="4Gi"), node("c", cpu="3", memory="16Gi")]
+    pods = spread_pods({"a": 2, "c": 1})
+    spec: dict[str, Any] = {"strategy": strategy} if strategy else {}
+    first = plan(cluster(nodes, pods), web("new"), policy(**spec), count=20)
+    again = plan(cluster(list(reversed(nodes)), list(reversed(pods))), web("new"), policy(**spec), count=20)
+    assert list(first.plan.items()) == list(again.plan.items())
+    assert first.decision.to_dict() == again.decision.to_dict()
+
+
+# --- the policy -------------------------------------------------------------------------------------
+
+INVALID_POLICIES = [
+    ("wrong_api_version", {"apiVersion": "v1"}, "apiVersion"),
+    ("wrong_kind", {"kind": "Pod"}, "kind"),
+    ("missing_name", {"metadata": {"namespace": "shop"}}, "metadata.name"),
+    ("spec_not_an_object", {"spec": ["x"]}, "spec"),
+    ("unknown_spec_field", {"spec": {"weight": 1}}, "spec.weight"),
+    ("unknown_strategy", {"spec": {"strategy": "Random"}}, "spec.strategy"),
+    ("seed_spelling_of_a_strategy_is_refused", {"spec": {"strategy": "best-fit"}}, "spec.strategy"),
+    ("negative_count", {"spec": {"count": -1}}, "spec.count"),
+    ("negative_nodes_limit", {"spec": {"nodesLimit": -1}}, "spec.nodesLimit"),
+    ("unknown_node_filter_field", {"spec": {"nodeFilter": {"include": ["a"]}}}, "spec.nodeFilter.include"),
+    ("max_skew_zero", {"spec": {"topologySpreadConstraints": [{"maxSkew": 0, "topologyKey": "z"}]}},
+     "spec.topologySpreadConstraints[0].maxSkew"),
+    ("topology_key_missing", {"spec": {"topologySpreadConstraints": [{"maxSkew": 1}]}},
+     "spec.topologySpreadConstraints[0].topologyKey"),
+    ("unknown_when_unsatisfiable", {"spec": {"topologySpreadConstraints": [
+        {"topologyKey": "z", "whenUnsatisfiable": "Never"}]}},
+     "spec.topologySpreadConstraints[0].whenUnsatisfiable"),
+    ("min_domains_with_schedule_anyway", {"spec": {"topologySpreadConstraints": [
+        {"topologyKey": "z", "whenUnsatisfiable": "ScheduleAnyway", "minDomains": 2}]}},
+     "spec.topologySpreadConstraints[0]"),
+    ("min_domains_zero", {"spec": {"topologySpreadConstraints": [{"topologyKey": "z", "minDomains": 0}]}},
+     "spec.topologySpreadConstraints[0].minDomains"),
+    ("unknown_affinity_matching", {"spec": {"affinityMatching": "Sometimes"}}, "spec.affinityMatching"),
+    ("overcommit_zero", {"spec": {"capacity": {"cpuOvercommitPercent": 0}}}, "spec.capacity.cpuOvercommitPercent"),
+    ("disk_floor_above_100", {"spec": {"capacity": {"minFreeDiskPercent": 101}}},
+     "spec.capacity.minFreeDiskPercent"),
+    ("selector_in_without_values", {"spec": {"selector": {"matchExpressions": [{"key": "a", "operator": "In"}]}}},
+     "spec.selector.matchExpressions[0]"),
+]
+
+
+@pytest.mark.parametrize(("name", "patch", "path"), INVALID_POLICIES, ids=[c[0] for c in INVALID_POLICIES])
+def test_invalid_policies_name_the_field(name: str, patch: dict[str, Any], path: str) -> None:
+    obj = {**manifest(), **patch}
+    with pytest.raises(InvalidPolicy) as caught:
+        policy_from_manifest(obj)
+    assert caught.value.path == path, caught.value
+    assert str(caught.value).startswith(path + ": ")
+
+
+def test_policy_defaults() -> None:
+    p = policy_from_manifest({"apiVersion": "berth.dev/v1alpha1", "kind": "PlacementPolicy",
+                              "metadata": {"name": "p"}})
+    assert p.namespace == "default" and p.strategy_name == "Default" and p.rules == ()
+    assert p.spec.affinity_matching.value == "Enforced" and p.spec.count == 1 and p.spec.nodes_limit == 0
+
+
+def test_policy_governs_only_its_namespace_and_selector() -> None:
+    p = policy()
+    assert p.governs("shop", {"app": "web", "x": "y"})
+    assert not p.governs("other", {"app": "web"})
+    assert not p.governs("shop", {"app": "db"})
+
+
+def test_policy_overrides_resolve_against_cluster_settings() -> None:
+    p = policy(capacity={"cpuOvercommitPercent": 200})
+    resolved = Settings(memory_overcommit_percent=120).for_policy(p)
+    assert (resolved.cpu_overcommit_percent, resolved.memory_overcommit_percent) == (200, 120)
+    assert resolved.min_free_disk_percent == 10
+
+
+def test_pods_without_a_policy_count_as_a_workload_by_their_labels() -> None:
+    """Without a policy a pod's workload is the pods labelled like it, controller hashes aside: the
+    old revision on the roomy node a counts, so AUTO (fewest instances first) picks b."""
+    view = cluster([node("a", cpu="64"), node("b")],
+                   [pod("old", node="a", labels={"app": "web", "pod-template-hash": "v1"})])
+    new = pod("new", labels={"app": "web", "pod-template-hash": "v2"})
+    settings = Settings(default_strategy=Strategy.AUTO)
+    assert evaluate(view, new, None, settings).decision.ranking == ["b", "a"]
+    assert plan(view, new, None, count=2, settings=settings).plan == {"b": 1, "a": 1}
