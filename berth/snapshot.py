@@ -117,8 +117,11 @@ def load_policy(path: str) -> PlacementPolicy:
     docs = read_documents(path)
     if len(docs) != 1:
         raise SnapshotError(f"{path}: expected one PlacementPolicy manifest, found {len(docs)} documents")
+    obj = docs[0]
+    if isinstance(obj, Mapping) and obj.get("kind") != "PlacementPolicy":
+        raise SnapshotError(f"{path}: kind: expected PlacementPolicy, found {obj.get('kind')!r}")
     try:
-        return policy_from_manifest(docs[0])
+        return policy_from_manifest(obj)
     except InvalidPolicy as exc:
         raise SnapshotError(f"{path}: {exc.path}: {exc.problem}") from None
 

@@ -129,15 +129,16 @@ def _port(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="berth", description="berth: a placement engine for Kubernetes.",
+    parser = _Parser(prog="berth", description="berth: a placement engine for Kubernetes.", allow_abbrev=False,
                      epilog="Placement settings may be given before or after the subcommand.")
     parser.add_argument("--version", action="version", version=f"berth {__version__}")
     _add_setting_flags(parser, suppress=False)
     parser.set_defaults(handler=None)
     sub = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=_Parser)
 
-    def command(name: str, handler: Callable[[argparse.Namespace], int], help_text: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help_text, description=help_text)
+    def command(name: str, handler: Callable[[argparse.Namespace], int], help_text: str,
+                add_help: bool = True) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text, add_help=add_help, allow_abbrev=False)
         _add_setting_flags(p, suppress=True)
         p.set_defaults(handler=handler, command=name)
         return p
@@ -179,8 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=_port, default=8888, help="port to listen on (default 8888)")
     p.add_argument("--snapshot", metavar="FILE", help="serve offline from this cluster snapshot")
 
-    p = command("operator", cmd_operator, "Run the PlacementPolicy operator; the arguments go to it.")
-    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the operator")
+    command("operator", cmd_operator, "Run the PlacementPolicy operator; the arguments that follow go to it "
+            "(berth operator --help shows them).", add_help=False)
     return parser
 
 
@@ -288,21 +289,35 @@ def cmd_extender(args: argparse.Namespace) -> int:
     services.export_settings(_given_settings(args))
     if args.snapshot and args.snapshot != STDIN:
         load_snapshot(args.snapshot)  # bad input is reported here, on one line, before anything starts
-    try:
-        return services.run_extender(args.host, args.port, args.snapshot)
-    except services.Unavailable as exc:
-        print(f"berth extender: unavailable: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
+    return _service("extender", lambda: services.run_extender(args.host, args.port, args.snapshot))
 
 
 def cmd_operator(args: argparse.Namespace) -> int:
     from berth.cli import services
 
     services.export_settings(_given_settings(args))
+    return _service("operator", lambda: services.run_operator(list(args.extra)))
+
+
+def _service(name: str, start: Callable[[], int]) -> int:
+    """Run a long-running part; its failure to start is one line on stderr and exit status 1."""
+    from berth.cli import services
+
     try:
-        return services.run_operator(list(args.args))
+        return start()
+    except SystemExit as exc:  # its own argument parser: --help, or a usage error it printed
+        return exc.code if isinstance(exc.code, int) else EXIT_REFUSED
+    except KeyboardInterrupt:
+        return EXIT_OK
     except services.Unavailable as exc:
-        print(f"berth operator: unavailable: {exc}", file=sys.stderr)
+        _one_line_error(f"{name}: unavailable: {exc}")
+        return EXIT_REFUSED
+    except (SnapshotError, UsageError):
+        raise
+    except Exception as exc:
+        if os.environ.get("BERTH_DEBUG"):
+            raise
+        _one_line_error(f"{name}: {type(exc).__name__}: {exc}")
         return EXIT_REFUSED
 
 
@@ -313,9 +328,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (the console script passes it to ``sys.exit``)."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra and getattr(args, "command", None) != "operator":
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # --help, --version, usage errors (already printed on one line)
         return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
+    args.extra = extra
     if args.handler is None:
         parser.print_usage(sys.stderr)
         return EXIT_BAD_INPUT

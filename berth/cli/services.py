@@ -10,8 +10,8 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
-import sys
 from collections.abc import Callable, Mapping
+from types import ModuleType
 from typing import Any
 
 SETTING_ENV = {
@@ -35,15 +35,21 @@ def export_settings(given: Mapping[str, object]) -> None:
             os.environ[env] = str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def entry_point(module: str, function: str) -> Callable[..., Any]:
+def load_module(module: str) -> ModuleType:
     try:
-        loaded = importlib.import_module(module)
+        return importlib.import_module(module)
     except Exception as exc:  # any failure while importing: the CLI must still answer
         raise Unavailable(f"cannot import {module}: {type(exc).__name__}: {exc}") from None
-    fn = getattr(loaded, function, None)
-    if not callable(fn):
-        raise Unavailable(f"{module} has no function {function}()")
-    return fn  # type: ignore[no-any-return]
+
+
+def entry_point(module: str, *functions: str) -> Callable[..., Any]:
+    """The first of ``functions`` that ``module`` defines."""
+    loaded = load_module(module)
+    for name in functions:
+        fn = getattr(loaded, name, None)
+        if callable(fn):
+            return fn  # type: ignore[no-any-return]
+    raise Unavailable(f"{module} has no function {' or '.join(f'{f}()' for f in functions)}")
 
 
 def call_with(fn: Callable[..., Any], positional: tuple[Any, ...] = (), **named: Any) -> Any:
@@ -71,12 +77,17 @@ def run_extender(host: str, port: int, snapshot: str | None) -> int:
 
 
 def run_operator(argv: list[str]) -> int:
-    run = entry_point("berth.operator.main", "run")
-    if _takes_no_arguments(run):
+    """The operator's own command line (``main(argv)``) when it has one, else ``run()``."""
+    entry = entry_point("berth.operator.main", "main", "run")
+    if _takes_no_arguments(entry):
         if argv:
-            print(f"berth operator: ignoring arguments: {' '.join(argv)}", file=sys.stderr)
-        return exit_status(run())
-    return exit_status(run(argv))
+            raise Unavailable(f"{entry.__module__}.{entry.__name__}() takes no arguments: {' '.join(argv)}")
+        return exit_status(entry())
+    if entry.__name__ == "main":
+        return exit_status(entry(argv))
+    if argv:
+        raise Unavailable(f"{entry.__module__}.run() takes no command-line arguments: {' '.join(argv)}")
+    return exit_status(entry())
 
 
 def _takes_no_arguments(fn: Callable[..., Any]) -> bool:
