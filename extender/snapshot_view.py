@@ -10,6 +10,7 @@ Lease renewal (otherwise every node of an old snapshot would look down).
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -32,7 +33,7 @@ def read_objects(path: str | Path) -> list[dict[str, Any]]:
     """Every object in the file, Lists flattened."""
     p = Path(path)
     try:
-        text = p.read_bytes()
+        text = sys.stdin.buffer.read() if str(path) == "-" else p.read_bytes()
     except OSError as exc:
         raise SnapshotError(f"{p}: cannot read: {exc.strerror or exc}") from None
     docs: list[object]
@@ -65,7 +66,7 @@ def _flatten(doc: object, path: Path) -> Iterator[dict[str, Any]]:
         item_kind = str(doc.get("kind", ""))[: -len("List")] if str(doc.get("kind", "")).endswith("List") else ""
         for item in doc["items"]:
             if isinstance(item, dict):
-                if item_kind and item_kind != "" and "kind" not in item:
+                if item_kind and "kind" not in item:
                     item = {**item, "kind": item_kind}
                 yield item
         return

@@ -1,0 +1,222 @@
+"""bind: the node's lock, the recheck against bound + assumed pods, the decision recorded, the
+Binding created; concurrent binds never overcommit a node; assumptions end when the watch shows
+the pod or when their time is up."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from berth.extender.app import create_app
+from berth.extender.binder import BindError
+from berth.extender.settings import ExtenderSettings
+
+from berth.core.decision import DECISION_ANNOTATION
+from berth.core.model import PodInfo
+from tests.extender.helpers import Clock, bind_args, harness, make_store, node, pod, policy
+
+WEB = {"app": "web"}
+
+
+class RecordingBinder:
+    """Stands in for the API server: records Bindings, can be slow, can fail."""
+
+    offline = False
+
+    def __init__(self, *, delay: float = 0.0, fail: str | None = None) -> None:
+        self.delay = delay
+        self.fail = fail
+        self.bound: dict[str, str] = {}
+        self.annotations: dict[str, Mapping[str, str]] = {}
+        self.messages: dict[str, str] = {}
+
+    async def bind(self, pod: PodInfo, node: str, annotations: Mapping[str, str], message: str) -> None:
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if self.fail:
+            raise BindError(self.fail)
+        self.bound[pod.key] = node
+        self.annotations[pod.key] = annotations
+        self.messages[pod.key] = message
+
+    async def fetch_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return None
+
+
+def test_bind_records_the_decision_and_counts_the_pod() -> None:
+    h = harness([node("a", cpu="2"), node("b", cpu="2"), policy("web", strategy="Spread")])
+    p = pod("web-1", labels=WEB, cpu="1")
+    assert h.schedule(p) in ("a", "b")
+    placed = h.store.view.pod(p["metadata"]["uid"])
+    assert placed is not None and placed.node_name
+    decision = h.client.get("/api/v1/decisions/shop/web-1").json()
+    assert decision["trigger"] == "bind"
+    assert decision["winner"] == placed.node_name
+    assert decision["considered"] == ["a", "b"]
+    assert decision["time"].endswith("Z")
+
+
+def test_bind_writes_annotation_and_event_message() -> None:
+    store = make_store([node("a", cpu="2"), policy("web")])
+    binder = RecordingBinder()
+    app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
+    from fastapi.testclient import TestClient
+
+    client = TestClient(app)
+    p = pod("web-1", labels=WEB, cpu="1")
+    client.post("/filter", content=orjson.dumps({"Pod": p, "NodeNames": ["a"]}))
+    r = client.post("/bind", content=orjson.dumps(bind_args(p, "a")))
+    assert r.json() == {"Error": ""}
+    assert binder.bound == {"shop/web-1": "a"}
+    recorded = orjson.loads(binder.annotations["shop/web-1"][DECISION_ANNOTATION])
+    assert recorded["trigger"] == "bind" and recorded["winner"] == "a" and recorded["policy"] == "shop/web"
+    assert "berth placed the pod on a" in binder.messages["shop/web-1"]
+    # bound but not yet seen by the watch: an assumption, counted on its node
+    assert store.view.is_assumed(p["metadata"]["uid"])
+    assert store.view.requested("a")["cpu"] == 1000
+
+
+def test_bind_recheck_refuses_a_node_that_filled_up_meanwhile() -> None:
+    h = harness([node("a", cpu="2"), policy("web")])
+    p = pod("web-1", labels=WEB, cpu="1500m")
+    assert h.filter(p)["NodeNames"] == ["a"]
+    # between filter and bind, the watch shows another pod bound on the node
+    h.store.apply_pod(pod("intruder", namespace="other", cpu="1", node_name="a"))
+    error = h.bind(p, "a")
+    assert error.startswith("berth: a: insufficient capacity: cpu: needs 1500m, 1 free of 2 allocatable")
+    assert h.store.view.pod(p["metadata"]["uid"]) is None  # not counted anywhere
+    assert h.store.view.requested("a")["cpu"] == 1000
+    decision = h.client.get("/api/v1/decisions/shop/web-1").json()
+    assert decision["trigger"] == "bind" and decision["winner"] is None
+    text = h.client.get("/metrics").text
+    assert 'berth_bind_conflicts_total{reason="recheck"} 1.0' in text
+
+
+def test_bind_to_another_node_than_berths_winner_moves_the_pod() -> None:
+    h = harness([node("a", cpu="4"), node("b", cpu="2"), policy("web", strategy="Spread")])
+    p = pod("web-1", labels=WEB, cpu="1")
+    h.filter(p)
+    assert h.store.assumed[p["metadata"]["uid"]].pod.node_name == "a"
+    assert h.bind(p, "b") == ""  # kube-scheduler's other plugins may outweigh berth's score
+    assert h.store.view.requested("a").get("cpu", 0) == 0
+    assert h.store.view.requested("b")["cpu"] == 1000
+    decision = h.client.get("/api/v1/decisions/shop/web-1").json()
+    assert decision["winner"] == "b"
+    assert "kube-scheduler chose b; berth ranked a first" in decision["warnings"]
+
+
+def test_bind_of_a_pass_through_pod_counts_it() -> None:
+    h = harness([node("a", cpu="2")])
+    p = pod("db-1", labels={"app": "db"}, cpu="1")
+    h.filter(p)
+    assert h.bind(p, "a") == ""
+    assert h.store.view.requested("a")["cpu"] == 1000
+
+
+def test_bind_of_an_unknown_pod_is_refused_with_a_reason() -> None:
+    h = harness([node("a")])
+    error = h.bind(pod("ghost"), "a")
+    assert "is unknown" in error
+
+
+def test_a_failed_binding_releases_the_pod() -> None:
+    store = make_store([node("a", cpu="2"), policy("web")])
+    app = create_app(store, ExtenderSettings(), binder=RecordingBinder(fail="cannot bind: pods \"web-1\" not found"),
+                     clock=Clock())
+    from fastapi.testclient import TestClient
+
+    client = TestClient(app)
+    p = pod("web-1", labels=WEB, cpu="1")
+    client.post("/filter", content=orjson.dumps({"Pod": p, "NodeNames": ["a"]}))
+    r = client.post("/bind", content=orjson.dumps(bind_args(p, "a")))
+    assert "not found" in r.json()["Error"]
+    assert store.view.pod(p["metadata"]["uid"]) is None
+    assert store.assumed == {}
+
+
+def test_a_bound_pod_stays_counted_until_the_watch_shows_it_or_its_time_is_up() -> None:
+    store = make_store([node("a", cpu="4"), policy("web")])
+    clock = Clock()
+    store.clock = clock
+    app = create_app(store, ExtenderSettings(assume_ttl_seconds=30), binder=RecordingBinder(), clock=clock)
+    from fastapi.testclient import TestClient
+
+    client = TestClient(app)
+    p1, p2 = pod("web-1", labels=WEB, cpu="1"), pod("web-2", labels=WEB, cpu="1")
+    for p in (p1, p2):
+        client.post("/filter", content=orjson.dumps({"Pod": p, "NodeNames": ["a"]}))
+        assert client.post("/bind", content=orjson.dumps(bind_args(p, "a"))).json() == {"Error": ""}
+    assert store.view.requested("a")["cpu"] == 2000
+    # the watch shows web-1 bound: no longer an assumption, still counted
+    store.apply_pod({**p1, "spec": {**p1["spec"], "nodeName": "a"}})
+    assert not store.view.is_assumed(p1["metadata"]["uid"])
+    # web-2 never shows up bound: released after the TTL
+    clock.advance(31)
+    client.post("/filter", content=orjson.dumps({"Pod": pod("web-3", labels=WEB), "NodeNames": ["a"]}))
+    assert store.view.pod(p2["metadata"]["uid"]) is None
+    assert store.view.requested("a")["cpu"] == 1000 + 100  # web-1, and web-3's tentative place
+    assert 'berth_assumptions_expired_total{kind="bound"} 1.0' in client.get("/metrics").text
+
+
+def test_a_watch_update_of_a_pending_pod_keeps_its_assumption() -> None:
+    h = harness([node("a", cpu="2"), policy("web")])
+    p = pod("web-1", labels=WEB, cpu="1")
+    h.filter(p)
+    h.store.apply_pod(p)  # a status update of the still pending pod arrives from the watch
+    assert h.store.view.is_assumed(p["metadata"]["uid"])
+    assert h.store.view.requested("a")["cpu"] == 1000
+
+
+# -- concurrency --------------------------------------------------------------------------------
+
+async def _concurrent_binds(count: int, room: int, delay: float) -> tuple[list[str], Any]:
+    store = make_store([node("a", cpu=str(room), memory="64Gi", pods="110"), policy("web")])
+    binder = RecordingBinder(delay=delay)
+    app = create_app(store, ExtenderSettings(bind_lock_timeout_seconds=30), binder=binder, clock=Clock())
+    pods = [pod(f"web-{i}", labels=WEB, cpu="1") for i in range(count)]
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://berth") as client:
+        # the scheduler's view said the node had room for all of them (a stale cache, other schedulers)
+        for p in pods:
+            store.remember_pod(store.known_pod(p["metadata"]["uid"]) or _info(p))
+        replies = await asyncio.gather(*(client.post("/bind", content=orjson.dumps(bind_args(p, "a")))
+                                         for p in pods))
+    return [r.json()["Error"] for r in replies], store
+
+
+def _info(p: dict[str, Any]) -> PodInfo:
+    from berth.core.kube import pod_from_object
+
+    return pod_from_object(p)
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.01])
+def test_concurrent_binds_never_overcommit_a_node(delay: float) -> None:
+    errors, store = asyncio.run(_concurrent_binds(count=20, room=3, delay=delay))
+    assert sum(1 for e in errors if e == "") == 3
+    refused = [e for e in errors if e]
+    assert len(refused) == 17
+    assert all("insufficient capacity: cpu" in e for e in refused)
+    assert store.view.requested("a")["cpu"] == 3000
+
+
+def test_a_node_locked_too_long_answers_placement_busy() -> None:
+    async def scenario() -> list[str]:
+        store = make_store([node("a", cpu="8"), policy("web")])
+        app = create_app(store, ExtenderSettings(bind_lock_timeout_seconds=0.05), binder=RecordingBinder(delay=0.5),
+                         clock=Clock())
+        pods = [pod(f"web-{i}", labels=WEB, cpu="1") for i in range(2)]
+        for p in pods:
+            store.remember_pod(_info(p))
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://berth") as client:
+            replies = await asyncio.gather(*(client.post("/bind", content=orjson.dumps(bind_args(p, "a")))
+                                             for p in pods))
+        return [r.json()["Error"] for r in replies]
+
+    errors = asyncio.run(scenario())
+    assert errors.count("") == 1
+    assert any(e.startswith("placement_busy: node a stayed locked") for e in errors)

@@ -1,0 +1,211 @@
+"""filter and prioritize on a snapshot view: refusals and where they go, pass-through pods, the
+strategy's winner scoring 10, and the winner counted on its node before the bind arrives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from tests.extender.helpers import ZONE, args, harness, node, pod, policy
+
+WEB = {"app": "web"}
+
+
+def three_nodes(**kw: Any) -> list[dict[str, Any]]:
+    return [node("a", cpu="2", **kw), node("b", cpu="4", **kw), node("c", cpu="1", **kw)]
+
+
+# -- where each refusal goes ------------------------------------------------------------------
+
+REFUSALS = [
+    # (name, objects, pod kwargs, node, expected bucket, reason fragment)
+    ("capacity: resolvable, seed 001 message",
+     [node("a", cpu="1"), policy("web")], {"cpu": "1500m"}, "a", "FailedNodes",
+     "insufficient capacity: cpu: needs 1500m, 1 free of 1 allocatable (short by 500m)"),
+    ("node filter excludes: unresolvable",
+     [node("a"), policy("web", nodeFilter={"excludes": ["a"]})], {}, "a", "FailedAndUnresolvableNodes", ""),
+    ("node filter labels: unresolvable",
+     [node("a"), policy("web", nodeFilter={"labels": {"disk": "ssd"}})], {}, "a", "FailedAndUnresolvableNodes",
+     ""),
+    ("not Ready: unresolvable",
+     [node("a", ready=False), policy("web")], {}, "a", "FailedAndUnresolvableNodes", "not Ready"),
+    ("cordoned: unresolvable",
+     [node("a", unschedulable=True), policy("web")], {}, "a", "FailedAndUnresolvableNodes", ""),
+    ("unknown node: unresolvable",
+     [node("a"), policy("web")], {}, "ghost", "FailedAndUnresolvableNodes", "unknown node"),
+    ("node rule HasNot: unresolvable",
+     [node("a", labels={"type": "gpu"}), node("b"),
+      policy("web", placementRules=[{"resource": "Node", "operator": "HasNot", "labels": {"type": "gpu"}}])],
+     {}, "a", "FailedAndUnresolvableNodes", ""),
+]
+
+
+@pytest.mark.parametrize(("objects", "pod_kw", "target", "bucket", "fragment"),
+                         [r[1:] for r in REFUSALS], ids=[r[0] for r in REFUSALS])
+def test_refusal_goes_to_the_right_bucket(objects: list[dict[str, Any]], pod_kw: dict[str, Any], target: str,
+                                          bucket: str, fragment: str) -> None:
+    h = harness(objects)
+    names = sorted({target, *h.store.view.nodes})
+    result = h.filter(pod("web-1", labels=WEB, **pod_kw), names)
+    assert target not in result["NodeNames"]
+    assert target in result[bucket], result
+    assert fragment in result[bucket][target]
+    other = "FailedNodes" if bucket == "FailedAndUnresolvableNodes" else "FailedAndUnresolvableNodes"
+    assert target not in result[other]
+
+
+def test_every_refusal_is_named_when_nothing_fits() -> None:
+    h = harness([*three_nodes(), policy("web")])
+    result = h.filter(pod("web-1", labels=WEB, cpu="8"))
+    assert result["NodeNames"] == []
+    assert result["Error"] == ""  # refusals are not errors: kube-scheduler lists them in FailedScheduling
+    assert set(result["FailedNodes"]) == {"a", "b", "c"}
+    assert result["FailedNodes"]["b"] == "insufficient capacity: cpu: needs 8, 4 free of 4 allocatable (short by 4)"
+
+
+def test_topology_spread_do_not_schedule_refuses_the_crowded_zone() -> None:
+    spread = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": WEB}}]
+    objects = [node("a1", labels={ZONE: "a"}), node("b1", labels={ZONE: "b"}),
+               policy("web", topologySpreadConstraints=spread),
+               pod("web-0", labels=WEB, node_name="a1")]
+    h = harness(objects)
+    result = h.filter(pod("web-1", labels=WEB))
+    assert result["NodeNames"] == ["b1"]
+    assert "topology spread" in result["FailedNodes"]["a1"]
+
+
+# -- pass-through and the cluster default strategy ---------------------------------------------
+
+def test_pods_no_policy_selects_pass_through_with_equal_scores() -> None:
+    h = harness([*three_nodes(), policy("web"), policy("other", namespace="elsewhere", match={"app": "db"})])
+    db = pod("db-1", labels={"app": "db"}, cpu="64")  # fits nowhere, but berth does not judge it
+    result = h.filter(db, ["c", "a", "b"])
+    assert result == {"NodeNames": ["c", "a", "b"], "FailedNodes": {}, "FailedAndUnresolvableNodes": {},
+                      "Error": ""}
+    assert h.prioritize(db, ["c", "a", "b"]) == {"a": 0, "b": 0, "c": 0}
+    assert h.store.assumed == {}  # nothing counted before its bind
+
+
+def test_a_policy_governs_only_its_own_namespace() -> None:
+    h = harness([*three_nodes(), policy("web", namespace="tenant-a", nodeFilter={"excludes": ["a"]})])
+    result = h.filter(pod("web-1", namespace="tenant-b", labels=WEB))
+    assert result["NodeNames"] == ["a", "b", "c"]
+
+
+def test_cluster_default_strategy_judges_unselected_pods() -> None:
+    h = harness(three_nodes(), default_strategy="BestFit")
+    p = pod("db-1", labels={"app": "db"}, cpu="1500m")
+    result = h.filter(p)
+    assert result["NodeNames"] == ["a", "b"]
+    assert "c" in result["FailedNodes"]
+    scores = h.prioritize(p, ["a", "b"])
+    assert scores["a"] == 10  # best fit: the fuller node after placement
+
+
+# -- prioritize: the strategy's node gets 10 ----------------------------------------------------
+
+@pytest.mark.parametrize(("strategy", "winner"), [("Spread", "b"), ("BestFit", "a"), (None, "b")])
+def test_prioritize_gives_the_strategy_winner_ten(strategy: str | None, winner: str) -> None:
+    spec = {"strategy": strategy} if strategy else {}
+    h = harness([node("a", cpu="2"), node("b", cpu="8"), policy("web", **spec)])
+    p = pod("web-1", labels=WEB, cpu="1")
+    h.filter(p)
+    scores = h.prioritize(p, ["a", "b"])
+    assert scores[winner] == 10
+    assert all(s <= 4 for n, s in scores.items() if n != winner)
+
+
+def test_prioritize_reuses_filter_evaluation_for_the_same_nodes() -> None:
+    h = harness([*three_nodes(), policy("web", strategy="Spread")])
+    p = pod("web-1", labels=WEB)
+    passing = h.filter(p)["NodeNames"]
+    h.prioritize(p, passing)
+    h.prioritize(p, ["a", "c"])  # another node set: judged again
+    text = h.client.get("/metrics").text
+    assert 'berth_extender_decisions_total{result="reused",verb="prioritize"} 1.0' in text
+    assert 'berth_extender_decisions_total{result="scored",verb="prioritize"} 1.0' in text
+
+
+# -- the winner counts at once (seed 000's processing counter) -----------------------------------
+
+def test_the_winner_counts_before_its_bind_arrives() -> None:
+    h = harness([node("a", cpu="1"), node("b", cpu="1"), policy("web")])
+    first, second, third = (pod(f"web-{i}", labels=WEB, cpu="800m") for i in range(3))
+    r1 = h.filter(first)
+    assert r1["NodeNames"] == ["a", "b"]
+    scores = h.prioritize(first, r1["NodeNames"])
+    chosen = max(scores, key=lambda n: scores[n])
+    # kube-scheduler asks about the next pod before the bind of the first one
+    r2 = h.filter(second)
+    assert r2["NodeNames"] == [n for n in ("a", "b") if n != chosen]
+    assert chosen in r2["FailedNodes"]
+    r3 = h.filter(third)  # the second pod's winner (the other node) counts too
+    assert r3["NodeNames"] == []
+
+
+def test_a_single_passing_node_is_counted_without_prioritize() -> None:
+    """kube-scheduler skips prioritize when one node is left; filter's winner already counts."""
+    h = harness([node("a", cpu="1"), node("b", cpu="1"), policy("web")])
+    r1 = h.filter(pod("web-1", labels=WEB, cpu="800m"), ["a"])
+    assert r1["NodeNames"] == ["a"]
+    r2 = h.filter(pod("web-2", labels=WEB, cpu="800m"), ["a", "b"])
+    assert r2["NodeNames"] == ["b"]
+
+
+def test_a_tentative_place_is_released_after_its_ttl() -> None:
+    h = harness([node("a", cpu="1"), policy("web")], tentative_ttl_seconds=5)
+    h.filter(pod("web-1", labels=WEB, cpu="800m"))
+    assert h.filter(pod("web-2", labels=WEB, cpu="800m"))["NodeNames"] == []
+    h.clock.advance(6)
+    assert h.filter(pod("web-3", labels=WEB, cpu="800m"))["NodeNames"] == ["a"]
+    text = h.client.get("/metrics").text
+    assert 'berth_assumptions_expired_total{kind="tentative"} 1.0' in text
+
+
+def test_filtering_the_same_pod_again_does_not_count_it_twice() -> None:
+    h = harness([node("a", cpu="1"), policy("web")])
+    p = pod("web-1", labels=WEB, cpu="800m")
+    assert h.filter(p)["NodeNames"] == ["a"]
+    assert h.filter(p)["NodeNames"] == ["a"]  # a retry of the same pod voids its earlier place
+    assert h.prioritize(p, ["a"]) == {"a": 10}
+
+
+# -- nodeCacheCapable: false ----------------------------------------------------------------------
+
+def test_full_node_objects_are_judged_and_returned_whole() -> None:
+    # the view knows nothing of these nodes: the request's Node objects are used
+    h = harness([policy("web")])
+    nodes = [node("x", cpu="1"), node("y", cpu="4")]
+    r = h.client.post("/filter", content=orjson.dumps(args(pod("web-1", labels=WEB, cpu="2"), nodes=nodes)))
+    result = r.json()
+    assert set(result) == {"Nodes", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}
+    assert [n["metadata"]["name"] for n in result["Nodes"]["items"]] == ["y"]
+    assert result["Nodes"]["items"][0] == nodes[1]
+    assert "insufficient capacity" in result["FailedNodes"]["x"]
+
+
+def test_a_node_object_berth_cannot_read_is_refused_alone() -> None:
+    h = harness([policy("web")])
+    broken = node("x")
+    broken["status"]["allocatable"]["cpu"] = "lots"
+    r = h.client.post("/filter", content=orjson.dumps(args(pod("web-1", labels=WEB), nodes=[broken, node("y")])))
+    result = r.json()
+    assert [n["metadata"]["name"] for n in result["Nodes"]["items"]] == ["y"]
+    assert "cannot read the node" in result["FailedAndUnresolvableNodes"]["x"]
+
+
+# -- a pod berth cannot read ----------------------------------------------------------------------
+
+def test_an_unreadable_pod_gets_the_protocol_error() -> None:
+    h = harness([node("a"), policy("web")])
+    bad = pod("web-1", labels=WEB)
+    bad["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "a lot"
+    r = h.client.post("/filter", content=orjson.dumps(args(bad, ["a"])))
+    assert r.status_code == 200
+    assert "cannot read the pod" in r.json()["Error"]
+    r = h.client.post("/prioritize", content=orjson.dumps(args(bad, ["a"])))
+    assert r.status_code == 400
+    assert "cannot read the pod" in r.json()["Error"]
