@@ -1,0 +1,185 @@
+"""The Kopf handlers of the operator, registered on a registry of their own by
+:func:`build_registry` (nothing is registered at import time).
+
+- Indexes of Nodes, Pods and node Leases (``@kopf.index``): the operator's only copy of the
+  cluster; nothing lists on events.
+- ``on.create`` / ``on.update`` (of the spec) / ``on.resume`` of a PlacementPolicy and a
+  ``timer`` every ``resync_seconds`` compute the policy's status (:mod:`.reconcile`) and patch
+  only what differs from the status the object has (a status patch is no essence change for
+  Kopf, so it triggers no handler: the operator never loops on its own writes).
+- The timer needs no finalizer (deleting a policy must not wait for the operator): it is
+  registered without one and stopped by its ``when`` filter once the policy's DELETED event is
+  seen.
+- The validating admission webhook (``on.validate``), when a webhook server is configured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+from berth.operator.admission import REFUSAL_CODE, admission_problem
+from berth.operator.cluster import LeaseIndex, NodeIndex, PodIndex, ViewCache
+from berth.operator.crdgen import GROUP, PLURAL, VERSION
+from berth.operator.patches import merge_patch
+from berth.operator.reconcile import Outcome, compute_status
+from berth.operator.records import NODE_LEASE_NAMESPACE, lease_record, node_record, pod_record
+from berth.operator.webhook import WEBHOOK_ID, WebhookOptions
+
+from berth.core.settings import Settings
+
+log = logging.getLogger("berth.operator")
+
+NODES_INDEX = "berth_nodes"
+PODS_INDEX = "berth_pods"
+LEASES_INDEX = "berth_leases"
+TIMER_ID = "status-refresh"
+POLICY = (GROUP, VERSION, PLURAL)
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    settings: Settings = field(default_factory=Settings)
+    resync_seconds: float = 5.0  # how often each policy's status is recomputed (pods placed, nodes...)
+    track_leases: bool = True  # node liveness by kube-node-lease Leases, as the extender judges it
+    view_min_age: float = 1.0  # the shared cluster view is rebuilt at most this often
+    webhook: WebhookOptions = field(default_factory=WebhookOptions)
+
+
+class OperatorState:
+    """What the handlers share: the configuration, the cluster view cache and the policies
+    whose DELETED event was seen (their timers stop)."""
+
+    DELETED_KEPT = 10000
+
+    def __init__(self, config: OperatorConfig) -> None:
+        self.config = config
+        self.views = ViewCache(min_age=config.view_min_age)
+        self._deleted: OrderedDict[str, None] = OrderedDict()
+        self.writes = 0  # status patches made, for tests and logs
+
+    def forget(self, uid: str) -> None:
+        self._deleted[uid] = None
+        while len(self._deleted) > self.DELETED_KEPT:
+            self._deleted.popitem(last=False)
+
+    def is_live(self, uid: str | None) -> bool:
+        return uid not in self._deleted
+
+    def compute(self, body: Mapping[str, Any], indexes: Mapping[str, Any], now: float | None = None) -> Outcome:
+        nodes: NodeIndex = indexes[NODES_INDEX]
+        pods: PodIndex = indexes[PODS_INDEX]
+        leases: LeaseIndex | None = indexes.get(LEASES_INDEX) if self.config.track_leases else None
+        namespace = str((body.get("metadata") or {}).get("namespace") or "default")
+        return compute_status(body, pods.get(namespace, ()), lambda: self.views.view(nodes, pods, leases),
+                              self.config.settings, time.time() if now is None else now)
+
+    def refresh(self, body: kopf.Body, patch: kopf.Patch, indexes: Mapping[str, Any]) -> Outcome:
+        """Compute the status of the policy ``body``, patch what changed and post the Events."""
+        raw = _plain(body)
+        outcome = self.compute(raw, indexes)
+        diff = merge_patch(raw.get("status") or {}, outcome.status)
+        if diff:
+            patch.status.update(diff)
+            self.writes += 1
+        for event in outcome.events:
+            kopf.event(body, type=event.type, reason=event.reason, message=event.message)
+        return outcome
+
+
+def _plain(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A Kopf body as plain dicts (its views compare and serialise like the raw object)."""
+    return {key: body[key] for key in body}
+
+
+def _indexes(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: kwargs[name] for name in (NODES_INDEX, PODS_INDEX, LEASES_INDEX) if name in kwargs}
+
+
+def build_registry(config: OperatorConfig) -> tuple[kopf.OperatorRegistry, OperatorState]:
+    registry = kopf.OperatorRegistry()
+    state = OperatorState(config)
+
+    kopf.on.login(registry=registry)(kopf.login_via_client)
+
+    # -- the cluster, as indexes ----------------------------------------------------------------
+
+    @kopf.index("v1", "nodes", id=NODES_INDEX, registry=registry)
+    def index_nodes(body: kopf.Body, name: str, **_: Any) -> dict[str, Any]:
+        info = node_record(body)
+        return {name: info} if info is not None else {}
+
+    @kopf.index("v1", "pods", id=PODS_INDEX, registry=registry)
+    def index_pods(body: kopf.Body, namespace: str | None, **_: Any) -> dict[str, Any]:
+        record = pod_record(body)
+        return {namespace or "default": record} if record is not None else {}
+
+    @kopf.on.event("v1", "nodes", registry=registry)
+    @kopf.on.event("v1", "pods", registry=registry)
+    def cluster_changed(**_: Any) -> None:
+        state.views.changed()
+
+    if config.track_leases:
+        def node_lease(namespace: str | None, **_: Any) -> bool:
+            return namespace == NODE_LEASE_NAMESPACE
+
+        @kopf.index("coordination.k8s.io", "v1", "leases", id=LEASES_INDEX, when=node_lease, registry=registry)
+        def index_leases(body: kopf.Body, **_: Any) -> dict[str, Any]:
+            record = lease_record(body)
+            return {record[0]: record[1]} if record is not None else {}
+
+        @kopf.on.event("coordination.k8s.io", "v1", "leases", when=node_lease, registry=registry)
+        def lease_changed(**_: Any) -> None:
+            state.views.changed()
+
+    # -- the policies ---------------------------------------------------------------------------
+
+    @kopf.on.event(*POLICY, registry=registry)
+    def policy_event(type: str | None, uid: str | None, **_: Any) -> None:
+        if type == "DELETED" and uid:
+            state.forget(uid)
+
+    def still_there(uid: str | None, **_: Any) -> bool:
+        return state.is_live(uid)
+
+    def refresh(body: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
+        state.refresh(body, patch, _indexes(kwargs))
+
+    kopf.on.resume(*POLICY, id="status-on-resume", registry=registry)(refresh)
+    kopf.on.create(*POLICY, id="status-on-create", registry=registry)(refresh)
+    kopf.on.update(*POLICY, id="status-on-update", field="spec", registry=registry)(refresh)
+    kopf.timer(*POLICY, id=TIMER_ID, interval=config.resync_seconds, initial_delay=config.resync_seconds,
+               when=still_there, registry=registry)(refresh)
+    _without_finalizer(registry, TIMER_ID)
+
+    # -- admission ------------------------------------------------------------------------------
+
+    if config.webhook.enabled:
+        @kopf.on.validate(*POLICY, id=WEBHOOK_ID, operations=["CREATE", "UPDATE"],
+                          ignore_failures=not config.webhook.fail_closed, registry=registry)
+        def validate(body: kopf.Body, old: kopf.Body | None = None, operation: str | None = None,
+                     **_: Any) -> None:
+            problem = admission_problem(_plain(body), _plain(old) if old is not None else None, operation or "")
+            if problem is not None:
+                raise kopf.AdmissionError(problem, code=REFUSAL_CODE)
+
+    return registry, state
+
+
+def _without_finalizer(registry: kopf.OperatorRegistry, handler_id: str) -> None:
+    """Kopf gives every timer a finalizer so that it is stopped before its object goes; this one
+    is stopped by its ``when`` filter instead, and a policy must be deletable while the operator
+    is down. (Kopf has no public switch for it: the registered handler is replaced.)"""
+    spawning = registry._spawning
+    handlers = spawning._handlers
+    for i, handler in enumerate(handlers):
+        if handler.id == handler_id:
+            handlers[i] = dataclasses.replace(handler, requires_finalizer=False)
+            return
+    raise LookupError(f"no spawning handler {handler_id!r}")

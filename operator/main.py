@@ -1,0 +1,153 @@
+"""Run the PlacementPolicy operator: :func:`run` (what ``berth operator`` calls) and
+``python -m berth.operator.main`` with the same options as flags.
+
+Credentials: in-cluster service account, else ``KUBECONFIG`` / ``~/.kube/config`` (Kopf's
+``login_via_client``, the ``kubernetes`` library's loaders).
+
+Scope: cluster-wide by default (policies of every namespace; Nodes, Pods and node Leases of the
+whole cluster, which the plans need). ``namespace`` restricts policies *and* pods to one
+namespace; it is meant for tests: capacity then misses the other namespaces' pods, and node
+Leases (in ``kube-node-lease``) are not watched, so liveness falls back to the Ready condition.
+
+Peering: with ``peering=NAME`` the replicas coordinate through the ``ClusterKopfPeering`` NAME
+(``KopfPeering`` in the namespace when namespaced; CRDs in ``crds/kopfpeerings.kopf.dev.yaml``,
+the object is created by the chart): only the replica with the highest priority works, the
+others stand by. Each replica needs a distinct priority: by default a random one (``POD_ID``,
+set from the pod name, names the replica in the peering object). Without ``peering`` the operator
+runs standalone (one replica).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import random
+from collections.abc import Sequence
+
+import kopf
+from berth.operator.handlers import OperatorConfig, build_registry
+from berth.operator.webhook import DEFAULT_CONFIG_NAME, DEFAULT_PORT, MODES, WebhookConfigError, WebhookOptions
+
+from berth.core.settings import Settings
+
+log = logging.getLogger("berth.operator")
+
+PROGRESS_PREFIX = "operator.berth.dev"
+"""Kopf's bookkeeping lives in annotations under this prefix, never in the status."""
+
+
+def operator_settings(config: OperatorConfig) -> kopf.OperatorSettings:
+    settings = kopf.OperatorSettings()
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PROGRESS_PREFIX)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=PROGRESS_PREFIX, key="last-handled-configuration")
+    settings.persistence.finalizer = f"{PROGRESS_PREFIX}/finalizer"
+    settings.posting.reporting_component = "berth-operator"
+    settings.posting.level = logging.WARNING  # Events: ours, and Kopf's only for failures
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.admission.server = config.webhook.server()
+    settings.admission.managed = config.webhook.config_name if config.webhook.enabled else None
+    return settings
+
+
+def run(namespace: str | None = None, peering: str | None = None, *,
+        webhook: WebhookOptions | None = None,
+        settings: Settings | None = None,
+        priority: int | None = None,
+        resync_seconds: float = 5.0,
+        track_leases: bool = True,
+        liveness_endpoint: str | None = None) -> None:
+    """Run the operator until it is stopped (SIGINT / SIGTERM).
+
+    ``namespace``: None watches the whole cluster; a name restricts it (tests only, see above).
+    ``peering``: the Kopf peering object's name for several replicas; None runs standalone.
+    ``webhook``: where the admission webhook is served (:class:`WebhookOptions`; default off).
+    ``settings``: the cluster's placement settings, as the extender has them (overcommit, liveness
+    threshold...). ``priority``: this replica's peering priority (default: random).
+    ``resync_seconds``: how often a policy's status is recomputed. ``track_leases``: judge node
+    liveness by kube-node-lease Leases, as the extender does. ``liveness_endpoint``: e.g.
+    ``http://0.0.0.0:8080/healthz`` for the Deployment's probes.
+    """
+    config = OperatorConfig(settings=settings or Settings(), resync_seconds=resync_seconds,
+                            track_leases=track_leases and namespace is None,
+                            webhook=(webhook or WebhookOptions()).checked())
+    registry, _ = build_registry(config)
+    if peering is not None and priority is None:
+        priority = random.SystemRandom().randint(1, 2**31 - 1)
+    log.info("berth operator: %s, %s, webhook %s", f"namespace {namespace}" if namespace else "cluster-wide",
+             f"peering {peering!r} priority {priority}" if peering else "standalone", config.webhook.mode)
+    kopf.run(
+        registry=registry,
+        settings=operator_settings(config),
+        clusterwide=namespace is None,
+        namespaces=[namespace] if namespace else (),
+        standalone=peering is None,
+        peering_name=peering,
+        priority=priority or 0,
+        liveness_endpoint=liveness_endpoint,
+    )
+
+
+def _placement_settings() -> Settings:
+    """The extender's placement settings (the same ``BERTH_*`` variables) when available."""
+    try:
+        from berth.extender.settings import load_settings
+    except ImportError:
+        return Settings()
+    return load_settings().core()
+
+
+def parser() -> argparse.ArgumentParser:
+    env = os.environ.get
+    p = argparse.ArgumentParser(prog="berth operator", description="Run the PlacementPolicy operator.")
+    p.add_argument("--namespace", default=env("BERTH_OPERATOR_NAMESPACE") or None,
+                   help="watch only this namespace (tests); default: the whole cluster")
+    p.add_argument("--peering", default=env("BERTH_OPERATOR_PEERING") or None,
+                   help="Kopf peering object for several replicas; default: standalone")
+    p.add_argument("--priority", type=int, default=None, help="peering priority (default: random)")
+    p.add_argument("--resync-seconds", type=float, default=float(env("BERTH_OPERATOR_RESYNC_SECONDS") or 5.0),
+                   help="how often each policy's status is recomputed (default 5)")
+    p.add_argument("--no-leases", action="store_true", help="judge node liveness without node Leases")
+    p.add_argument("--liveness", default=env("BERTH_OPERATOR_LIVENESS") or None,
+                   help="health endpoint, e.g. http://0.0.0.0:8080/healthz")
+    w = p.add_argument_group("admission webhook (see berth.operator.webhook)")
+    w.add_argument("--webhook", choices=MODES, default=env("BERTH_WEBHOOK_MODE") or "off")
+    w.add_argument("--webhook-listen", default=env("BERTH_WEBHOOK_LISTEN") or None)
+    w.add_argument("--webhook-port", type=int, default=int(env("BERTH_WEBHOOK_PORT") or DEFAULT_PORT))
+    w.add_argument("--webhook-host", default=env("BERTH_WEBHOOK_HOST") or None,
+                   help="the name the API server calls (in a cluster: the Service's DNS name)")
+    w.add_argument("--webhook-cert", default=env("BERTH_WEBHOOK_CERT") or None)
+    w.add_argument("--webhook-key", default=env("BERTH_WEBHOOK_KEY") or None)
+    w.add_argument("--webhook-ca", default=env("BERTH_WEBHOOK_CA") or None)
+    w.add_argument("--webhook-config", default=env("BERTH_WEBHOOK_CONFIG", DEFAULT_CONFIG_NAME),
+                   help="ValidatingWebhookConfiguration kept by the operator; '' leaves it to the chart")
+    w.add_argument("--webhook-fail-closed", action="store_true",
+                   default=(env("BERTH_WEBHOOK_FAIL_CLOSED") or "").lower() in ("1", "true", "yes"))
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not args.verbose:
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)  # one line per handler run otherwise
+    webhook = WebhookOptions(mode=args.webhook, listen=args.webhook_listen, port=args.webhook_port,
+                             host=args.webhook_host, cert_file=args.webhook_cert, key_file=args.webhook_key,
+                             ca_file=args.webhook_ca, config_name=args.webhook_config or None,
+                             fail_closed=args.webhook_fail_closed)
+    try:
+        run(args.namespace, args.peering, webhook=webhook, settings=_placement_settings(),
+            priority=args.priority, resync_seconds=args.resync_seconds, track_leases=not args.no_leases,
+            liveness_endpoint=args.liveness)
+    except WebhookConfigError as exc:
+        log.error("%s", exc)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,247 @@
+"""The status of one PlacementPolicy, computed from plain data: the policy object, the pods of
+its namespace, a cluster view and the time. No Kubernetes client, no clock of its own, so the
+handlers stay thin and this is tested table-driven with the core.
+
+Conditions (``metav1.Condition``, reasons in CamelCase):
+
+- ``Valid``: the spec passes every check of seed 002's Validation section and the schema's
+  (``Validated`` / ``InvalidSpec`` with the field path and problem). The extender ignores an
+  invalid policy, so its pods are placed as if it did not exist.
+- ``Satisfied``: the pods waiting for a node can be placed now (``NoPendingPods``, ``Planned``),
+  or why not (``InsufficientResource``, ``AlreadyFilled``, ``AffinityUnsatisfied``,
+  ``PlacementBusy``: the core's error codes).
+- ``Ready``: every pod the policy selects is placed (``AllPodsPlaced`` / ``PodsPending``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from berth.operator import conditions as cond
+from berth.operator.records import PodRecord
+from berth.operator.status_model import (
+    CONDITION_READY,
+    CONDITION_SATISFIED,
+    CONDITION_VALID,
+    LIST_LIMIT,
+)
+
+from berth.core.errors import InvalidPolicy, PlacementError
+from berth.core.kube import ObjectError, parse_time
+from berth.core.plan import plan_round
+from berth.core.policy import PlacementPolicy, policy_from_manifest
+from berth.core.settings import Settings
+from berth.core.view import ClusterView
+
+log = logging.getLogger("berth.operator")
+
+EventType = Literal["Normal", "Warning"]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    type: EventType
+    reason: str
+    message: str
+
+
+@dataclass
+class Outcome:
+    status: dict[str, Any]
+    events: list[Event] = field(default_factory=list)
+    policy: PlacementPolicy | None = None
+    invalid: InvalidPolicy | None = None
+
+
+def rfc3339(now: float) -> str:
+    return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def compute_status(body: Mapping[str, Any], pods: Iterable[PodRecord], view: Callable[[], ClusterView],
+                   settings: Settings, now: float) -> Outcome:
+    """The whole status of the policy ``body`` and the Events its changes deserve.
+
+    ``pods`` are the pods of the policy's namespace (others are ignored); ``view`` is called only
+    when a plan is needed (some selected pod is pending)."""
+    meta = body.get("metadata") or {}
+    generation = int(meta.get("generation") or 0)
+    previous = body.get("status") or {}
+    stamp = rfc3339(now)
+    try:
+        policy = policy_from_manifest(body, default_namespace=str(meta.get("namespace") or "default"))
+    except InvalidPolicy as exc:
+        return _invalid(previous, exc, generation, stamp)
+
+    selected = [p for p in pods if p.live and policy.governs(p.info.namespace, p.info.labels)]
+    placed: dict[str, int] = {}
+    pending: list[PodRecord] = []
+    for record in selected:
+        if record.info.node_name:
+            placed[record.info.node_name] = placed.get(record.info.node_name, 0) + 1
+        else:
+            pending.append(record)
+
+    plan: dict[str, int] | None = None
+    error: PlacementError | None = None
+    plan_failure: str | None = None
+    if pending:
+        shape = min(pending, key=lambda p: (p.created, p.info.name))
+        try:
+            result = plan_round(view(), shape.info, policy, settings, now, len(pending))
+        except Exception as exc:  # a bug in the core must not stop the status from telling the rest
+            log.exception("plan for policy %s failed", policy.key)
+            plan_failure = f"the plan failed: {exc}"
+        else:
+            plan, error = dict(result.plan), result.error
+
+    updates = [
+        cond.ConditionUpdate(CONDITION_VALID, "True", "Validated", "the spec is valid"),
+        _satisfied(pending, plan, error, plan_failure),
+        _ready(len(selected), len(pending), error),
+    ]
+    status: dict[str, Any] = {
+        "observedGeneration": generation,
+        "conditions": cond.apply(previous.get("conditions"), updates, generation, stamp),
+        "strategy": policy.strategy_name,
+        "selected": len(selected),
+        "placed": dict(sorted(placed.items())),
+        "placedTotal": sum(placed.values()),
+        "pending": len(pending),
+        "plan": dict(sorted(plan.items())) if plan is not None and error is None else None,
+        "planError": error.to_dict() if error else None,
+        "latestDecision": latest_decision(selected, policy.key),
+    }
+    status = {k: v for k, v in status.items() if v is not None}
+    return Outcome(status, transition_events(previous.get("conditions"), status["conditions"]), policy=policy)
+
+
+def _invalid(previous: Mapping[str, Any], exc: InvalidPolicy, generation: int, stamp: str) -> Outcome:
+    message = str(exc)
+    updates = [
+        cond.ConditionUpdate(CONDITION_VALID, "False", "InvalidSpec", message),
+        cond.ConditionUpdate(CONDITION_SATISFIED, "Unknown", "InvalidSpec",
+                             "the spec is invalid; berth ignores the policy"),
+        cond.ConditionUpdate(CONDITION_READY, "False", "InvalidSpec",
+                             "the spec is invalid; berth ignores the policy"),
+    ]
+    status: dict[str, Any] = {
+        "observedGeneration": generation,
+        "conditions": cond.apply(previous.get("conditions"), updates, generation, stamp),
+    }
+    return Outcome(status, transition_events(previous.get("conditions"), status["conditions"]), invalid=exc)
+
+
+def _satisfied(pending: list[PodRecord], plan: dict[str, int] | None, error: PlacementError | None,
+               failure: str | None) -> cond.ConditionUpdate:
+    if not pending:
+        return cond.ConditionUpdate(CONDITION_SATISFIED, "True", "NoPendingPods", "no selected pod is pending")
+    if failure is not None:
+        return cond.ConditionUpdate(CONDITION_SATISFIED, "Unknown", "PlanFailed", failure)
+    if error is not None:
+        return cond.ConditionUpdate(CONDITION_SATISFIED, "False", cond.camel(error.code.value), error.message)
+    where = ", ".join(f"{node}: {n}" for node, n in sorted((plan or {}).items()))
+    return cond.ConditionUpdate(CONDITION_SATISFIED, "True", "Planned",
+                                f"{len(pending)} pending pod(s) fit: {where}")
+
+
+def _ready(selected: int, pending: int, error: PlacementError | None) -> cond.ConditionUpdate:
+    if pending == 0:
+        return cond.ConditionUpdate(CONDITION_READY, "True", "AllPodsPlaced",
+                                    f"{selected} of {selected} selected pod(s) placed")
+    message = f"{pending} of {selected} selected pod(s) pending"
+    if error is not None:
+        message += f"; they cannot be placed now ({error.code.value})"
+    return cond.ConditionUpdate(CONDITION_READY, "False", "PodsPending", message)
+
+
+# -- the latest decision --------------------------------------------------------------------------
+
+def latest_decision(pods: Iterable[PodRecord], policy_key: str) -> dict[str, Any] | None:
+    """The newest decision (by its ``time``) recorded on the pods, trimmed for the status."""
+    best: tuple[float, str] | None = None
+    chosen: dict[str, Any] | None = None
+    for record in pods:
+        data = _decision_of(record)
+        if data is None or data.get("policy") not in (None, policy_key):
+            continue
+        try:
+            when = parse_time(str(data.get("time") or ""))
+        except ObjectError:
+            continue
+        key = (when, record.info.key)
+        if best is None or key > best:
+            best, chosen = key, data
+    return decision_status(chosen) if chosen is not None else None
+
+
+def _decision_of(record: PodRecord) -> dict[str, Any] | None:
+    if not record.decision:
+        return None
+    try:
+        data = json.loads(record.decision)
+    except ValueError:
+        log.warning("pod %s: unreadable %s annotation", record.info.key, "berth.dev/decision")
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def decision_status(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The status copy of a recorded decision: the same fields, long node lists cut to
+    :data:`LIST_LIMIT` entries with their full counts beside them."""
+    considered = [str(n) for n in data.get("considered") or ()]
+    refused_raw = data.get("refused") or {}
+    refused = {str(n): str(r) for n, r in refused_raw.items()} if isinstance(refused_raw, Mapping) else {}
+    error = data.get("error")
+    plan = data.get("plan")
+    out: dict[str, Any] = {
+        "pod": str(data.get("pod") or ""),
+        "policy": data.get("policy"),
+        "strategy": data.get("strategy"),
+        "trigger": data.get("trigger"),
+        "time": data.get("time"),
+        "consideredCount": len(considered),
+        "considered": considered[:LIST_LIMIT],
+        "refusedCount": len(refused),
+        "refused": dict(sorted(refused.items())[:LIST_LIMIT]),
+        "winner": data.get("winner"),
+        "ranking": [str(n) for n in data.get("ranking") or ()][:LIST_LIMIT],
+        "warnings": [str(w) for w in data.get("warnings") or ()],
+        "error": ({"code": str(error.get("code", "")), "message": str(error.get("message", ""))}
+                  if isinstance(error, Mapping) else None),
+        "plan": ({str(k): int(v) for k, v in plan.items()} if isinstance(plan, Mapping) else None),
+    }
+    return {k: v for k, v in out.items() if v is not None}
+
+
+# -- events -----------------------------------------------------------------------------------------
+
+def transition_events(before: Iterable[Mapping[str, Any]] | None,
+                      after: Iterable[Mapping[str, Any]]) -> list[Event]:
+    """Events for what an operator wants to see: a policy turning invalid or valid again, its
+    pending pods becoming unplaceable (or placeable again), and all its pods placed."""
+    events: list[Event] = []
+    for now in after:
+        kind, status, reason = now.get("type"), now.get("status"), str(now.get("reason"))
+        old = cond.find(before, str(kind))
+        same = old is not None and old.get("status") == status and old.get("reason") == reason
+        if same:
+            continue
+        message = str(now.get("message", ""))
+        if kind == CONDITION_VALID:
+            if status == "False":
+                events.append(Event("Warning", "InvalidSpec", message))
+            elif old is not None and old.get("status") == "False":
+                events.append(Event("Normal", "Validated", "the spec is valid again"))
+        elif kind == CONDITION_SATISFIED:
+            if status == "False":
+                events.append(Event("Warning", reason, message))
+            elif status == "True" and old is not None and old.get("status") == "False":
+                events.append(Event("Normal", "Satisfiable", message))
+        elif kind == CONDITION_READY and status == "True" and old is not None and old.get("status") != "True":
+            events.append(Event("Normal", "AllPodsPlaced", message))
+    return events

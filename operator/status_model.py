@@ -1,0 +1,100 @@
+"""The status the operator writes on a PlacementPolicy, as pydantic models.
+
+The CRD's status schema is generated from these models (:mod:`berth.operator.crdgen`), so a
+field the operator writes is always declared (a structural schema prunes undeclared fields).
+The operator builds plain dicts and validates them here before it patches, so the two cannot
+drift either.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+CONDITION_VALID = "Valid"
+CONDITION_SATISFIED = "Satisfied"
+CONDITION_READY = "Ready"
+CONDITION_TYPES = (CONDITION_VALID, CONDITION_SATISFIED, CONDITION_READY)
+
+REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+TYPE_PATTERN = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$")
+
+LIST_LIMIT = 50
+"""At most this many nodes in the status copy of a decision's ``considered`` and ``refused``;
+the full record stays in the pod's ``berth.dev/decision`` annotation."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class Condition(_Model):
+    """A ``metav1.Condition``."""
+
+    type: str = Field(max_length=316, pattern=TYPE_PATTERN,
+                      description="Valid, Satisfied or Ready.")
+    status: Literal["True", "False", "Unknown"]
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="The .metadata.generation the condition was set for.")
+    last_transition_time: str = Field(
+        json_schema_extra={"format": "date-time"},
+        description="When the condition last changed from one status to another.")
+    reason: str = Field(min_length=1, max_length=1024, pattern=REASON_PATTERN,
+                        description="A CamelCase word for the condition's last transition.")
+    message: str = Field(max_length=32768, description="Details, for a human.")
+
+
+class PlacementErrorStatus(_Model):
+    code: str = Field(description="insufficient_resource, already_filled, affinity_unsatisfied, "
+                                  "invalid_policy or placement_busy.")
+    message: str
+
+
+class DecisionStatus(_Model):
+    """The latest decision the extender recorded on one of the policy's pods."""
+
+    pod: str = Field(description="namespace/name of the pod.")
+    policy: str | None = None
+    strategy: str | None = None
+    trigger: str | None = Field(default=None, description="filter, bind, plan or preview.")
+    time: str | None = Field(default=None, description="RFC 3339 time of the decision.")
+    considered_count: int = Field(default=0, ge=0, description="How many nodes were considered.")
+    considered: list[str] = Field(
+        default_factory=list, description=f"The nodes considered (at most {LIST_LIMIT}).")
+    refused_count: int = Field(default=0, ge=0, description="How many nodes were refused.")
+    refused: dict[str, str] = Field(
+        default_factory=dict, description=f"Refused nodes and why (at most {LIST_LIMIT}).")
+    winner: str | None = None
+    ranking: list[str] = Field(default_factory=list, description="Passing nodes, best first.")
+    warnings: list[str] = Field(default_factory=list)
+    error: PlacementErrorStatus | None = None
+    plan: dict[str, int] | None = Field(default=None, description="The round's node -> count plan.")
+
+
+class PolicyStatus(_Model):
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="The .metadata.generation this status describes.")
+    conditions: list[Condition] = Field(default_factory=list)
+    strategy: str | None = Field(default=None,
+                                 description="The strategy in force: the spec's, or Default.")
+    selected: int | None = Field(default=None, ge=0,
+                                 description="Live pods the policy selects in its namespace.")
+    placed: dict[str, int] | None = Field(default=None,
+                                          description="Pods of the policy placed, per node.")
+    placed_total: int | None = Field(default=None, ge=0, description="Pods of the policy placed.")
+    pending: int | None = Field(default=None, ge=0,
+                                description="Pods of the policy waiting for a node.")
+    plan: dict[str, int] | None = Field(
+        default=None, description="Where the pending pods would go now: node -> count.")
+    plan_error: PlacementErrorStatus | None = Field(
+        default=None, description="Why the pending pods cannot be placed now.")
+    latest_decision: DecisionStatus | None = None
+
+
+def validated(status: dict[str, Any]) -> dict[str, Any]:
+    """Check a status dict against the model (raises ``ValidationError``) and return it."""
+    PolicyStatus.model_validate(status)
+    return status

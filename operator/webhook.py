@@ -1,0 +1,175 @@
+"""Where the validating admission webhook is served, and with which certificate.
+
+Three modes (``--webhook`` / ``BERTH_WEBHOOK_MODE``):
+
+``off``
+    No webhook. Invalid policies still get ``Valid=False`` from the operator.
+``dev``
+    A self-signed certificate made at start (needs the ``cryptography`` package, a test
+    dependency), served on ``127.0.0.1:9443`` by default: for an API server on the same machine.
+``cluster``
+    The certificate and key the chart mounts (``--webhook-cert`` / ``--webhook-key``, e.g. a
+    cert-manager Secret), served on ``0.0.0.0:9443``. ``--webhook-ca`` is the CA bundle the API
+    server must trust (default: the certificate itself). Kopf re-reads the files when they change.
+
+In ``dev`` and ``cluster`` mode Kopf keeps a ``ValidatingWebhookConfiguration`` named
+``--webhook-config`` (default ``berth.dev``) pointing at ``https://HOST:PORT/<handler id>``,
+where HOST is ``--webhook-host`` (in a cluster: the Service's DNS name, e.g.
+``berth-operator.berth-system.svc``; the Service must expose the same port). With
+``--webhook-config ''`` Kopf leaves the configuration alone and the chart owns it: it must send
+the reviews to the path :data:`WEBHOOK_PATH` (``/validate-placementpolicy``; any other path
+reaches no handler and is allowed). The webhook's ``failurePolicy`` is ``Ignore`` unless
+``--webhook-fail-closed``: with the operator down, policies are accepted and judged by the
+``Valid`` condition once it is back, rather than refused.
+"""
+
+from __future__ import annotations
+
+import atexit
+import datetime
+import ipaddress
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal
+
+import kopf
+
+WEBHOOK_ID = "validate-placementpolicy"
+WEBHOOK_PATH = f"/{WEBHOOK_ID}"
+DEFAULT_PORT = 9443
+DEFAULT_CONFIG_NAME = "berth.dev"
+
+Mode = Literal["off", "dev", "cluster"]
+MODES: tuple[Mode, ...] = ("off", "dev", "cluster")
+
+
+class WebhookConfigError(ValueError):
+    """Webhook options that cannot work together."""
+
+
+@dataclass(frozen=True)
+class WebhookOptions:
+    mode: Mode = "off"
+    listen: str | None = None  # dev: 127.0.0.1, cluster: 0.0.0.0
+    port: int = DEFAULT_PORT
+    host: str | None = None  # the name the API server calls; dev: the listen address
+    cert_file: str | None = None
+    key_file: str | None = None
+    ca_file: str | None = None
+    config_name: str | None = DEFAULT_CONFIG_NAME  # None: the chart owns the ValidatingWebhookConfiguration
+    fail_closed: bool = False
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode != "off"
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> WebhookOptions:
+        """``BERTH_WEBHOOK_{MODE,LISTEN,PORT,HOST,CERT,KEY,CA,CONFIG,FAIL_CLOSED}``."""
+        env = dict(os.environ if env is None else env)
+        mode = env.get("BERTH_WEBHOOK_MODE", "off").strip().lower() or "off"
+        if mode not in MODES:
+            raise WebhookConfigError(f"BERTH_WEBHOOK_MODE={mode!r}: use one of {', '.join(MODES)}")
+        try:
+            port = int(env.get("BERTH_WEBHOOK_PORT", DEFAULT_PORT))
+        except ValueError:
+            raise WebhookConfigError(f"BERTH_WEBHOOK_PORT={env['BERTH_WEBHOOK_PORT']!r} is not a port") from None
+        config = env.get("BERTH_WEBHOOK_CONFIG", DEFAULT_CONFIG_NAME)
+        return cls(
+            mode=mode,
+            listen=env.get("BERTH_WEBHOOK_LISTEN") or None,
+            port=port,
+            host=env.get("BERTH_WEBHOOK_HOST") or None,
+            cert_file=env.get("BERTH_WEBHOOK_CERT") or None,
+            key_file=env.get("BERTH_WEBHOOK_KEY") or None,
+            ca_file=env.get("BERTH_WEBHOOK_CA") or None,
+            config_name=config or None,
+            fail_closed=env.get("BERTH_WEBHOOK_FAIL_CLOSED", "").strip().lower() in ("1", "true", "yes"),
+        )
+
+    def checked(self) -> WebhookOptions:
+        """These options with the mode's defaults filled in; raises when they cannot work."""
+        if not 0 < self.port < 65536:
+            raise WebhookConfigError(f"webhook port {self.port} is not a port")
+        if self.mode == "dev":
+            return replace(self, listen=self.listen or "127.0.0.1")
+        if self.mode == "cluster":
+            if not self.cert_file or not self.key_file:
+                raise WebhookConfigError("webhook mode cluster needs --webhook-cert and --webhook-key")
+            for path in (self.cert_file, self.key_file, self.ca_file):
+                if path and not Path(path).is_file():
+                    raise WebhookConfigError(f"webhook certificate file {path} does not exist")
+            if self.config_name and not self.host:
+                raise WebhookConfigError("webhook mode cluster with a managed configuration needs --webhook-host "
+                                         "(the Service's DNS name)")
+            return replace(self, listen=self.listen or "0.0.0.0")
+        return self
+
+    def server(self) -> kopf.WebhookServer | None:
+        """The Kopf webhook server for these options (None when off)."""
+        options = self.checked()
+        if options.mode == "off":
+            return None
+        if options.mode == "dev":
+            host = options.host or options.listen or "127.0.0.1"
+            cert, key = self_signed_files(sorted({host, options.listen or host, "localhost"}))
+            return kopf.WebhookServer(addr=options.listen, port=options.port, host=host,
+                                      certfile=cert, pkeyfile=key, cafile=cert)
+        return kopf.WebhookServer(addr=options.listen, port=options.port, host=options.host,
+                                  certfile=options.cert_file, pkeyfile=options.key_file,
+                                  cafile=options.ca_file or options.cert_file)
+
+
+def self_signed_certificate(hostnames: list[str], days: int = 365) -> tuple[bytes, bytes]:
+    """A self-signed CA-capable server certificate for ``hostnames`` (DNS names or IPs), PEM."""
+    try:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    except ImportError:
+        raise WebhookConfigError("webhook mode dev makes a self-signed certificate and needs the "
+                                 "'cryptography' package (pip install cryptography); or use mode "
+                                 "cluster with a certificate") from None
+    key = ec.generate_private_key(ec.SECP256R1())
+    names: list[x509.GeneralName] = []
+    for name in hostnames:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(name)))
+        except ValueError:
+            names.append(x509.DNSName(name))
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hostnames[0])])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=days))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    cert_pem = certificate.public_bytes(serialization.Encoding.PEM)
+    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    return cert_pem, key_pem
+
+
+def self_signed_files(hostnames: list[str]) -> tuple[str, str]:
+    """Write a fresh self-signed certificate and key to a private temporary directory (removed
+    at exit); Kopf re-reads them from there."""
+    cert_pem, key_pem = self_signed_certificate(hostnames)
+    folder = Path(tempfile.mkdtemp(prefix="berth-webhook-"))
+    atexit.register(shutil.rmtree, folder, True)
+    cert, key = folder / "tls.crt", folder / "tls.key"
+    cert.write_bytes(cert_pem)
+    key.touch(mode=0o600)
+    key.write_bytes(key_pem)
+    return str(cert), str(key)

@@ -1,0 +1,310 @@
+"""The PlacementPolicy CRD: generated from the models (no drift), structural, its CEL rules sane,
+its rule tree nested to seed 002's limit, and in agreement with the pydantic models field by
+field, in both directions."""
+
+from __future__ import annotations
+
+import re
+import types
+import typing
+from collections.abc import Iterator, Mapping
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import annotated_types
+import pytest
+import yaml
+from berth.operator import crdgen
+from berth.operator.status_model import PolicyStatus
+from pydantic import BaseModel
+
+from berth.core import placement_rules as pr
+from berth.core.policy import PlacementPolicySpec
+from tests.crd.schema_check import check
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD_FILE = ROOT / "crds" / "placementpolicies.berth.dev.yaml"
+PEERING_FILE = ROOT / "crds" / "kopfpeerings.kopf.dev.yaml"
+
+
+@pytest.fixture(scope="module")
+def crd() -> dict[str, Any]:
+    return yaml.safe_load(CRD_FILE.read_text())
+
+
+@pytest.fixture(scope="module")
+def root(crd: dict[str, Any]) -> dict[str, Any]:
+    (version,) = crd["spec"]["versions"]
+    return version["schema"]["openAPIV3Schema"]
+
+
+def walk(node: Mapping[str, Any], path: str = "") -> Iterator[tuple[str, Mapping[str, Any]]]:
+    yield path, node
+    for name, sub in (node.get("properties") or {}).items():
+        yield from walk(sub, f"{path}.{name}")
+    if "items" in node:
+        yield from walk(node["items"], f"{path}[]")
+    if isinstance(node.get("additionalProperties"), Mapping):
+        yield from walk(node["additionalProperties"], f"{path}{{}}")
+
+
+# -- generated, not hand-edited ----------------------------------------------------------------------
+
+def test_committed_crd_is_what_the_generator_makes() -> None:
+    assert CRD_FILE.read_text() == crdgen.render(), (
+        "crds/placementpolicies.berth.dev.yaml is stale: run `python -m berth.operator.crdgen > "
+        "crds/placementpolicies.berth.dev.yaml`")
+
+
+def test_crd_identity(crd: dict[str, Any]) -> None:
+    assert crd["apiVersion"] == "apiextensions.k8s.io/v1"
+    assert crd["metadata"]["name"] == "placementpolicies.berth.dev"
+    spec = crd["spec"]
+    assert (spec["group"], spec["scope"], spec["names"]["kind"]) == ("berth.dev", "Namespaced", "PlacementPolicy")
+    (version,) = spec["versions"]
+    assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
+    assert version["subresources"] == {"status": {}}
+
+
+# -- structural ---------------------------------------------------------------------------------------
+
+FORBIDDEN = {"$ref", "anyOf", "allOf", "oneOf", "not", "definitions", "additionalItems", "patternProperties",
+             "dependencies", "id", "$schema", "uniqueItems", "title", "nullable"}
+
+
+def test_schema_is_structural(root: dict[str, Any]) -> None:
+    for path, node in walk(root):
+        assert "type" in node, f"{path}: no type"
+        assert node["type"] in ("object", "array", "string", "integer", "number", "boolean"), path
+        assert not (FORBIDDEN & node.keys()), f"{path}: {FORBIDDEN & node.keys()}"
+        assert not ("properties" in node and "additionalProperties" in node), f"{path}: both kinds of properties"
+        if node["type"] == "array":
+            assert "items" in node, f"{path}: array without items"
+        if node["type"] == "object" and path not in (".metadata",):
+            assert "properties" in node or "additionalProperties" in node or node.get(
+                "x-kubernetes-preserve-unknown-fields"), f"{path}: an object that prunes everything"
+        for name in node.get("required", ()):
+            assert name in node["properties"], f"{path}: requires undeclared {name}"
+        if "default" in node:
+            assert check(node, node["default"]) is None, f"{path}: default breaks its own schema"
+    assert root["properties"]["metadata"] == {"type": "object"}
+
+
+def test_the_schema_does_not_recurse(root: dict[str, Any]) -> None:
+    """No node is the same object as one of its ancestors (YAML anchors would make a cycle)."""
+    def visit(node: Mapping[str, Any], ancestors: tuple[int, ...]) -> None:
+        assert id(node) not in ancestors
+        for sub in (node.get("properties") or {}).values():
+            visit(sub, (*ancestors, id(node)))
+        if "items" in node:
+            visit(node["items"], (*ancestors, id(node)))
+    visit(root, ())
+    assert "&" not in CRD_FILE.read_text().split("\n", 2)[2].replace("&&", "")  # no anchors
+
+
+SELF_FIELD = re.compile(r"\bself\.([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _balanced(rule: str) -> bool:
+    depth, quote = 0, ""
+    for ch in rule:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+            if depth < 0:
+                return False
+    return depth == 0 and not quote
+
+
+def test_cel_rules_are_sane(root: dict[str, Any]) -> None:
+    seen = 0
+    for path, node in walk(root):
+        for rule in node.get("x-kubernetes-validations", ()):
+            seen += 1
+            assert set(rule) <= {"rule", "message", "fieldPath", "reason", "messageExpression"}, path
+            assert rule["message"].strip(), f"{path}: a rule without a message"
+            assert _balanced(rule["rule"]), f"{path}: unbalanced {rule['rule']}"
+            assert "self" in rule["rule"]
+            for name in SELF_FIELD.findall(rule["rule"]):
+                assert name in node.get("properties", {}), f"{path}: rule reads undeclared self.{name}"
+            if "fieldPath" in rule:
+                assert rule["fieldPath"].startswith(".")
+                assert rule["fieldPath"][1:] in node["properties"], f"{path}: fieldPath {rule['fieldPath']}"
+            for literal in re.findall(r"'([^']*)'", rule["rule"]):
+                enums = [sub.get("enum", ()) for sub in node.get("properties", {}).values()]
+                assert any(literal in e for e in enums), f"{path}: {literal!r} is no enum value here"
+    assert seen >= 10
+
+
+def test_cel_checks_what_the_issue_asks(root: dict[str, Any]) -> None:
+    spec = root["properties"]["spec"]
+    rules = " ".join(r["rule"] for _, n in walk(spec) for r in n.get("x-kubernetes-validations", ()))
+    assert "self.within" in rules and "'Pod'" in rules  # within only on Pod rules
+    assert "has(self.anyOf) != has(self.allOf)" in rules  # a group object has exactly one key
+    assert "self.minDomains" in rules and "'DoNotSchedule'" in rules
+
+
+# -- the rule tree ------------------------------------------------------------------------------------
+
+def _rule_nodes(root: dict[str, Any]) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    def visit(node: Mapping[str, Any], depth: int) -> Iterator[tuple[int, Mapping[str, Any]]]:
+        yield depth, node
+        for key in ("anyOf", "allOf"):
+            if key in node["properties"]:
+                yield from visit(node["properties"][key]["items"], depth + 1)
+    yield from visit(root["properties"]["spec"]["properties"]["placementRules"]["items"], 1)
+
+
+def test_rule_groups_nest_five_deep_and_no_deeper(root: dict[str, Any]) -> None:
+    nodes = list(_rule_nodes(root))
+    depths = sorted({d for d, _ in nodes})
+    assert depths == [1, 2, 3, 4, 5, 6]
+    for depth, node in nodes:
+        props = node["properties"]
+        assert {"resource", "operator", "labels", "within"} <= props.keys()
+        assert set(props) - {"anyOf", "allOf"} == set(pr._RULE_FIELDS)
+        if depth <= pr.MAX_DEPTH:
+            for key in ("anyOf", "allOf"):
+                assert props[key]["minItems"] == 1 and props[key]["maxItems"] == pr.MAX_RULES
+        else:
+            assert "anyOf" not in props and "allOf" not in props
+            assert set(node["required"]) == {"resource", "operator", "labels"}
+
+
+def test_rule_limits_come_from_the_core(root: dict[str, Any]) -> None:
+    top = root["properties"]["spec"]["properties"]["placementRules"]
+    assert top["maxItems"] == pr.MAX_RULES
+    for _, node in _rule_nodes(root):
+        props = node["properties"]
+        assert props["resource"]["enum"] == [r.value for r in pr.Resource]
+        assert props["operator"]["enum"] == [o.value for o in pr.Operator]
+        labels = props["labels"]
+        assert (labels["minProperties"], labels["maxProperties"]) == (1, pr.MAX_PAIRS)
+        assert labels["additionalProperties"] == {"type": "string", "maxLength": pr.MAX_VALUE}
+        assert (props["within"]["minLength"], props["within"]["maxLength"]) == (1, pr.MAX_WITHIN)
+
+
+def test_rule_cel_stays_within_the_apiservers_budget(root: dict[str, Any]) -> None:
+    """A rule at depth d can have 16**d instances; the apiserver refuses a rule whose cost
+    times that exceeds 10**7, so the tree's CEL rules stop at CEL_RULE_DEPTH (the deepest
+    level keeps one cheap rule: 16**6 instances times a cost of 1 is still too much, so it has
+    none beyond ``required``)."""
+    for depth, node in _rule_nodes(root):
+        rules = node.get("x-kubernetes-validations", [])
+        if depth <= crdgen.CEL_RULE_DEPTH:
+            assert len(rules) == 3
+        elif depth <= pr.MAX_DEPTH:
+            assert rules == []
+
+
+# -- agreement with the pydantic models, both directions ---------------------------------------------
+
+SCALARS = {int: "integer", str: "string", bool: "boolean", float: "number"}
+
+
+def _unwrap(annotation: Any) -> tuple[Any, bool]:
+    """(the type without ``None``, whether None was allowed)."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        assert len(args) == 1, annotation
+        return args[0], True
+    return annotation, False
+
+
+def _agree(model: type[BaseModel], node: Mapping[str, Any], path: str, skip: frozenset[str]) -> None:
+    fields = {f.alias or name: f for name, f in model.model_fields.items()}
+    props = node["properties"]
+    assert set(fields) == set(props), f"{path}: model {sorted(fields)} vs CRD {sorted(props)}"
+    required = {alias for alias, f in fields.items() if f.is_required()}
+    assert required == set(node.get("required", ())), f"{path}: required"
+    for alias, f in fields.items():
+        if alias in skip:
+            continue
+        sub = props[alias]
+        where = f"{path}.{alias}"
+        kind, _ = _unwrap(f.annotation)
+        origin = typing.get_origin(kind)
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            assert sub["type"] == "object", where
+            _agree(kind, sub, where, frozenset())
+        elif isinstance(kind, type) and issubclass(kind, Enum):
+            assert sub["type"] == "string" and sub["enum"] == [e.value for e in kind], where
+        elif origin is typing.Literal:
+            assert sub["type"] == "string" and sub["enum"] == list(typing.get_args(kind)), where
+        elif origin is list:
+            (item,) = typing.get_args(kind)
+            assert sub["type"] == "array", where
+            if isinstance(item, type) and issubclass(item, BaseModel):
+                _agree(item, sub["items"], f"{where}[]", frozenset())
+            else:
+                assert sub["items"]["type"] == SCALARS[item], where
+        elif origin is dict:
+            key, value = typing.get_args(kind)
+            assert key is str and sub["type"] == "object"
+            assert sub["additionalProperties"]["type"] == SCALARS[value], where
+        else:
+            assert sub["type"] == SCALARS[kind], where
+        bounds = {"minimum": None, "maximum": None, "minLength": None, "maxLength": None, "pattern": None}
+        for meta in f.metadata:
+            if isinstance(meta, annotated_types.Ge):
+                bounds["minimum"] = meta.ge
+            elif isinstance(meta, annotated_types.Le):
+                bounds["maximum"] = meta.le
+            elif isinstance(meta, annotated_types.MinLen):
+                bounds["minLength"] = meta.min_length
+            elif isinstance(meta, annotated_types.MaxLen):
+                bounds["maxLength"] = meta.max_length
+            elif hasattr(meta, "pattern"):
+                bounds["pattern"] = meta.pattern
+        for key, value in bounds.items():
+            assert sub.get(key) == value, f"{where}: {key} {sub.get(key)} vs model {value}"
+        default = None if f.is_required() else f.get_default(call_default_factory=True)
+        scalar = default is not None and not isinstance(default, (list, dict, BaseModel))
+        expected = default.value if isinstance(default, Enum) else default
+        assert sub.get("default") == (expected if scalar else None), f"{where}: default"
+
+
+def test_spec_schema_and_model_agree(root: dict[str, Any]) -> None:
+    _agree(PlacementPolicySpec, root["properties"]["spec"], "spec", frozenset({"placementRules"}))
+
+
+def test_status_schema_and_model_agree(root: dict[str, Any]) -> None:
+    status = root["properties"]["status"]
+    _agree(PolicyStatus, status, "status", frozenset())
+    conditions = status["properties"]["conditions"]
+    assert conditions["x-kubernetes-list-type"] == "map"
+    assert conditions["x-kubernetes-list-map-keys"] == ["type"]
+    condition = conditions["items"]
+    assert set(condition["required"]) == {"type", "status", "lastTransitionTime", "reason", "message"}
+    assert condition["properties"]["lastTransitionTime"]["format"] == "date-time"
+
+
+def test_printer_columns_read_declared_fields(crd: dict[str, Any], root: dict[str, Any]) -> None:
+    (version,) = crd["spec"]["versions"]
+    columns = {c["name"]: c for c in version["additionalPrinterColumns"]}
+    assert [n for n, c in columns.items() if c.get("priority", 0) == 0] == ["Strategy", "Ready", "Placed", "Age"]
+    for column in columns.values():
+        path = re.sub(r"\[\?\(@\.type==\"(\w+)\"\)\]", "[]", column["jsonPath"])
+        node: Mapping[str, Any] = root
+        for part in path.strip(".").split("."):
+            name = part.removesuffix("[]")
+            node = node["properties"][name] if name != "metadata" else {"type": "object", "properties": {
+                "creationTimestamp": {"type": "string"}}}
+            if part.endswith("[]"):
+                node = node["items"]
+        assert column["type"] in ("string", "integer", "date")
+
+
+def test_peering_crds() -> None:
+    docs = [d for d in yaml.safe_load_all(PEERING_FILE.read_text()) if d]
+    kinds = {(d["spec"]["names"]["kind"], d["spec"]["scope"], d["spec"]["group"]) for d in docs}
+    assert kinds == {("ClusterKopfPeering", "Cluster", "kopf.dev"), ("KopfPeering", "Namespaced", "kopf.dev")}
+    for doc in docs:
+        status = doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+        assert status["x-kubernetes-preserve-unknown-fields"] is True
