@@ -1,0 +1,582 @@
+"""`helm lint` and `helm template` of charts/berth with default and non-default values: the
+objects rendered, their RBAC (exactly the expected verbs), probes, security contexts, TLS
+material and the second scheduler's KubeSchedulerConfiguration.
+
+Server-side acceptance (a real API server) is in tests/e2e/test_chart_e2e.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from . import expected
+from .helm import CHART, REPO_ROOT, Rendered, render, require_helm, rules_of, run_helm, template
+
+NS = "berth-system"
+SCHEDULER_ON: dict[str, Any] = {"scheduler.enabled": True}
+NON_DEFAULTS: list[tuple[str, dict[str, Any]]] = [
+    ("scheduler", SCHEDULER_ON),
+    ("cert-manager", {"tls.certManager.enabled": True, "scheduler.enabled": True}),
+    ("cert-manager-issuer", {"tls.certManager.enabled": True,
+                             "tls.certManager.issuerRef": {"name": "platform-ca", "kind": "ClusterIssuer"}}),
+    ("service-monitor", {"extender.serviceMonitor.enabled": True}),
+    ("replicas-2", {"extender.replicas": 2, "operator.replicas": 2, "scheduler.enabled": True,
+                    "scheduler.replicas": 2}),
+    ("minimal", {"extender.replicas": 1, "operator.enabled": False, "extender.networkPolicy.enabled": False,
+                 "tests.enabled": False}),
+]
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    return require_helm()
+
+
+@pytest.fixture(scope="module")
+def default(helm: Path) -> Rendered:
+    return render(helm)
+
+
+@pytest.fixture(scope="module")
+def with_scheduler(helm: Path) -> Rendered:
+    return render(helm, SCHEDULER_ON)
+
+
+def _container(deploy: dict[str, Any], name: str | None = None) -> dict[str, Any]:
+    containers = deploy["spec"]["template"]["spec"]["containers"]
+    return containers[0] if name is None else next(c for c in containers if c["name"] == name)
+
+
+def _cert(secret: dict[str, Any], key: str = "tls.crt") -> x509.Certificate:
+    return x509.load_pem_x509_certificate(base64.b64decode(secret["data"][key]))
+
+
+def _signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
+    public = ca.public_key()
+    try:
+        if isinstance(public, rsa.RSAPublicKey):
+            assert cert.signature_hash_algorithm is not None
+            public.verify(cert.signature, cert.tbs_certificate_bytes, padding.PKCS1v15(),
+                          cert.signature_hash_algorithm)
+        elif isinstance(public, ec.EllipticCurvePublicKey):
+            assert cert.signature_hash_algorithm is not None
+            public.verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm))
+        else:
+            return False
+    except Exception:
+        return False
+    return cert.issuer == ca.subject
+
+
+# ---------------------------------------------------------------------------- lint
+
+
+def test_helm_lint_default(helm: Path) -> None:
+    out = run_helm(helm, "lint", str(CHART), "--strict", "--namespace", NS)
+    assert "0 chart(s) failed" in out.stdout + out.stderr
+
+
+@pytest.mark.parametrize(("label", "values"), NON_DEFAULTS, ids=[n for n, _ in NON_DEFAULTS])
+def test_helm_lint_non_default(helm: Path, label: str, values: dict[str, Any]) -> None:
+    from .helm import set_args
+
+    out = run_helm(helm, "lint", str(CHART), "--strict", "--namespace", NS, *set_args(values))
+    assert "0 chart(s) failed" in out.stdout + out.stderr, label
+
+
+@pytest.mark.parametrize(("label", "values"), NON_DEFAULTS, ids=[n for n, _ in NON_DEFAULTS])
+def test_every_object_is_namespaced_or_cluster_scoped_as_expected(helm: Path, label: str,
+                                                                  values: dict[str, Any]) -> None:
+    cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration",
+                      "CustomResourceDefinition", "ClusterKopfPeering"}
+    r = render(helm, values)
+    for obj in r.objects:
+        labels = obj["metadata"].get("labels") or {}
+        assert labels.get("app.kubernetes.io/instance") == "berth", f"{obj['kind']}/{obj['metadata']['name']}"
+        if obj["kind"] in cluster_scoped:
+            assert "namespace" not in obj["metadata"]
+        else:
+            assert obj["metadata"].get("namespace") in (NS, "kube-node-lease", "kube-system"), obj["metadata"]
+
+
+# ---------------------------------------------------------------------------- defaults
+
+
+def test_default_objects(default: Rendered) -> None:
+    assert default.names("Deployment") == {"berth-extender", "berth-operator"}
+    assert default.names("Service") == {"berth-extender", "berth-webhook"}
+    assert default.names("ServiceAccount") == {"berth-extender", "berth-operator"}
+    assert default.names("ClusterRole") == {"berth-extender", "berth-operator"}
+    assert default.names("Role") == {"berth-extender-node-leases"}
+    assert default.names("Secret") == {"berth-ca", "berth-extender-tls", "berth-scheduler-client-tls",
+                                       "berth-webhook-tls"}
+    assert default.names("PodDisruptionBudget") == {"berth-extender"}
+    assert default.names("NetworkPolicy") == {"berth-extender"}
+    assert default.names("ValidatingWebhookConfiguration") == {"berth-webhook"}
+    assert default.names("Pod") == {"berth-test-extender"}  # the helm test hook
+    for kind in ("ConfigMap", "ServiceMonitor", "Certificate", "Issuer", "ClusterKopfPeering"):
+        assert not default.all(kind), kind
+    assert not default.find("Deployment", "berth-scheduler")
+
+
+def test_extender_deployment(default: Rendered) -> None:
+    deploy = default.get("Deployment", "berth-extender")
+    spec = deploy["spec"]
+    assert spec["replicas"] == 2
+    assert spec["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    pod = spec["template"]["spec"]
+    assert pod["serviceAccountName"] == "berth-extender"
+    c = _container(deploy)
+    assert c["image"] == "berth:0.1.0"
+    assert c["args"][0] == "extender"
+    args = c["args"]
+    assert "--port=8443" in args and "--host=0.0.0.0" in args
+    assert "--tls-cert-file=/etc/berth/tls/tls.crt" in args
+    assert "--tls-key-file=/etc/berth/tls/tls.key" in args
+    assert "--client-ca-file=/etc/berth/tls/ca.crt" in args
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert ports == {"webhook": 8443, "api": 8080}
+    # Probes on the plain API port: the webhook port requires a client certificate.
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "api"}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "api"}
+    assert c["startupProbe"]["httpGet"]["port"] == "api"
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["BERTH_CPU_OVERCOMMIT_PERCENT"] == "100"
+    assert env["BERTH_MEMORY_OVERCOMMIT_PERCENT"] == "100"
+    assert env["BERTH_MIN_FREE_DISK_PERCENT"] == "10"
+    assert env["BERTH_REJECT_UNKNOWN_CAPACITY"] == "false"
+    assert env["BERTH_LIVENESS_THRESHOLD_SECONDS"] == "40"
+    assert env["BERTH_SLEEPY_MEMORY_FACTOR"] == "2"
+    assert env["BERTH_DEFAULT_STRATEGY"] == ""
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    assert mounts["tls"]["mountPath"] == "/etc/berth/tls" and mounts["tls"]["readOnly"] is True
+    assert mounts["tmp"]["mountPath"] == "/tmp"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["tls"]["secret"]["secretName"] == "berth-extender-tls"
+    assert "emptyDir" in volumes["tmp"]
+    # Spread across nodes and zones.
+    anti = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+    assert anti["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert anti["podAffinityTerm"]["labelSelector"]["matchLabels"]["app.kubernetes.io/component"] == "extender"
+    tsc = pod["topologySpreadConstraints"][0]
+    assert tsc["topologyKey"] == "topology.kubernetes.io/zone"
+    assert tsc["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]
+
+
+def test_extender_settings_values_reach_the_env(helm: Path) -> None:
+    r = render(helm, {"settings.cpuOvercommitPercent": 150, "settings.defaultStrategy": "Balanced",
+                      "settings.rejectUnknownCapacity": True, "settings.livenessThresholdSeconds": 60.5})
+    env = {e["name"]: e.get("value") for e in _container(r.get("Deployment", "berth-extender"))["env"]}
+    assert env["BERTH_CPU_OVERCOMMIT_PERCENT"] == "150"
+    assert env["BERTH_DEFAULT_STRATEGY"] == "Balanced"
+    assert env["BERTH_REJECT_UNKNOWN_CAPACITY"] == "true"
+    assert env["BERTH_LIVENESS_THRESHOLD_SECONDS"] == "60.5"
+    op_env = {e["name"]: e.get("value") for e in _container(r.get("Deployment", "berth-operator"))["env"]}
+    assert op_env["BERTH_CPU_OVERCOMMIT_PERCENT"] == "150"
+
+
+@pytest.mark.parametrize(("label", "values"), [("default", {}), *NON_DEFAULTS],
+                         ids=["default", *[n for n, _ in NON_DEFAULTS]])
+def test_security_contexts(helm: Path, label: str, values: dict[str, Any]) -> None:
+    r = render(helm, values)
+    pods = [(d["metadata"]["name"], d["spec"]["template"]["spec"]) for d in r.all("Deployment")]
+    pods += [(p["metadata"]["name"], p["spec"]) for p in r.all("Pod")]
+    assert pods
+    for name, pod in pods:
+        psc = pod["securityContext"]
+        assert psc["runAsNonRoot"] is True, name
+        assert psc["runAsUser"] != 0, name
+        assert psc["seccompProfile"]["type"] == "RuntimeDefault", name
+        for c in pod["containers"]:
+            sc = c["securityContext"]
+            assert sc["readOnlyRootFilesystem"] is True, name
+            assert sc["allowPrivilegeEscalation"] is False, name
+            assert sc["capabilities"]["drop"] == ["ALL"], name
+            tmp = [m for m in c.get("volumeMounts", []) if m["mountPath"] == "/tmp"]
+            assert tmp, f"{name}: /tmp must be an emptyDir under a read-only root"
+        assert not pod.get("hostNetwork"), name
+
+
+def test_extender_rbac_is_exactly_what_it_uses(default: Rendered) -> None:
+    assert rules_of(default.get("ClusterRole", "berth-extender")) == expected.EXTENDER_CLUSTER
+    role = default.get("Role", "berth-extender-node-leases")
+    assert role["metadata"]["namespace"] == expected.NODE_LEASES
+    assert rules_of(role) == expected.EXTENDER_NODE_LEASES
+    binding = default.get("RoleBinding", "berth-extender-node-leases")
+    assert binding["metadata"]["namespace"] == expected.NODE_LEASES
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "berth-extender", "namespace": NS}]
+    crb = default.get("ClusterRoleBinding", "berth-extender")
+    assert crb["roleRef"]["name"] == "berth-extender"
+    assert crb["subjects"] == [{"kind": "ServiceAccount", "name": "berth-extender", "namespace": NS}]
+
+
+def test_operator_rbac_is_exactly_what_it_uses(default: Rendered, helm: Path) -> None:
+    assert rules_of(default.get("ClusterRole", "berth-operator")) == expected.OPERATOR_CLUSTER
+    two = render(helm, {"operator.replicas": 2})
+    assert rules_of(two.get("ClusterRole", "berth-operator")) == (
+        expected.OPERATOR_CLUSTER | expected.operator_peering("berth-operator"))
+
+
+def test_no_wildcards_anywhere(helm: Path) -> None:
+    r = render(helm, {"scheduler.enabled": True, "operator.replicas": 2})
+    for role in r.all("ClusterRole") + r.all("Role"):
+        for group, resource, verb, _ in rules_of(role):
+            assert "*" not in (group, resource, verb), role["metadata"]["name"]
+
+
+def test_operator_deployment(default: Rendered, helm: Path) -> None:
+    deploy = default.get("Deployment", "berth-operator")
+    assert deploy["spec"]["replicas"] == 1
+    assert deploy["spec"]["strategy"]["type"] == "Recreate"  # never two standalone operators at once
+    c = _container(deploy)
+    args = c["args"]
+    assert args[0] == "operator"
+    assert "--liveness=http://0.0.0.0:8081/healthz" in args
+    assert "--webhook=cluster" in args
+    assert "--webhook-port=9443" in args
+    assert "--webhook-cert=/etc/berth/webhook/tls.crt" in args
+    assert "--webhook-key=/etc/berth/webhook/tls.key" in args
+    assert "--webhook-config=" in args  # the chart owns the ValidatingWebhookConfiguration
+    assert not any(a.startswith("--peering") for a in args)
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    env = {e["name"]: e for e in c["env"]}
+    assert env["POD_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    volumes = {v["name"]: v for v in deploy["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["webhook-tls"]["secret"]["secretName"] == "berth-webhook-tls"
+
+    two = render(helm, {"operator.replicas": 2})
+    deploy2 = two.get("Deployment", "berth-operator")
+    assert "strategy" not in deploy2["spec"]
+    assert "--peering=berth-operator" in _container(deploy2)["args"]
+    peering = two.get("ClusterKopfPeering", "berth-operator")
+    assert peering["apiVersion"] == "kopf.dev/v1"
+
+    off = render(helm, {"operator.webhook.enabled": False})
+    assert "--webhook=off" in _container(off.get("Deployment", "berth-operator"))["args"]
+    assert not off.all("ValidatingWebhookConfiguration")
+    assert not off.find("Service", "berth-webhook")
+
+
+def test_webhook_configuration(default: Rendered) -> None:
+    vwc = default.get("ValidatingWebhookConfiguration", "berth-webhook")
+    [hook] = vwc["webhooks"]
+    assert hook["clientConfig"]["service"] == {"name": "berth-webhook", "namespace": NS,
+                                               "path": "/validate-placementpolicy", "port": 443}
+    assert hook["rules"][0]["resources"] == ["placementpolicies"]
+    assert hook["rules"][0]["apiGroups"] == ["berth.dev"]
+    assert set(hook["rules"][0]["operations"]) == {"CREATE", "UPDATE"}
+    assert hook["sideEffects"] == "None"
+    assert hook["failurePolicy"] == "Ignore"
+    ca = x509.load_pem_x509_certificate(base64.b64decode(hook["clientConfig"]["caBundle"]))
+    assert ca.subject == _cert(default.get("Secret", "berth-ca")).subject
+    svc = default.get("Service", "berth-webhook")
+    assert svc["spec"]["ports"] == [{"name": "webhook", "port": 443, "targetPort": "webhook", "protocol": "TCP"}]
+
+
+def test_webhook_path_is_the_operators(default: Rendered) -> None:
+    """The chart sends reviews to the path Kopf serves the validating handler on."""
+    from berth.operator.webhook import WEBHOOK_PATH
+
+    vwc = default.get("ValidatingWebhookConfiguration", "berth-webhook")
+    assert vwc["webhooks"][0]["clientConfig"]["service"]["path"] == WEBHOOK_PATH
+
+
+def test_generated_tls_material(default: Rendered) -> None:
+    ca = _cert(default.get("Secret", "berth-ca"))
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    now = datetime.datetime.now(datetime.UTC)
+    assert ca.not_valid_after_utc > now + datetime.timedelta(days=3000)
+
+    server_secret = default.get("Secret", "berth-extender-tls")
+    assert server_secret["type"] == "kubernetes.io/tls"
+    server = _cert(server_secret)
+    assert _signed_by(server, ca)
+    assert _cert(server_secret, "ca.crt") == ca
+    sans = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+        x509.DNSName)
+    assert "berth-extender.berth-system.svc" in sans
+    assert "berth-extender.berth-system.svc.cluster.local" in sans
+    eku = server.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert ExtendedKeyUsageOID.SERVER_AUTH in eku
+
+    client = _cert(default.get("Secret", "berth-scheduler-client-tls"))
+    assert _signed_by(client, ca)
+    assert ExtendedKeyUsageOID.CLIENT_AUTH in client.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+
+    webhook = _cert(default.get("Secret", "berth-webhook-tls"))
+    assert _signed_by(webhook, ca)
+    wsans = webhook.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+        x509.DNSName)
+    assert "berth-webhook.berth-system.svc" in wsans
+
+
+def test_network_policy_default_admits_no_one_but_the_test_pod_on_the_webhook_port(default: Rendered) -> None:
+    np = default.get("NetworkPolicy", "berth-extender")
+    assert np["spec"]["policyTypes"] == ["Ingress"]
+    webhook_rule, api_rule = np["spec"]["ingress"]
+    assert webhook_rule["ports"] == [{"port": "webhook", "protocol": "TCP"}]
+    assert webhook_rule["from"] == [{"podSelector": {"matchLabels": {
+        "app.kubernetes.io/name": "berth", "app.kubernetes.io/instance": "berth",
+        "app.kubernetes.io/component": "test"}}}]
+    assert api_rule == {"ports": [{"port": "api", "protocol": "TCP"}]}  # read-only: open in the cluster
+
+
+def test_network_policy_with_scheduler_and_extra_peers(helm: Path) -> None:
+    r = render(helm, {"scheduler.enabled": True, "tests.enabled": False,
+                      "extender.networkPolicy.schedulerFrom": [{"ipBlock": {"cidr": "192.0.2.0/24"}}],
+                      "extender.networkPolicy.apiFrom": [{"namespaceSelector": {"matchLabels": {"a": "b"}}}]})
+    webhook_rule, api_rule = r.get("NetworkPolicy", "berth-extender")["spec"]["ingress"]
+    assert webhook_rule["from"] == [
+        {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "berth", "app.kubernetes.io/instance": "berth",
+                                         "app.kubernetes.io/component": "scheduler"}}},
+        {"ipBlock": {"cidr": "192.0.2.0/24"}},
+    ]
+    assert api_rule["from"] == [{"namespaceSelector": {"matchLabels": {"a": "b"}}}]
+    # The scheduler's pods carry the labels the policy admits.
+    pod_labels = r.get("Deployment", "berth-scheduler")["spec"]["template"]["metadata"]["labels"]
+    assert pod_labels["app.kubernetes.io/component"] == "scheduler"
+
+
+def test_pdb_only_with_more_than_one_replica(helm: Path, default: Rendered) -> None:
+    pdb = default.get("PodDisruptionBudget", "berth-extender")
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "extender"
+    assert not render(helm, {"extender.replicas": 1}).all("PodDisruptionBudget")
+
+
+def test_helm_test_hook(default: Rendered) -> None:
+    pod = default.get("Pod", "berth-test-extender")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    script = pod["spec"]["containers"][0]["args"][0]
+    assert "http://berth-extender:8080" in script and "/readyz" in script
+    assert "https://berth-extender.berth-system.svc:8443" in script
+    assert pod["spec"]["volumes"][0]["secret"]["secretName"] == "berth-scheduler-client-tls"
+    compile(script, "helm-test", "exec")  # the inline Python at least parses
+
+
+def test_notes_name_the_next_step(helm: Path) -> None:
+    out = run_helm(helm, "install", "berth", str(CHART), "--dry-run=client", "--namespace", NS,
+                   "--kube-version", "1.36.2").stdout
+    assert "helm test berth" in out
+    assert "schedulerName: berth-scheduler" in out
+    assert "urlPrefix: https://berth-extender.berth-system.svc:8443" in out
+
+
+# ---------------------------------------------------------------------------- second scheduler
+
+
+def test_scheduler_objects(with_scheduler: Rendered) -> None:
+    r = with_scheduler
+    assert r.find("Deployment", "berth-scheduler")
+    assert r.find("ConfigMap", "berth-scheduler")
+    assert r.find("ServiceAccount", "berth-scheduler")
+    bindings = {b["metadata"]["name"]: b for b in r.all("ClusterRoleBinding")}
+    assert bindings["berth-scheduler-kube-scheduler"]["roleRef"]["name"] == "system:kube-scheduler"
+    assert bindings["berth-scheduler-volume-scheduler"]["roleRef"]["name"] == "system:volume-scheduler"
+    auth = r.get("RoleBinding", "berth-scheduler-authentication-reader")
+    assert auth["metadata"]["namespace"] == "kube-system"
+    assert auth["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                               "name": "extension-apiserver-authentication-reader"}
+    le = r.get("Role", "berth-scheduler-leader-election")
+    assert le["metadata"]["namespace"] == NS
+    assert rules_of(le) == expected.SCHEDULER_LEADER_ELECTION | expected.scheduler_lease("berth-scheduler")
+
+
+def test_scheduler_config(with_scheduler: Rendered) -> None:
+    cm = with_scheduler.get("ConfigMap", "berth-scheduler")
+    config = yaml.safe_load(cm["data"]["config.yaml"])
+    assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
+    assert config["kind"] == "KubeSchedulerConfiguration"
+    [profile] = config["profiles"]
+    assert profile == {"schedulerName": "berth-scheduler", "percentageOfNodesToScore": 100}
+    assert config["leaderElection"] == {"leaderElect": True, "resourceLock": "leases",
+                                        "resourceNamespace": NS, "resourceName": "berth-scheduler"}
+    [ext] = config["extenders"]
+    assert ext["urlPrefix"] == "https://berth-extender.berth-system.svc:8443"
+    assert ext["filterVerb"] == "filter"
+    assert ext["prioritizeVerb"] == "prioritize"
+    assert ext["bindVerb"] == "bind"
+    assert ext["preemptVerb"] == "preempt"
+    assert ext["nodeCacheCapable"] is True
+    assert ext["weight"] == 5
+    assert ext["ignorable"] is False
+    assert ext["httpTimeout"] == "5s"
+    assert ext["enableHTTPS"] is True
+    assert ext["tlsConfig"] == {"serverName": "berth-extender.berth-system.svc",
+                                "certFile": "/etc/berth/tls/tls.crt", "keyFile": "/etc/berth/tls/tls.key",
+                                "caFile": "/etc/berth/tls/ca.crt"}
+    assert "clientConnection" in config and "kubeconfig" not in config["clientConnection"]
+
+    deploy = with_scheduler.get("Deployment", "berth-scheduler")
+    c = _container(deploy)
+    assert c["image"] == "registry.k8s.io/kube-scheduler:v1.36.2"  # the API server's version
+    assert c["command"][:2] == ["/usr/local/bin/kube-scheduler", "--config=/etc/berth/scheduler/config.yaml"]
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    volumes = {v["name"]: v for v in deploy["spec"]["template"]["spec"]["volumes"]}
+    # The files the config names are where the Secret is mounted.
+    assert mounts["tls"] == "/etc/berth/tls"
+    assert volumes["tls"]["secret"]["secretName"] == "berth-scheduler-client-tls"
+    assert mounts["config"] == "/etc/berth/scheduler"
+    assert volumes["config"]["configMap"]["name"] == "berth-scheduler"
+    assert c["livenessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    assert c["readinessProbe"]["httpGet"]["port"] == "https"
+    assert deploy["spec"]["template"]["spec"]["serviceAccountName"] == "berth-scheduler"
+    assert "checksum/config" in deploy["spec"]["template"]["metadata"]["annotations"]
+
+
+def test_scheduler_values(helm: Path) -> None:
+    r = render(helm, {"scheduler.enabled": True, "scheduler.schedulerName": "placement",
+                      "scheduler.extender.weight": 10, "scheduler.extender.ignorable": True,
+                      "scheduler.extender.httpTimeout": "2s", "scheduler.extender.nodeCacheCapable": False,
+                      "scheduler.extender.preempt": False, "scheduler.extender.bind": False,
+                      "scheduler.percentageOfNodesToScore": 50, "scheduler.image.tag": "v1.35.4",
+                      "scheduler.extender.managedResources": [{"name": "example.com/gpu",
+                                                               "ignoredByScheduler": False}],
+                      "scheduler.pluginConfig": [{"name": "NodeResourcesFit", "args": {
+                          "scoringStrategy": {"type": "MostAllocated"}}}],
+                      "extender.port": 9443})
+    config = yaml.safe_load(r.get("ConfigMap", "berth-scheduler")["data"]["config.yaml"])
+    [profile] = config["profiles"]
+    assert profile["schedulerName"] == "placement"
+    assert profile["percentageOfNodesToScore"] == 50
+    assert profile["pluginConfig"][0]["name"] == "NodeResourcesFit"
+    [ext] = config["extenders"]
+    assert ext["weight"] == 10 and ext["ignorable"] is True and ext["httpTimeout"] == "2s"
+    assert ext["nodeCacheCapable"] is False
+    assert "bindVerb" not in ext and "preemptVerb" not in ext
+    assert ext["managedResources"] == [{"name": "example.com/gpu", "ignoredByScheduler": False}]
+    assert ext["urlPrefix"] == "https://berth-extender.berth-system.svc:9443"
+    assert _container(r.get("Deployment", "berth-scheduler"))["image"].endswith(":v1.35.4")
+
+
+def test_scheduler_image_drops_a_vendor_suffix(helm: Path) -> None:
+    r = render(helm, SCHEDULER_ON, kube_version="v1.30.5-gke.1014001")
+    assert _container(r.get("Deployment", "berth-scheduler"))["image"] == "registry.k8s.io/kube-scheduler:v1.30.5"
+
+
+# ---------------------------------------------------------------------------- cert-manager, monitoring
+
+
+def test_cert_manager_mode(helm: Path) -> None:
+    r = render(helm, {"tls.certManager.enabled": True})
+    assert not r.all("Secret"), "cert-manager makes the Secrets"
+    assert r.names("Issuer") == {"berth-selfsigned", "berth-ca"}
+    certs = {c["metadata"]["name"]: c for c in r.all("Certificate")}
+    assert set(certs) == {"berth-ca", "berth-extender", "berth-scheduler-client", "berth-webhook"}
+    assert certs["berth-ca"]["spec"]["isCA"] is True
+    assert certs["berth-extender"]["spec"]["secretName"] == "berth-extender-tls"
+    assert "berth-extender.berth-system.svc" in certs["berth-extender"]["spec"]["dnsNames"]
+    assert "server auth" in certs["berth-extender"]["spec"]["usages"]
+    assert "client auth" in certs["berth-scheduler-client"]["spec"]["usages"]
+    assert certs["berth-scheduler-client"]["spec"]["secretName"] == "berth-scheduler-client-tls"
+    for name in ("berth-extender", "berth-scheduler-client", "berth-webhook"):
+        assert certs[name]["spec"]["issuerRef"] == {"name": "berth-ca", "kind": "Issuer", "group": "cert-manager.io"}
+    vwc = r.get("ValidatingWebhookConfiguration", "berth-webhook")
+    assert vwc["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == "berth-system/berth-webhook"
+    assert "caBundle" not in vwc["webhooks"][0]["clientConfig"]
+
+    own = render(helm, {"tls.certManager.enabled": True,
+                        "tls.certManager.issuerRef": {"name": "platform-ca", "kind": "ClusterIssuer"}})
+    assert not own.all("Issuer")
+    assert {c["metadata"]["name"] for c in own.all("Certificate")} == {
+        "berth-extender", "berth-scheduler-client", "berth-webhook"}
+    for cert in own.all("Certificate"):
+        assert cert["spec"]["issuerRef"] == {"name": "platform-ca", "kind": "ClusterIssuer"}
+
+
+def test_service_monitor(helm: Path) -> None:
+    r = render(helm, {"extender.serviceMonitor.enabled": True,
+                      "extender.serviceMonitor.labels": {"release": "kube-prometheus-stack"}})
+    sm = r.get("ServiceMonitor", "berth-extender")
+    assert sm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert sm["spec"]["endpoints"] == [{"port": "api", "path": "/metrics", "interval": "30s"}]
+    svc = r.get("Service", "berth-extender")
+    assert {p["name"] for p in svc["spec"]["ports"]} == {"webhook", "api"}
+    assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+
+
+def test_names_follow_the_release(helm: Path) -> None:
+    r = render(helm, {"scheduler.enabled": True}, release="placement", namespace="ops")
+    assert r.names("Deployment") == {"placement-berth-extender", "placement-berth-operator",
+                                     "placement-berth-scheduler"}
+    config = yaml.safe_load(r.get("ConfigMap", "placement-berth-scheduler")["data"]["config.yaml"])
+    assert config["extenders"][0]["urlPrefix"] == "https://placement-berth-extender.ops.svc:8443"
+    sans = _cert(r.get("Secret", "placement-berth-extender-tls")).extensions.get_extension_for_class(
+        x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+    assert "placement-berth-extender.ops.svc" in sans
+    for obj in r.objects:
+        assert len(obj["metadata"]["name"]) <= 63
+
+
+# ---------------------------------------------------------------------------- schema
+
+
+@pytest.mark.parametrize("bad", [
+    {"settings.cpuOvercommitPercent": 0},
+    {"settings.defaultStrategy": "Random"},
+    {"settings.minFreeDiskPercent": 101},
+    {"extender.port": 70000},
+    {"extender.replicass": 2},
+    {"scheduler.extender.httpTimeout": "five seconds"},
+    {"scheduler.percentageOfNodesToScore": 101},
+    {"operator.webhook.failurePolicy": "Maybe"},
+    {"image.digest": "latest"},
+    {"unknownTopLevel": True},
+])
+def test_schema_refuses_bad_values(helm: Path, bad: dict[str, Any]) -> None:
+    from .helm import set_args
+
+    proc = run_helm(helm, "template", "berth", str(CHART), *set_args(bad), check=False)
+    assert proc.returncode != 0, f"{bad} was accepted"
+    assert "schema" in proc.stderr.lower() or "values don't meet" in proc.stderr.lower(), proc.stderr
+
+
+# ---------------------------------------------------------------------------- CRDs
+
+
+def test_crds_come_from_the_single_source(helm: Path, tmp_path: Path) -> None:
+    """charts/berth/crds is a symlink to the repository's crds/: no second copy to drift. Helm
+    follows it when rendering and when packaging (the package holds real files)."""
+    link = CHART / "crds"
+    assert link.is_symlink() and Path(link.readlink()) == Path("../../crds")
+    sources = sorted((REPO_ROOT / "crds").glob("*.yaml"))
+    rendered = Rendered(template(helm, include_crds=True))
+    crd_names = rendered.names("CustomResourceDefinition")
+    for source in sources:
+        for doc in yaml.safe_load_all(source.read_text()):
+            if doc and doc.get("kind") == "CustomResourceDefinition":
+                assert doc["metadata"]["name"] in crd_names, source.name
+    out = run_helm(helm, "package", str(CHART), "--destination", str(tmp_path)).stdout
+    package = next(tmp_path.glob("berth-*.tgz"))
+    assert package.name in out or package.exists()
+    with tarfile.open(package) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        for source in sources:
+            member = members.get(f"berth/crds/{source.name}")
+            assert member is not None and member.isfile(), f"{source.name} missing from the package"
+            extracted = tar.extractfile(member)
+            assert extracted is not None and extracted.read() == source.read_bytes()
+        assert not any(m.issym() or m.islnk() for m in members.values())
+
+
+def test_placementpolicy_crd_is_installed_by_the_chart(helm: Path) -> None:
+    source = REPO_ROOT / "crds" / "placementpolicies.berth.dev.yaml"
+    if not source.exists():
+        pytest.skip("crds/placementpolicies.berth.dev.yaml not written yet")
+    rendered = Rendered(template(helm, include_crds=True))
+    assert "placementpolicies.berth.dev" in rendered.names("CustomResourceDefinition")
+
+
+def test_peering_crd_is_shipped_when_peering_is_used(helm: Path) -> None:
+    r = Rendered(template(helm, {"operator.replicas": 2}, include_crds=True))
+    assert "clusterkopfpeerings.kopf.dev" in r.names("CustomResourceDefinition")
