@@ -60,7 +60,7 @@ def _in_list(lines: list[str], i: int, indent: int) -> bool:
         other = len(lines[j]) - len(stripped)
         if other < indent:
             return False
-        if other == indent - 2 and stripped.startswith("- ") or other == indent and stripped.startswith("- "):
+        if (other == indent - 2 and stripped.startswith("- ")) or (other == indent and stripped.startswith("- ")):
             return True
     return False
 
@@ -73,7 +73,7 @@ def test_every_value_has_a_comment_with_an_example() -> None:
 
     def ok(key: str) -> bool:  # a section is documented when all its values are
         children = [k for k in documented if k.startswith(key + ".") and "." not in k[len(key) + 1:]]
-        return documented[key] or bool(children) and all(ok(c) for c in children)
+        return documented[key] or (bool(children) and all(ok(c) for c in children))
 
     missing = [f"line {n}: {k}" for n, k, _ in keys if not ok(k)]
     assert not missing, "values without a comment giving an example:\n" + "\n".join(missing)

