@@ -1,0 +1,271 @@
+"""Invariants of the core, checked on generated clusters (hypothesis):
+
+- a successful plan never takes a node over capacity (allocatable x overcommit, and the disk floor);
+- the same inputs give the same plan and decision, whatever order nodes and pods were inserted in;
+- a plan sums exactly to the count, or fails with an error and no plan;
+- AUTO ends at the flattest distribution reachable from the current one;
+- a greedy round equals placing its pods one at a time with evaluate_pod + ClusterView.assume.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from berth.core.capacity import capacity_table
+from berth.core.errors import ErrorCode
+from berth.core.evaluate import evaluate_pod
+from berth.core.model import NodeInfo, PodInfo
+from berth.core.plan import PlanResult, plan_round
+from berth.core.policy import PlacementPolicy
+from berth.core.quantity import CPU, DISK, MEMORY, PODS
+from berth.core.settings import Settings
+from berth.core.view import ClusterView
+
+from .builders import NOW, ZONE, policy
+
+GI = 2**30
+MI = 2**20
+NAMES = ["a", "b", "c", "d", "e", "f", "g", "h"]
+GREEDY = ["Auto", "Global", "Drained", "Balanced", "Spread", "BestFit", None]
+ALL_STRATEGIES = [*GREEDY, "Fill", "Each"]
+
+PROPS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@dataclass(frozen=True)
+class World:
+    """A generated cluster: nodes, the pods already on them, the settings in force."""
+
+    nodes: tuple[NodeInfo, ...]
+    pods: tuple[PodInfo, ...]
+    settings: Settings
+
+    def view(self, node_order: list[int] | None = None, pod_order: list[int] | None = None) -> ClusterView:
+        view = ClusterView()
+        for i in node_order if node_order is not None else range(len(self.nodes)):
+            view.upsert_node(self.nodes[i])
+        for i in pod_order if pod_order is not None else range(len(self.pods)):
+            view.upsert_pod(self.pods[i])
+        return view
+
+
+def _limit(node: NodeInfo, resource: str, s: Settings) -> int | None:
+    total = node.allocatable.get(resource)
+    if total is None:
+        return None
+    if resource == DISK:
+        return total - total * s.min_free_disk_percent // 100
+    return total * s.overcommit_percent(resource) // 100
+
+
+def _fits(node: NodeInfo, used: dict[str, int], p: PodInfo, s: Settings) -> bool:
+    for resource in (CPU, MEMORY, DISK, PODS):
+        limit = _limit(node, resource, s)
+        need = 1 if resource == PODS else p.requests.get(resource, 0)
+        if limit is not None and used.get(resource, 0) + need > limit:
+            return False
+    return True
+
+
+@st.composite
+def worlds(draw: st.DrawFn, *, unknown: bool = True, min_nodes: int = 1) -> World:
+    names = draw(st.lists(st.sampled_from(NAMES), min_size=min_nodes, max_size=6, unique=True))
+    nodes = []
+    for name in names:
+        labels = {"kubernetes.io/hostname": name}
+        zone = draw(st.sampled_from(["z1", "z2", "z3", None]))
+        if zone:
+            labels[ZONE] = zone
+        rack = draw(st.sampled_from(["r1", "r2", None]))
+        if rack:
+            labels["rack"] = rack
+        if draw(st.booleans()):
+            labels["disk"] = "ssd"
+        alloc = {CPU: draw(st.sampled_from([1000, 2000, 4000, 8000])),
+                 MEMORY: draw(st.sampled_from([1, 2, 4, 8])) * GI,
+                 DISK: draw(st.sampled_from([10, 100])) * GI,
+                 PODS: draw(st.sampled_from([1, 2, 3, 4, 6, 10, 30]))}
+        if unknown and draw(st.integers(0, 9)) == 0:
+            del alloc[draw(st.sampled_from([CPU, MEMORY, DISK]))]
+        nodes.append(NodeInfo(name=name, labels=labels, allocatable=alloc, ready=True))
+    s = Settings(cpu_overcommit_percent=draw(st.sampled_from([100, 150, 200])),
+                 memory_overcommit_percent=draw(st.sampled_from([100, 120])),
+                 min_free_disk_percent=draw(st.sampled_from([0, 10, 50])))
+    used: dict[str, dict[str, int]] = {n.name: {} for n in nodes}
+    pods = []
+    for i in range(draw(st.integers(0, 20))):
+        where = draw(st.sampled_from(nodes))
+        p = PodInfo(uid=f"old-{i}", name=f"old-{i}", namespace=draw(st.sampled_from(["shop", "shop", "other"])),
+                    labels=draw(st.sampled_from([{"app": "web"}, {"app": "web", "role": "db"}, {"app": "db"}, {}])),
+                    requests=_requests(draw), node_name=where.name,
+                    terminating=draw(st.integers(0, 9)) == 0, sleepy=draw(st.integers(0, 4)) == 0)
+        if _fits(where, used[where.name], p, s):
+            for resource, amount in (*p.requests.items(), (PODS, 1)):
+                used[where.name][resource] = used[where.name].get(resource, 0) + amount
+            pods.append(p)
+    return World(tuple(nodes), tuple(pods), s)
+
+
+def _requests(draw: st.DrawFn) -> dict[str, int]:
+    out = {CPU: draw(st.sampled_from([0, 100, 250, 500, 1000])),
+           MEMORY: draw(st.sampled_from([0, 64, 256, 512, 1024])) * MI,
+           DISK: draw(st.sampled_from([0, 0, 0, 1, 5])) * GI}
+    return {k: v for k, v in out.items() if v}
+
+
+@st.composite
+def new_pods(draw: st.DrawFn) -> PodInfo:
+    return PodInfo(uid="new", name="new", namespace="shop", labels={"app": "web", "role": "db"},
+                   requests=_requests(draw), sleepy=draw(st.integers(0, 4)) == 0)
+
+
+@st.composite
+def policies(draw: st.DrawFn, strategies: list[str | None], *, extras: bool = True,
+             min_count: int = 0) -> PlacementPolicy:
+    spec: dict[str, Any] = {}
+    strategy = draw(st.sampled_from(strategies))
+    if strategy:
+        spec["strategy"] = strategy
+    spec["nodesLimit"] = draw(st.integers(0, 3))
+    spec["count"] = draw(st.integers(min_count, 6))
+    if extras and draw(st.booleans()):
+        spec["topologySpreadConstraints"] = [{
+            "maxSkew": draw(st.integers(1, 2)), "topologyKey": ZONE,
+            "whenUnsatisfiable": draw(st.sampled_from(["DoNotSchedule", "ScheduleAnyway"]))}]
+    if extras and draw(st.booleans()):
+        spec["placementRules"] = draw(st.sampled_from([
+            [{"resource": "Pod", "operator": "HasNot", "labels": {"role": "db"}}],
+            [{"resource": "Pod", "operator": "HasNot", "labels": {"role": "db"}, "within": "rack"}],
+            [{"resource": "Node", "operator": "Has", "labels": {"disk": "ssd"}}],
+            [{"anyOf": [{"resource": "Pod", "operator": "Has", "labels": {"app": "db"}},
+                        {"resource": "Node", "operator": "HasNot", "labels": {"disk": "ssd"}}]}],
+        ]))
+        spec["affinityMatching"] = draw(st.sampled_from(["Enforced", "Preferred"]))
+    return policy(**spec)
+
+
+def _round_count(pol: PlacementPolicy, drawn: int) -> int | None:
+    """Fill and Each define their own round half the time; greedy rounds take the drawn count."""
+    return None if pol.strategy_name in ("Fill", "Each") and drawn % 2 == 0 else drawn
+
+
+def _apply(view: ClusterView, p: PodInfo, result: PlanResult) -> None:
+    i = 0
+    for node, n in result.plan.items():
+        for _ in range(n):
+            view.assume(replace(p, uid=f"applied-{i}", name=f"applied-{i}"), node)
+            i += 1
+
+
+def _check_capacity(world: World, p: PodInfo, pol: PlacementPolicy, count: int | None) -> None:
+    view = world.view()
+    result = plan_round(view, p, pol, world.settings, NOW, count)
+    if result.error is not None:
+        return
+    _apply(view, p, result)
+    s = world.settings.for_policy(pol)
+    for node in world.nodes:
+        if node.name not in result.plan:
+            continue
+        requested = view.requested(node.name)
+        for resource in (CPU, MEMORY, PODS) + ((DISK,) if p.requests.get(DISK) else ()):
+            limit = _limit(node, resource, s)
+            if limit is not None:
+                assert requested.get(resource, 0) <= limit, (node.name, resource, result.plan)
+
+
+@PROPS
+@given(world=worlds(), p=new_pods(), pol=policies(GREEDY), count=st.integers(0, 25))
+def test_never_over_capacity_greedy(world: World, p: PodInfo, pol: PlacementPolicy, count: int) -> None:
+    _check_capacity(world, p, pol, count)
+
+
+@settings(PROPS, max_examples=300)
+@given(world=worlds(), p=new_pods(), pol=policies(["Fill", "Each"], extras=False, min_count=1),
+       count=st.integers(0, 25))
+def test_never_over_capacity_fill_and_each(world: World, p: PodInfo, pol: PlacementPolicy, count: int) -> None:
+    _check_capacity(world, p, pol, _round_count(pol, count))
+
+
+@PROPS
+@given(world=worlds(), p=new_pods(), pol=policies(ALL_STRATEGIES), count=st.integers(0, 25), data=st.data())
+def test_deterministic_whatever_the_insertion_order(world: World, p: PodInfo, pol: PlacementPolicy, count: int,
+                                                    data: st.DataObject) -> None:
+    n = _round_count(pol, count)
+    first = plan_round(world.view(), p, pol, world.settings, NOW, n)
+    again = plan_round(world.view(), p, pol, world.settings, NOW, n)
+    node_order = data.draw(st.permutations(range(len(world.nodes))))
+    pod_order = data.draw(st.permutations(range(len(world.pods))))
+    shuffled = plan_round(world.view(node_order, pod_order), p, pol, world.settings, NOW, n)
+    for other in (again, shuffled):
+        assert list(other.plan.items()) == list(first.plan.items())
+        assert other.error == first.error
+        assert other.decision.to_dict() == first.decision.to_dict()
+    one = evaluate_pod(world.view(), p, pol, world.settings, NOW).decision.to_dict()
+    assert evaluate_pod(world.view(node_order, pod_order), p, pol, world.settings, NOW).decision.to_dict() == one
+
+
+@PROPS
+@given(world=worlds(), p=new_pods(), pol=policies(ALL_STRATEGIES), count=st.integers(0, 25))
+def test_plan_sums_to_the_count_or_fails(world: World, p: PodInfo, pol: PlacementPolicy, count: int) -> None:
+    n = _round_count(pol, count)
+    result = plan_round(world.view(), p, pol, world.settings, NOW, n)
+    if result.error is None:
+        assert all(v > 0 for v in result.plan.values())
+        if n is not None:
+            assert sum(result.plan.values()) == n
+        assert result.decision.plan == result.plan
+    else:
+        assert result.plan == {}
+        assert result.error.code in set(ErrorCode)
+        assert result.error.message
+
+
+@PROPS
+@given(world=worlds(unknown=False), p=new_pods(), count=st.integers(1, 40))
+def test_auto_ends_at_the_flattest_reachable_distribution(world: World, p: PodInfo, count: int) -> None:
+    pol = policy(strategy="Auto")
+    view = world.view()
+    table = capacity_table(view, p, pol, world.settings, NOW)
+    have = view.matching_counts("shop", pol.selector)
+    result = plan_round(view, p, pol, world.settings, NOW, count)
+    if table.total < count:
+        assert result.error is not None and result.error.code is ErrorCode.INSUFFICIENT_RESOURCE
+        return
+    assert result.error is None, result.error
+    # The lowest ceiling M such that topping every candidate up to M (within its room) holds count pods.
+    room = {n: table.nodes.get(n, 0) for n in view.nodes}
+    level = 0
+    while sum(min(room[n], max(0, level - have.get(n, 0))) for n in room) < count:
+        level += 1
+    final = {n: have.get(n, 0) + result.plan.get(n, 0) for n in room}
+    assert max(final[n] for n in result.plan) == level
+    assert all(result.plan.get(n, 0) <= room[n] for n in room)
+
+
+@PROPS
+@given(world=worlds(), p=new_pods(), pol=policies(GREEDY), count=st.integers(0, 15))
+def test_round_equals_pod_by_pod(world: World, p: PodInfo, pol: PlacementPolicy, count: int) -> None:
+    batch = plan_round(world.view(), p, pol, world.settings, NOW, count)
+    view = world.view()
+    placed: dict[str, int] = {}
+    error = None
+    for i in range(count):
+        one = p if i == 0 else replace(p, uid=f"{p.uid}~{i}", name=f"{p.name}~{i}")
+        decision = evaluate_pod(view, one, pol, world.settings, NOW).decision
+        if decision.error is not None or not decision.ranking:
+            error = decision.error
+            break
+        view.assume(one, decision.ranking[0])
+        placed[decision.ranking[0]] = placed.get(decision.ranking[0], 0) + 1
+    if batch.error is None:
+        assert error is None, error
+        assert list(batch.plan.items()) == list(placed.items())
+    else:
+        assert error is not None, (batch.error, placed)
+        expected = error.code if error.code is ErrorCode.AFFINITY_UNSATISFIED else ErrorCode.INSUFFICIENT_RESOURCE
+        assert batch.error.code is expected
