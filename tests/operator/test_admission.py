@@ -1,0 +1,90 @@
+"""The admission webhook's check, and the Kopf handler that serves it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from berth.operator.admission import REFUSAL_CODE, admission_problem
+
+from tests.operator import objects as o
+
+ROOT = Path(__file__).resolve().parents[2]
+INVALID = sorted((ROOT / "examples" / "invalid").glob("*.yaml"))
+VALID = sorted((ROOT / "examples" / "valid").glob("*.yaml"))
+
+
+def _expected(path: Path) -> str:
+    return next(line.removeprefix("# berth: ") for line in path.read_text().splitlines()
+                if line.startswith("# berth: "))
+
+
+@pytest.mark.parametrize("path", INVALID, ids=lambda p: p.stem)
+def test_create_of_an_invalid_policy_is_refused_with_the_field_path(path: Path) -> None:
+    body = yaml.safe_load(path.read_text())
+    assert admission_problem(body, None, "CREATE") == _expected(path)
+
+
+@pytest.mark.parametrize("path", VALID, ids=lambda p: p.stem)
+def test_valid_policies_are_allowed(path: Path) -> None:
+    body = yaml.safe_load(path.read_text())
+    assert admission_problem(body, None, "CREATE") is None
+    assert admission_problem(body, o.policy(), "UPDATE") is None
+
+
+def test_the_message_of_the_issue() -> None:
+    body = o.policy({"placementRules": [{"resource": "Pod", "operator": "HasNot",
+                                         "labels": {"role": "a", " role ": "b"}}]})
+    assert admission_problem(body, None, "CREATE") == "spec.placementRules[0].labels.role: duplicate key after trimming"
+
+
+def test_an_update_that_breaks_the_spec_is_refused() -> None:
+    bad = o.policy({"placementRules": [{"anyOf": []}]})
+    assert admission_problem(bad, o.policy(), "UPDATE") == \
+        "spec.placementRules[0].anyOf: must be a non-empty list of rules or groups"
+
+
+def test_an_update_that_leaves_an_invalid_spec_alone_is_allowed() -> None:
+    """Metadata, label or finalizer changes of a policy that got in while the webhook was down."""
+    bad = o.policy({"placementRules": [{"anyOf": []}]})
+    relabelled = o.policy({"placementRules": [{"anyOf": []}]})
+    relabelled["metadata"]["labels"] = {"team": "a"}
+    assert admission_problem(relabelled, bad, "UPDATE") is None
+
+
+def test_other_operations_and_kinds_pass() -> None:
+    bad = o.policy({"placementRules": [{"anyOf": []}]})
+    assert admission_problem(bad, None, "DELETE") is None
+    assert admission_problem(None, bad, "UPDATE") is None
+    other = dict(bad, apiVersion="berth.dev/v1beta9")
+    assert admission_problem(other, None, "CREATE") is None
+
+
+def test_kopf_handler_refuses_with_422() -> None:
+    import kopf
+    from berth.operator.handlers import OperatorConfig, build_registry
+    from berth.operator.webhook import WEBHOOK_ID, WebhookOptions
+    from kopf._core.engines import admission as kopf_admission
+
+    registry, _ = build_registry(OperatorConfig(webhook=WebhookOptions(mode="dev")))
+    (handler,) = registry._webhooks.get_all_handlers()
+    assert handler.id == WEBHOOK_ID
+    assert handler.ignore_failures is True and handler.operations == ["CREATE", "UPDATE"]
+
+    bad = yaml.safe_load((ROOT / "examples" / "invalid" / "too-many-rules.yaml").read_text())
+    bad["metadata"]["namespace"] = "shop"
+    with pytest.raises(kopf.AdmissionError) as refused:
+        handler.fn(body=kopf.Body(bad), old=None, operation="CREATE")
+    assert refused.value.code == REFUSAL_CODE
+    assert str(refused.value).startswith("spec.placementRules: has 17 rules in total")
+    assert handler.fn(body=kopf.Body(o.policy()), old=None, operation="CREATE") is None
+
+    # The review Kopf sends back to the API server.
+    outcome: Any = kopf_admission.build_response(
+        request={"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u1"}},
+        outcomes={WEBHOOK_ID: type("O", (), {"exception": refused.value})()},  # type: ignore[dict-item]
+        warnings=[], jsonpatch=[])
+    assert outcome["response"]["allowed"] is False
+    assert outcome["response"]["status"] == {"message": str(refused.value), "code": 422}
