@@ -246,8 +246,12 @@ class Extender:
                     store.rounds[key] = rnd = resumed
                     log.info("resumed round %s of %s from the pods' annotations", record.round_id, key)
         if rnd is None and open_new:
-            count = store.pending_governed(policy) + (0 if pod.uid in store.pending else 1)
-            result = plan_round(state, pod, policy, self.core_settings, eval_now, max(count, 1))  # type: ignore[arg-type]
+            # The round is the strategy's own (Fill: top every node up to count; Each: add count to each
+            # node), cut to the pods actually pending when fewer are: pods beyond the round wait for the next.
+            count = max(store.pending_governed(policy) + (0 if pod.uid in store.pending else 1), 1)
+            result = plan_round(state, pod, policy, self.core_settings, eval_now, None)  # type: ignore[arg-type]
+            if result.error is None and count < sum(result.plan.values()):
+                result = plan_round(state, pod, policy, self.core_settings, eval_now, count)  # type: ignore[arg-type]
             if result.error is not None:
                 return None, result.decision
             rnd = Round(key, round_id_for(key, now), dict(result.plan), now, now)

@@ -145,6 +145,9 @@ class LiveView:
         self._threads: list[threading.Thread] = []
         self.relists: dict[str, int] = {}
         self.resource_versions: dict[str, str] = {}
+        if not track_leases:  # liveness by the Ready condition alone (clusters without kubelets)
+            store.view.leases_tracked = False
+            store.mark_listed("leases")
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -152,8 +155,6 @@ class LiveView:
         kinds = ["policies", "nodes", "leases", "pods"]
         if not self.track_leases:
             kinds.remove("leases")
-            self.store.view.leases_tracked = False
-            self.store.mark_listed("leases")
         for kind in kinds:
             thread = threading.Thread(target=self.run, args=(kind,), name=f"berth-watch-{kind}", daemon=True)
             thread.start()

@@ -1,0 +1,86 @@
+"""How kube-scheduler must be configured to call berth, and why the prioritize ``weight`` is 30.
+
+kube-scheduler adds, for every node, the weighted scores of its score plugins (each 0..100)
+and, for every extender, ``Score x weight x (MaxNodeScore / MaxExtenderPriority)`` = ``Score x
+weight x 10``. berth scores the strategy's winner 10 and every other node at most 4
+(:data:`berth.core.evaluate.RUNNER_UP_MAX`), so the winner leads any other node by at least
+``(10 - 4) x weight x 10 = 60 x weight`` from berth alone. The default plugins can give another
+node at most ``100 x (sum of their weights)`` more than the winner; with every default score
+plugin of v1.36/v1.37 enabled (DynamicResources and VolumeBinding included) that sum is 15, so
+the plugins can move a node by at most 1500. ``60 x weight > 1500`` needs ``weight >= 26``;
+berth documents 30 (a margin of 1800, room for one more weight-2 plugin). With that weight the
+scheduler binds the strategy's node whatever the default plugins say; pods no policy selects
+get equal scores of 0 from berth, so the default plugins alone place them.
+
+Strategies that look at the whole cluster (Spread, Balanced, the default ranking, rounds)
+need every feasible node: ``percentageOfNodesToScore: 100`` (kube-scheduler otherwise stops
+looking after a sample of the nodes on large clusters).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+MAX_EXTENDER_PRIORITY = 10
+MAX_NODE_SCORE = 100
+
+DEFAULT_SCORE_PLUGIN_WEIGHTS: dict[str, int] = {
+    "TaintToleration": 3,
+    "NodeAffinity": 2,
+    "NodeResourcesFit": 1,
+    "VolumeBinding": 1,
+    "PodTopologySpread": 2,
+    "InterPodAffinity": 2,
+    "DynamicResources": 2,
+    "NodeResourcesBalancedAllocation": 1,
+    "ImageLocality": 1,
+}
+"""Score plugins of kube-scheduler's default profile (pkg/scheduler/apis/config/v1/default_plugins.go,
+v1.36/v1.37; VolumeBinding scores with weight 1 when it scores, DynamicResources is on by default)."""
+
+RECOMMENDED_WEIGHT = 30
+
+
+def minimum_weight(winner: int = 10, runner_up_max: int = 4,
+                   plugin_weights: dict[str, int] | None = None) -> int:
+    """The smallest extender weight with which berth's winner always has the highest total."""
+    plugins = sum((plugin_weights or DEFAULT_SCORE_PLUGIN_WEIGHTS).values()) * MAX_NODE_SCORE
+    gap = (winner - runner_up_max) * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
+    return plugins // gap + 1
+
+
+def scheduler_config(url: str, *, weight: int = RECOMMENDED_WEIGHT, scheduler_name: str | None = None,
+                     bind: bool = True, node_cache_capable: bool = True, ignorable: bool = False,
+                     http_timeout: str = "5s", tls: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A KubeSchedulerConfiguration that sends every pod through berth (``scheduler_name``: a second
+    profile of that name instead of the default one)."""
+    extender: dict[str, Any] = {
+        "urlPrefix": url,
+        "filterVerb": "filter",
+        "prioritizeVerb": "prioritize",
+        "preemptVerb": "preempt",
+        "weight": weight,
+        "enableHTTPS": url.startswith("https://"),
+        "nodeCacheCapable": node_cache_capable,
+        "ignorable": ignorable,
+        "httpTimeout": http_timeout,
+    }
+    if bind:
+        extender["bindVerb"] = "bind"
+    if tls:
+        extender["tlsConfig"] = tls
+    config: dict[str, Any] = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "percentageOfNodesToScore": 100,
+        "extenders": [extender],
+    }
+    if scheduler_name:
+        config["profiles"] = [{"schedulerName": scheduler_name}]
+    return config
+
+
+def scheduler_config_yaml(url: str, **kwargs: Any) -> str:
+    return yaml.safe_dump(scheduler_config(url, **kwargs), sort_keys=False)

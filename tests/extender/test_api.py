@@ -1,0 +1,123 @@
+"""The explain API (decisions, preview, allocations, capacity) and the operations endpoints."""
+
+from __future__ import annotations
+
+import orjson
+
+from tests.extender.helpers import harness, node, pod, policy
+
+WEB = {"app": "web"}
+
+
+def cluster() -> list[dict[str, object]]:
+    return [node("a", cpu="2", memory="4Gi"), node("b", cpu="4", memory="8Gi"), node("c", cpu=None),
+            policy("web", strategy="Spread", capacity={"cpuOvercommitPercent": 200}),
+            pod("old", labels=WEB, cpu="1", memory="1Gi", node_name="a")]
+
+
+def test_decision_of_a_pod_never_placed_is_404() -> None:
+    h = harness(cluster())
+    r = h.client.get("/api/v1/decisions/shop/nobody")
+    assert r.status_code == 404
+    assert r.json() == {"error": "no decision recorded for pod shop/nobody"}
+
+
+def test_decision_after_a_filter_names_every_refusal() -> None:
+    h = harness(cluster())
+    h.filter(pod("huge", labels=WEB, cpu="100"))
+    d = h.client.get("/api/v1/decisions/shop/huge").json()
+    assert d["trigger"] == "filter"
+    assert d["considered"] == ["a", "b", "c"]
+    assert set(d["refused"]) == {"a", "b"}
+    assert d["refused"]["b"].startswith("insufficient capacity: cpu: needs 100")
+    # c reports no cpu: unknown is neither zero nor unlimited; eligible, with a warning
+    assert d["winner"] == "c"
+    assert any("c" in w for w in d["warnings"])
+
+
+def test_decision_when_nothing_fits_carries_the_error() -> None:
+    h = harness([node("a", cpu="1"), policy("web")])
+    h.filter(pod("huge", labels=WEB, cpu="100"))
+    d = h.client.get("/api/v1/decisions/shop/huge").json()
+    assert d["winner"] is None
+    assert d["error"]["code"] == "insufficient_resource"
+
+
+def test_preview_of_a_shape() -> None:
+    h = harness(cluster())
+    body = {"namespace": "shop", "labels": WEB, "requests": {"cpu": "3", "memory": "1Gi"}}
+    r = h.client.post("/api/v1/preview", content=orjson.dumps(body))
+    assert r.status_code == 200, r.text
+    result = r.json()
+    d = result["decision"]
+    assert d["policy"] == "shop/web" and d["strategy"] == "Spread" and d["trigger"] == "preview"
+    assert "a" not in d["refused"]  # cpuOvercommitPercent 200: a has 4 - 1 = 3 cores to give
+    assert result["scores"][d["winner"]] == 10
+    assert h.store.assumed == {}  # a preview changes nothing
+
+
+def test_preview_of_a_pod_manifest_with_a_named_policy_and_nodes() -> None:
+    h = harness(cluster())
+    body = {"pod": pod("x", labels={"app": "other"}), "policy": "web", "nodes": ["a"]}
+    d = h.client.post("/api/v1/preview", content=orjson.dumps(body)).json()["decision"]
+    assert d["considered"] == ["a"] and d["policy"] == "shop/web"
+
+
+def test_preview_errors() -> None:
+    h = harness(cluster())
+    assert h.client.post("/api/v1/preview", content=b"{").status_code == 400
+    r = h.client.post("/api/v1/preview", content=orjson.dumps({"requests": {"cpu": "many"}}))
+    assert r.status_code == 400 and "cannot read the pod" in r.json()["error"]
+    r = h.client.post("/api/v1/preview", content=orjson.dumps({"namespace": "shop", "policy": "nope"}))
+    assert r.status_code == 404 and "shop/nope" in r.json()["error"]
+    r = h.client.post("/api/v1/preview", content=orjson.dumps({"colour": "blue"}))
+    assert r.status_code == 400 and "colour" in r.json()["error"]
+
+
+def test_capacity_by_query_and_by_body() -> None:
+    h = harness(cluster())
+    r = h.client.get("/api/v1/capacity", params={"namespace": "shop", "labels": "app=web", "cpu": "1",
+                                                 "memory": "1Gi"})
+    assert r.status_code == 200, r.text
+    by_query = r.json()
+    assert by_query["policy"] == "shop/web"
+    assert by_query["nodes"]["b"] == 8  # 4 cores at 200%: 8 of 1 core; 8Gi of memory: 8
+    assert by_query["total"] == sum(by_query["nodes"].values())
+    body = {"namespace": "shop", "labels": WEB, "requests": {"cpu": "1", "memory": "1Gi"}}
+    assert h.client.post("/api/v1/capacity", content=orjson.dumps(body)).json() == by_query
+    assert h.client.get("/api/v1/capacity", params={"labels": "nonsense"}).status_code == 400
+    assert h.client.get("/api/v1/capacity", params={"cpu": "lots"}).status_code == 400
+
+
+def test_allocations_show_every_node_and_the_settings_in_force() -> None:
+    h = harness(cluster())
+    result = h.client.get("/api/v1/nodes/allocations").json()
+    assert result["settings"]["cpu_overcommit_percent"] == 100
+    assert result["policies"]["shop/web"]["settings"]["cpu_overcommit_percent"] == 200
+    a = result["nodes"]["a"]
+    assert a["allocatable"]["cpu"] == 2000 and a["requested"]["cpu"] == 1000
+    assert "cpu" in result["nodes"]["c"]["unknown"]
+
+
+def test_health_readiness_and_metrics() -> None:
+    h = harness(cluster())
+    assert h.client.get("/healthz").text == "ok"
+    assert h.client.get("/readyz").status_code == 200  # a snapshot is fully listed
+    h.filter(pod("web-1", labels=WEB))
+    text = h.client.get("/metrics").text
+    for name in ("berth_extender_request_seconds_bucket{le=", 'berth_view_objects{kind="nodes"} 3.0',
+                 'berth_view_objects{kind="assumed"} 1.0', 'berth_extender_decisions_total{result="placed"',
+                 "berth_bind_conflicts_total", "berth_watch_restarts_total"):
+        assert name in text, name
+
+
+def test_the_openapi_schema_documents_the_wire_types() -> None:
+    h = harness(cluster())
+    schema = h.client.get("/openapi.json").json()
+    components = schema["components"]["schemas"]
+    for name in ("ExtenderArgs", "ExtenderFilterResult", "HostPriority", "ExtenderBindingArgs",
+                 "ExtenderBindingResult", "ExtenderPreemptionArgs", "ExtenderPreemptionResult", "ShapeRequest"):
+        assert name in components, name
+    assert set(components["ExtenderArgs"]["properties"]) == {"Pod", "Nodes", "NodeNames"}
+    assert schema["paths"]["/filter"]["post"]["requestBody"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ExtenderArgs"}

@@ -1,0 +1,101 @@
+"""Fill and Each run in rounds: the plan is made once for the workload's pending pods and
+enforced pod by pod; pods beyond it wait for the next round; a restarted extender resumes the
+round from the annotations of the pods it bound."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from berth.extender.store import ROUND_ANNOTATION
+
+from berth.core.decision import DECISION_ANNOTATION
+from tests.extender.helpers import Harness, harness, node, pod, policy
+
+WEB = {"app": "web"}
+
+
+def cluster() -> list[dict[str, Any]]:
+    return [node("a", cpu="4"), node("b", cpu="8"), node("c", cpu="2")]
+
+
+def pending(n: int) -> list[dict[str, Any]]:
+    return [pod(f"web-{i}", labels=WEB, cpu="500m", uid=f"uid-web-{i}") for i in range(n)]
+
+
+def placed_counts(h: Harness) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for p in h.store.view.all_pods():
+        if p.labels.get("app") == "web" and p.node_name:
+            counts[p.node_name] = counts.get(p.node_name, 0) + 1
+    return counts
+
+
+def test_fill_round_tops_up_the_chosen_nodes_and_no_further() -> None:
+    pods = pending(5)
+    h = harness([*cluster(), policy("web", strategy="Fill", count=2, nodesLimit=2), *pods])
+    placed = [h.schedule(p) for p in pods[:4]]
+    assert sorted(placed) == ["a", "a", "b", "b"]  # (Count, Capacity) descending: b and a, two each
+    decision = h.client.get("/api/v1/decisions/shop/web-3").json()
+    assert decision["plan"] == {"b": 2, "a": 2}
+    # the round is used up; the next round finds every chosen node at its target
+    result = h.filter(pods[4])
+    assert result["NodeNames"] == []
+    assert all(reason.startswith("already_filled: Fill: every chosen node")
+               for reason in result["FailedAndUnresolvableNodes"].values())
+    assert set(result["FailedAndUnresolvableNodes"]) == {"a", "b", "c"}
+
+
+def test_quota_refuses_nodes_the_plan_gives_nothing_more() -> None:
+    pods = pending(3)
+    h = harness([*cluster(), policy("web", strategy="Fill", count=2, nodesLimit=1), *pods])
+    first = h.filter(pods[0])
+    assert first["NodeNames"] == ["b"]  # the plan is b: 2; a and c get nothing in this round
+    assert first["FailedAndUnresolvableNodes"]["a"] == "the round's plan places no more pods here"
+    assert h.schedule(pods[0]) == "b"
+    assert h.schedule(pods[1]) == "b"
+    assert h.filter(pods[2])["NodeNames"] == []
+
+
+def test_a_round_plans_only_the_pods_that_are_pending() -> None:
+    pods = pending(2)
+    h = harness([*cluster(), policy("web", strategy="Each", count=2, nodesLimit=2), *pods])
+    h.schedule(pods[0])
+    round_ = h.store.rounds["shop/web"]
+    assert sum(round_.plan.values()) == 2  # Each would add 4 (2 on each of 2 nodes); 2 pods are pending
+    h.schedule(pods[1])
+    assert sum(placed_counts(h).values()) == 2
+
+
+def test_an_idle_round_closes_after_its_timeout() -> None:
+    pods = pending(3)
+    h = harness([*cluster(), policy("web", strategy="Each", count=1, nodesLimit=3), *pods],
+                round_timeout_seconds=60)
+    h.schedule(pods[0])
+    first_id = h.store.rounds["shop/web"].round_id
+    h.clock.advance(61)
+    h.schedule(pods[1])
+    assert h.store.rounds["shop/web"].round_id != first_id
+
+
+def test_a_restarted_extender_resumes_the_open_round_from_annotations() -> None:
+    pods = pending(4)
+    spec = {"strategy": "Fill", "count": 2, "nodesLimit": 2}
+    h = harness([*cluster(), policy("web", **spec), *pods])
+    first = [h.schedule(p) for p in pods[:2]]
+    binder = h.app.state.engine.binder
+    annotations = binder.annotations
+    assert ROUND_ANNOTATION in annotations["shop/web-0"]
+    assert '"plan":{"b":2,"a":2}' in annotations["shop/web-0"][DECISION_ANNOTATION]
+
+    # What the API server holds after the restart: the two bound pods with berth's annotations.
+    objects: list[dict[str, Any]] = [*cluster(), policy("web", **spec)]
+    for p, where in zip(pods[:2], first, strict=True):
+        bound = pod(p["metadata"]["name"], labels=WEB, cpu="500m", uid=p["metadata"]["uid"], node_name=where,
+                    annotations=annotations[f"shop/{p['metadata']['name']}"])
+        objects.append(bound)
+    objects.extend(pods[2:])
+    restarted = harness(objects)
+    restarted.clock.now = h.clock.now + 5
+    rest = [restarted.schedule(p) for p in pods[2:]]
+    assert sorted(first + rest) == ["a", "a", "b", "b"]
+    assert restarted.store.rounds["shop/web"].round_id == h.store.rounds["shop/web"].round_id
