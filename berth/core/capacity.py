@@ -34,7 +34,8 @@ def capacity_table(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | 
                    now: float) -> CapacityTable:
     """Each node's capacity for ``pod``'s shape, among the nodes the policy's filter admits."""
     table = CapacityTable()
-    for c in collect_candidates(state, pod, policy, settings.for_policy(policy), now).candidates:
+    for c in collect_candidates(state, pod, policy, settings.for_policy(policy), now,
+                                  require_fit=False).candidates:
         table.nodes[c.name] = c.capacity
         table.total += c.capacity
         if c.unverified:

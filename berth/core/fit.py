@@ -18,6 +18,9 @@ UNBOUNDED_BY_KNOWN = 1
 """Capacity of a node none of whose known dimensions bounds the pod: it may take one pod, unverified."""
 
 SHARE_DIMENSIONS = (CPU, MEMORY, DISK)
+REPORTED_DIMENSIONS = frozenset({CPU, MEMORY, DISK, PODS})
+"""What every node reports of itself; missing one means the figure is unknown. An extended
+resource (``nvidia.com/gpu``, ``hugepages-2Mi``) missing from allocatable means the node has none."""
 
 
 def demand(pod: PodInfo) -> dict[str, int]:
@@ -44,8 +47,10 @@ def check_fit(allocatable: Mapping[str, int], requested: Mapping[str, int], need
             continue
         total = allocatable.get(name)
         if total is None:
-            unknown.append(name)
-            continue
+            if name in REPORTED_DIMENSIONS:
+                unknown.append(name)
+                continue
+            total = 0  # Kubernetes: a node that lists no extended resource has none of it
         percent = settings.overcommit_percent(name)
         limit = total * percent // 100
         free = limit - requested.get(name, 0)

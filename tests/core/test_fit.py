@@ -229,9 +229,6 @@ def test_capacity_table_is_raw_capacity_and_total() -> None:
     assert table.to_dict() == {"nodes": {"a": 4, "b": 2}, "total": 6}
 
 
-@pytest.mark.xfail(strict=True, reason="core bug: capacity_table collects candidates with require_fit=True, so a "
-                                       "full node is left out instead of reported with capacity 0 (seed 000: "
-                                       "DUMMY returns each node's raw capacity)")
 def test_capacity_table_lists_full_nodes_with_zero() -> None:
     view = cluster([node("a", cpu="4"), node("full", cpu="1")], [pod("o", cpu="1", node="full", labels={})])
     table = capacity_table(view, web("new", cpu="1", memory=None), None, Settings(), NOW)
@@ -259,11 +256,6 @@ def test_node_allocations_reports_requested_free_and_unknown() -> None:
     assert a["unknown"] == ["ephemeral-storage"]
 
 
-@pytest.mark.xfail(strict=True, reason="core bug (judgement call, reported): a node whose allocatable omits an "
-                                       "extended resource such as nvidia.com/gpu is treated as *unknown* capacity "
-                                       "and stays eligible, so a round plans GPU pods onto GPU-less nodes; in "
-                                       "Kubernetes an absent extended resource means the node has none and "
-                                       "kube-scheduler refuses it (Insufficient nvidia.com/gpu)")
 def test_extended_resource_absent_from_node_is_zero_not_unknown() -> None:
     view = cluster([node("gpu", extra={"nvidia.com/gpu": "1"}), node("plain")])
     gpu_pod = web("new", extra={"nvidia.com/gpu": "1"})
