@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from berth.cli.main import main
+from tests.cli import kube
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+@dataclass
+class Files:
+    json: Path  # the snapshot as kubectl get nodes,pods -A -o json prints it
+    yaml: Path  # the same objects, one YAML document each
+    policy: Path
+    pod: Path
+    dir: Path
+
+    def write_policy(self, name: str, obj: object) -> Path:
+        return kube.write_yaml(self.dir / name, obj)
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Files:
+    return Files(
+        json=kube.write_json(tmp_path / "snapshot.json", kube.cluster()),
+        yaml=kube.write_yaml_docs(tmp_path / "snapshot.yaml", kube.cluster()),
+        policy=kube.write_yaml(tmp_path / "policy.yaml", kube.policy("Auto")),
+        pod=kube.write_yaml(tmp_path / "pod.yaml", {k: v for k, v in kube.pod("web-new").items()
+                                                   if k != "status"}),
+        dir=tmp_path,
+    )
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
+    """Run the CLI in-process: main(argv)."""
+
+    def run(*argv: str | Path) -> Result:
+        code = main([str(a) for a in argv])
+        captured = capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+
+    return run
+
+
+def run_process(argv: Sequence[str | Path], stdin: str | None = None) -> Result:
+    """Run the CLI as a separate process, for exit statuses and stderr as a user sees them."""
+    proc = subprocess.run([sys.executable, "-m", "berth.cli.main", *map(str, argv)], input=stdin,
+                          capture_output=True, text=True, timeout=120)
+    return Result(proc.returncode, proc.stdout, proc.stderr)

@@ -1,0 +1,191 @@
+"""``berth plan`` and ``berth capacity`` on snapshot files, kubectl List JSON and YAML alike."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import pytest
+
+from tests.cli import kube
+from tests.cli.conftest import Files, Result, run_process
+
+Cli = Callable[..., Result]
+
+# n1 4 cpu / 8Gi with web-0 (500m, 1Gi); n2 4 / 8Gi with batch-0 (1, 2Gi); n3 2 / 4Gi (its pod finished)
+CAPACITY = {"n1": 7, "n2": 6, "n3": 4}
+
+
+def test_renewed_constant_is_the_lease_time() -> None:
+    assert datetime(2026, 3, 1, 10, 0, tzinfo=UTC).timestamp() == kube.RENEWED_EPOCH
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml"])
+def test_plan_output_shape_is_exact(cli: Cli, files: Files, fmt: str) -> None:
+    snapshot = files.json if fmt == "json" else files.yaml
+    r = cli("plan", "--snapshot", snapshot, "--policy", files.policy, "--pod", files.pod, "--count", "3")
+    assert r.code == 0, r.err
+    out = json.loads(r.out)
+    assert list(out) == ["plan", "decision", "error"]
+    assert set(out["decision"]) == {"considered", "refused", "warnings", "strategy"}
+    assert out["error"] is None
+    # Auto: the flattest distribution from where the cluster is (web-0 already on n1)
+    assert out["plan"] == {"n1": 1, "n2": 1, "n3": 1}
+    assert out["decision"] == {"considered": ["n1", "n2", "n3"], "refused": {}, "warnings": [], "strategy": "Auto"}
+
+
+def test_json_and_yaml_snapshots_give_the_same_answer(cli: Cli, files: Files) -> None:
+    args = ("--policy", files.policy, "--pod", files.pod, "--count", "5")
+    assert cli("plan", "--snapshot", files.json, *args).out == cli("plan", "--snapshot", files.yaml, *args).out
+    one_doc = kube.write_yaml(files.dir / "list.yaml", kube.as_list(kube.cluster()))
+    assert cli("plan", "--snapshot", files.json, *args).out == cli("plan", "--snapshot", one_doc, *args).out
+
+
+def test_plan_without_count_places_one_pod_for_greedy_strategies(cli: Cli, files: Files) -> None:
+    out = json.loads(cli("plan", "--snapshot", files.json, "--policy", files.policy, "--pod", files.pod).out)
+    assert sum(out["plan"].values()) == 1
+
+
+def test_plan_refusal_is_exit_1_with_an_error(cli: Cli, files: Files) -> None:
+    r = cli("plan", "--snapshot", files.json, "--policy", files.policy, "--pod", files.pod, "--count", "100")
+    assert r.code == 1
+    out = json.loads(r.out)
+    assert list(out) == ["plan", "decision", "error"]
+    assert out["plan"] == {}
+    assert set(out["error"]) == {"code", "message"}
+    assert out["error"]["code"] == "insufficient_resource"
+
+
+def test_plan_refusal_exit_status_as_a_process(files: Files) -> None:
+    r = run_process(["plan", "--snapshot", files.json, "--policy", files.policy, "--pod", files.pod,
+                     "--count", "100"])
+    assert r.code == 1
+    assert json.loads(r.out)["error"]["code"] == "insufficient_resource"
+    assert r.err == ""
+
+
+def test_fill_plans_its_own_round(cli: Cli, files: Files) -> None:
+    policy = files.write_policy("fill.yaml", kube.policy("Fill", count=2))
+    out = json.loads(cli("plan", "--snapshot", files.json, "--policy", policy, "--pod", files.pod).out)
+    assert out["plan"] == {"n1": 1, "n2": 2, "n3": 2}  # each node topped up to 2; n1 holds one already
+    assert out["decision"]["strategy"] == "Fill"
+    r = cli("plan", "--snapshot", files.json, "--policy", policy, "--pod", files.pod, "--count", "2")
+    assert sum(json.loads(r.out)["plan"].values()) == 2
+
+
+def test_fill_already_filled_is_a_refusal(cli: Cli, files: Files) -> None:
+    policy = files.write_policy("fill.yaml", kube.policy("Fill", count=1, nodesLimit=1))
+    r = cli("plan", "--snapshot", files.json, "--policy", policy, "--pod", files.pod)
+    assert r.code == 1
+    assert json.loads(r.out)["error"]["code"] == "already_filled"
+
+
+def test_each_adds_count_per_node(cli: Cli, files: Files) -> None:
+    policy = files.write_policy("each.yaml", kube.policy("Each", count=2, nodesLimit=2))
+    out = json.loads(cli("plan", "--snapshot", files.json, "--policy", policy, "--pod", files.pod).out)
+    assert out["plan"] == {"n1": 2, "n2": 2}  # the two roomiest nodes
+
+
+def test_policy_from_the_snapshot_when_none_is_given(cli: Cli, files: Files) -> None:
+    snapshot = kube.write_json(files.dir / "with-policy.json", [*kube.cluster(), kube.policy("Fill", count=2)])
+    out = json.loads(cli("plan", "--snapshot", snapshot, "--pod", files.pod).out)
+    assert out["decision"]["strategy"] == "Fill"
+    out = json.loads(cli("plan", "--snapshot", files.json, "--pod", files.pod).out)
+    assert out["decision"]["strategy"] == "Default"
+
+
+def test_pod_namespace_defaults_to_the_policys(cli: Cli, files: Files) -> None:
+    pod = kube.pod("web-x")
+    del pod["metadata"]["namespace"]
+    path = kube.write_yaml(files.dir / "pod-nons.yaml", pod)
+    r = cli("plan", "--snapshot", files.json, "--policy", files.policy, "--pod", path, "--count", "3")
+    assert json.loads(r.out)["plan"] == {"n1": 1, "n2": 1, "n3": 1}  # web-0 in shop counted
+
+
+def test_pod_in_another_namespace_than_the_policy_is_bad_input(cli: Cli, files: Files) -> None:
+    path = kube.write_yaml(files.dir / "pod-other.yaml", kube.pod("web-x", namespace="other"))
+    r = cli("plan", "--snapshot", files.json, "--policy", files.policy, "--pod", path)
+    assert r.code == 2
+    assert "pod-other.yaml: metadata.namespace" in r.err
+
+
+def test_selector_not_matching_the_pod_is_a_warning(cli: Cli, files: Files) -> None:
+    path = kube.write_yaml(files.dir / "pod-api.yaml", kube.pod("api-0", labels={"app": "api"}))
+    out = json.loads(cli("plan", "--snapshot", files.json, "--policy", files.policy, "--pod", path).out)
+    assert any("selector does not match" in w for w in out["decision"]["warnings"])
+
+
+def test_capacity_output_shape_is_exact(cli: Cli, files: Files) -> None:
+    for snapshot in (files.json, files.yaml):
+        r = cli("capacity", "--snapshot", snapshot, "--pod", files.pod)
+        assert r.code == 0, r.err
+        assert json.loads(r.out) == {"nodes": CAPACITY, "total": sum(CAPACITY.values())}
+
+
+def test_capacity_applies_the_policy_node_filter(cli: Cli, files: Files) -> None:
+    policy = files.write_policy("filter.yaml", kube.policy("Auto", nodeFilter={"excludes": ["n3"]}))
+    out = json.loads(cli("capacity", "--snapshot", files.json, "--pod", files.pod, "--policy", policy).out)
+    assert out == {"nodes": {"n1": 7, "n2": 6}, "total": 13}
+
+
+def test_settings_flags_before_or_after_the_subcommand(cli: Cli, files: Files) -> None:
+    before = cli("--cpu-overcommit", "200", "--memory-overcommit", "200",
+                 "capacity", "--snapshot", files.json, "--pod", files.pod)
+    after = cli("capacity", "--snapshot", files.json, "--pod", files.pod,
+                "--cpu-overcommit", "200", "--memory-overcommit", "200")
+    assert before.out == after.out
+    assert json.loads(before.out) == {"nodes": {"n1": 15, "n2": 14, "n3": 8}, "total": 37}
+    only_cpu = json.loads(cli("capacity", "--snapshot", files.json, "--pod", files.pod,
+                              "--cpu-overcommit", "200").out)
+    assert only_cpu["nodes"] == CAPACITY  # memory still binds
+
+
+def test_unknown_capacity_and_the_reject_flag(cli: Cli, files: Files) -> None:
+    items = kube.cluster()
+    del items[2]["status"]["allocatable"]["memory"]  # n3 does not report its memory: unknown, not zero
+    snapshot = kube.write_json(files.dir / "unknown.json", items)
+    out = json.loads(cli("capacity", "--snapshot", snapshot, "--pod", files.pod).out)
+    assert out["nodes"] == {"n1": 7, "n2": 6, "n3": 4}  # n3 bounded by what it reports (cpu)
+    assert out["unverified"] == {"n3": ["memory"]}
+    plan = json.loads(cli("plan", "--snapshot", snapshot, "--policy", files.policy, "--pod", files.pod).out)
+    assert any("n3" in w and "unverified" in w for w in plan["decision"]["warnings"])
+    rejected = cli("capacity", "--snapshot", snapshot, "--pod", files.pod, "--reject-unknown-capacity")
+    assert json.loads(rejected.out) == {"nodes": {"n1": 7, "n2": 6}, "total": 13}
+
+
+def test_snapshot_is_judged_at_its_newest_lease(cli: Cli, files: Files) -> None:
+    # The Leases are from 2026-03-01 10:00; judged at that moment every node is up.
+    assert json.loads(cli("capacity", "--snapshot", files.json, "--pod", files.pod).out)["total"] == 17
+    # A minute later, every Lease is older than the 40 s threshold.
+    late = cli("plan", "--snapshot", files.json, "--policy", files.policy, "--pod", files.pod,
+               "--now", "2026-03-01T10:01:00Z")
+    assert late.code == 1
+    refused = json.loads(late.out)["decision"]["refused"]
+    assert set(refused) == {"n1", "n2", "n3"}
+    assert all(reason.startswith("node is down: Lease not renewed") for reason in refused.values())
+    lenient = cli("capacity", "--snapshot", files.json, "--pod", files.pod, "--now", "2026-03-01T10:01:00Z",
+                  "--liveness-threshold", "120")
+    assert json.loads(lenient.out)["total"] == 17
+
+
+def test_a_stale_lease_marks_its_node_down(cli: Cli, files: Files) -> None:
+    items = [o for o in kube.cluster() if not (o["kind"] == "Lease" and o["metadata"]["name"] == "n3")]
+    items.append(kube.lease("n3", "2026-03-01T09:55:00Z"))
+    snapshot = kube.write_json(files.dir / "stale.json", items)
+    out = json.loads(cli("plan", "--snapshot", snapshot, "--policy", files.policy, "--pod", files.pod).out)
+    assert out["decision"]["refused"]["n3"].startswith("node is down: Lease not renewed for 300s")
+
+
+def test_without_leases_liveness_is_the_ready_condition(cli: Cli, files: Files) -> None:
+    items = [o for o in kube.cluster() if o["kind"] != "Lease"]
+    items[2] = kube.node("n3", cpu="2", memory="4Gi", zone="b", ready=False)
+    snapshot = kube.write_json(files.dir / "noleases.json", items)
+    out = json.loads(cli("capacity", "--snapshot", snapshot, "--pod", files.pod).out)
+    assert out["nodes"] == {"n1": 7, "n2": 6}
+
+
+def test_snapshot_from_stdin(files: Files) -> None:
+    r = run_process(["capacity", "--snapshot", "-", "--pod", files.pod], stdin=files.json.read_text())
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["nodes"] == CAPACITY
