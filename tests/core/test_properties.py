@@ -269,3 +269,83 @@ def test_round_equals_pod_by_pod(world: World, p: PodInfo, pol: PlacementPolicy,
         assert error is not None, (batch.error, placed)
         expected = error.code if error.code is ErrorCode.AFFINITY_UNSATISFIED else ErrorCode.INSUFFICIENT_RESOURCE
         assert batch.error.code is expected
+
+
+def _rebuilt(view: ClusterView) -> ClusterView:
+    """A fresh view with the same nodes, pods and leases: no memo, no cache, no history."""
+    fresh = ClusterView(leases_tracked=view.leases_tracked)
+    for name in sorted(view.nodes):
+        fresh.upsert_node(view.nodes[name])
+    for p in sorted(view.all_pods(), key=lambda p: p.uid):
+        fresh.upsert_pod(p)
+    for name, renewed in view.leases.items():
+        fresh.set_lease(name, renewed)
+    return fresh
+
+
+@st.composite
+def operations(draw: st.DrawFn, world: World) -> list[tuple[str, Any]]:
+    ops: list[tuple[str, Any]] = []
+    names = [n.name for n in world.nodes]
+    for i in range(draw(st.integers(1, 12))):
+        kind = draw(st.sampled_from(["pod", "move", "remove", "assume", "terminate", "relabel", "resize",
+                                     "down", "lease", "plan"]))
+        uid = draw(st.sampled_from([p.uid for p in world.pods] + [f"op-{i}"]))
+        ops.append((kind, (uid, draw(st.sampled_from(names)), _requests(draw),
+                           draw(st.sampled_from([{"app": "web"}, {"app": "web", "role": "db"}, {"app": "db"}])),
+                           draw(st.sampled_from([NOW, NOW - 100, None])))))
+    return ops
+
+
+def _mutate(view: ClusterView, kind: str, arg: Any, p: PodInfo, pol: PlacementPolicy, s: Settings) -> None:
+    uid, where, requests, labels, renewed = arg
+    old = view.pod(uid)
+    node = view.nodes[where]
+    if kind == "pod":
+        view.upsert_pod(PodInfo(uid=uid, name=uid, namespace="shop", labels=labels, requests=requests,
+                                node_name=where))
+    elif kind == "move" and old is not None:
+        view.upsert_pod(replace(old, node_name=where))
+    elif kind == "remove":
+        view.remove_pod(uid)
+    elif kind == "assume":
+        view.assume(PodInfo(uid=uid, name=uid, namespace="shop", labels=labels, requests=requests), where)
+    elif kind == "terminate" and old is not None:
+        view.upsert_pod(replace(old, terminating=True))
+    elif kind == "relabel":
+        flipped = dict(node.labels)
+        if flipped.pop("disk", None) is None:
+            flipped["disk"] = "ssd"
+        flipped["rack"] = "r1" if node.labels.get("rack") != "r1" else "r2"
+        view.upsert_node(replace(node, labels=flipped))
+    elif kind == "resize":
+        view.upsert_node(replace(node, allocatable={**node.allocatable, CPU: node.allocatable.get(CPU, 1000) * 2}))
+    elif kind == "down":
+        view.upsert_node(replace(node, ready=not node.ready))
+    elif kind == "lease":
+        view.leases_tracked = True
+        view.set_lease(where, renewed)
+    elif kind == "plan":
+        plan_round(view, p, pol, s, NOW, 5)
+
+
+@PROPS
+@given(data=st.data(), world=worlds(min_nodes=2), p=new_pods(), pols=st.lists(policies(ALL_STRATEGIES),
+                                                                               min_size=1, max_size=3))
+def test_long_lived_view_answers_like_a_fresh_one(data: st.DataObject, world: World, p: PodInfo,
+                                                  pols: list[PlacementPolicy]) -> None:
+    """Whatever the view memoises between evaluations, a view that lived through changes gives the
+    same decisions and plans as one built from scratch with the same contents."""
+    view = world.view()
+    for pol in pols:
+        evaluate_pod(view, p, pol, world.settings, NOW)
+    for kind, arg in data.draw(operations(world)):
+        _mutate(view, kind, arg, p, pols[0], world.settings)
+        fresh = _rebuilt(view)
+        for pol in pols:
+            got = evaluate_pod(view, p, pol, world.settings, NOW).decision.to_dict(ranking_limit=100)
+            want = evaluate_pod(fresh, p, pol, world.settings, NOW).decision.to_dict(ranking_limit=100)
+            assert got == want, (kind, pol.spec)
+            got_plan = plan_round(view, p, pol, world.settings, NOW, 3)
+            want_plan = plan_round(fresh, p, pol, world.settings, NOW, 3)
+            assert got_plan.to_dict() == want_plan.to_dict(), (kind, pol.spec)
