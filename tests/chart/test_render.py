@@ -408,10 +408,18 @@ def test_scheduler_config(with_scheduler: Rendered) -> None:
     assert ext["bindVerb"] == "bind"
     assert ext["preemptVerb"] == "preempt"
     assert ext["nodeCacheCapable"] is True
-    assert ext["weight"] == 5
+    from berth.extender.scheduler_config import RECOMMENDED_WEIGHT, minimum_weight
+
+    assert ext["weight"] == RECOMMENDED_WEIGHT >= minimum_weight()  # the extender's documented weight
     assert ext["ignorable"] is False
     assert ext["httpTimeout"] == "5s"
     assert ext["enableHTTPS"] is True
+    # The same verbs and settings as the extender's own reference configuration.
+    from berth.extender.scheduler_config import scheduler_config
+
+    reference = scheduler_config("https://x", scheduler_name="berth-scheduler")["extenders"][0]
+    assert {k: ext[k] for k in reference if k not in ("urlPrefix", "tlsConfig")} == {
+        k: v for k, v in reference.items() if k not in ("urlPrefix", "tlsConfig")}
     assert ext["tlsConfig"] == {"serverName": "berth-extender.berth-system.svc",
                                 "certFile": "/etc/berth/tls/tls.crt", "keyFile": "/etc/berth/tls/tls.key",
                                 "caFile": "/etc/berth/tls/ca.crt"}
