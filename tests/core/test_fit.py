@@ -213,9 +213,9 @@ CAPACITY_CASES = [
 def test_capacity_per_node(name: str, alloc: dict[str, str], used: dict[str, str], req: dict[str, str | None],
                            settings: Settings, expected: int) -> None:
     n = node("a", **alloc)  # type: ignore[arg-type]
-    fillers = [pod("used", node="a", labels={}, **{"cpu": None, "memory": None, **used})] if used else []
+    fillers = [pod("used", node="a", labels={}, cpu=used.get("cpu"), memory=used.get("memory"))] if used else []
     view = cluster([n], fillers)
-    shape = pod("new", **req)  # type: ignore[arg-type]
+    shape = pod("new", cpu=req.get("cpu"), memory=req.get("memory"), disk=req.get("disk"))
     fit = check_fit(n.allocatable, view.requested("a"), demand(shape), settings)
     assert fit.capacity == expected
 

@@ -98,7 +98,7 @@ VALID = [
 
 @pytest.mark.parametrize(("name", "rules", "top_level"), VALID, ids=[c[0] for c in VALID])
 def test_valid_rules_are_accepted(name: str, rules: object, top_level: int) -> None:
-    spec = {} if rules is None else {"placementRules": rules}
+    spec: dict[str, Any] = {} if rules is None else {"placementRules": rules}
     assert len(policy_from_manifest(manifest(**spec)).rules) == top_level
 
 

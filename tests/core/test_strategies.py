@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from berth.core.errors import ErrorCode
+from berth.core.model import NodeInfo, PodInfo
 from berth.core.settings import Settings
 
 from .builders import Scenario, cluster, node, plan, pod, policy, run, spread_pods, web
@@ -14,9 +15,9 @@ from .builders import Scenario, cluster, node, plan, pod, policy, run, spread_po
 EMPTY3 = (node("a"), node("b"), node("c"))
 
 
-def cpu_node(name: str, pods_fit: int, **kw: object) -> object:
+def cpu_node(name: str, pods_fit: int) -> NodeInfo:
     """A node with room for exactly ``pods_fit`` web pods (cpu-bound)."""
-    return node(name, cpu=f"{pods_fit * 100}m", **kw)  # type: ignore[arg-type]
+    return node(name, cpu=f"{pods_fit * 100}m")
 
 
 AUTO = [
@@ -27,7 +28,7 @@ AUTO = [
     ),
     Scenario(
         "auto_ties_go_to_most_room",
-        nodes=(cpu_node("a", 5), cpu_node("b", 9), cpu_node("c", 7)),  # type: ignore[arg-type]
+        nodes=(cpu_node("a", 5), cpu_node("b", 9), cpu_node("c", 7)),
         spec={"strategy": "Auto"}, count=1, plan={"b": 1},
     ),
     Scenario(
@@ -49,13 +50,13 @@ AUTO = [
     ),
     Scenario(
         "auto_excludes_zero_capacity_nodes_up_front",
-        nodes=(cpu_node("full", 1), node("b")),  # type: ignore[arg-type]
+        nodes=(cpu_node("full", 1), node("b")),
         pods=(pod("x", node="full", labels={}),),
         spec={"strategy": "Auto"}, count=2, plan={"b": 2},
     ),
     Scenario(
         "auto_fails_insufficient_resource_when_total_capacity_below_count",
-        nodes=(cpu_node("a", 2), cpu_node("b", 1)),  # type: ignore[arg-type]
+        nodes=(cpu_node("a", 2), cpu_node("b", 1)),
         spec={"strategy": "Auto"}, count=4, error=ErrorCode.INSUFFICIENT_RESOURCE,
     ),
     Scenario(
@@ -110,7 +111,7 @@ FILL = [
     ),
     Scenario(
         "fill_fails_when_a_chosen_node_lacks_room",
-        nodes=(node("a"), cpu_node("small", 1)),  # type: ignore[arg-type]
+        nodes=(node("a"), cpu_node("small", 1)),
         spec={"strategy": "Fill", "count": 2}, round=True, error=ErrorCode.INSUFFICIENT_RESOURCE,
         error_contains="small",
     ),
@@ -143,7 +144,7 @@ EACH = [
     ),
     Scenario(
         "each_fails_when_one_chosen_node_lacks_room",
-        nodes=(node("a"), cpu_node("small", 1)),  # type: ignore[arg-type]
+        nodes=(node("a"), cpu_node("small", 1)),
         spec={"strategy": "Each", "count": 2}, round=True, error=ErrorCode.INSUFFICIENT_RESOURCE,
         error_contains="small has room for 1",
     ),
@@ -182,7 +183,7 @@ GLOBAL_DRAINED = [
     ),
     Scenario(
         "drained_capacity_ascending_fills_tightest_first",
-        nodes=(cpu_node("a", 2), cpu_node("b", 5), cpu_node("c", 3)),  # type: ignore[arg-type]
+        nodes=(cpu_node("a", 2), cpu_node("b", 5), cpu_node("c", 3)),
         spec={"strategy": "Drained"}, count=4, plan={"a": 2, "c": 2},
     ),
     Scenario(
@@ -195,24 +196,24 @@ GLOBAL_DRAINED = [
     ),
     Scenario(
         "drained_leaves_roomy_nodes_empty",
-        nodes=(node("roomy", cpu="64"), cpu_node("t1", 3), cpu_node("t2", 4)),  # type: ignore[arg-type]
+        nodes=(node("roomy", cpu="64"), cpu_node("t1", 3), cpu_node("t2", 4)),
         spec={"strategy": "Drained"}, count=7, plan={"t1": 3, "t2": 4},
     ),
     Scenario(
         "drained_ignores_nodes_limit",
-        nodes=(cpu_node("a", 2), cpu_node("b", 5)),  # type: ignore[arg-type]
+        nodes=(cpu_node("a", 2), cpu_node("b", 5)),
         spec={"strategy": "Drained", "nodesLimit": 1}, count=4, plan={"a": 2, "b": 2},
     ),
 ]
 
 
-def pct_node(name: str, **kw: object) -> object:
+def pct_node(name: str) -> NodeInfo:
     """A node with 100 cpu, 100Gi memory and 100Gi disk, so that shares read as percentages."""
-    return node(name, cpu="100", memory="100Gi", disk="100Gi", **kw)  # type: ignore[arg-type]
+    return node(name, cpu="100", memory="100Gi", disk="100Gi")
 
 
 def load(name: str, on: str, *, cpu: str | None = None, memory: str | None = None, disk: str | None = None,
-         sleepy: bool = False) -> object:
+         sleepy: bool = False) -> PodInfo:
     return pod(name, node=on, cpu=cpu, memory=memory, disk=disk, labels={}, sleepy=sleepy)
 
 
@@ -220,45 +221,45 @@ SEED_002 = [
     Scenario(
         "balanced_5_percent_memory_band_then_disk",
         # Seed 002: the pod brings A to 41% memory / 60% disk and B to 43% / 10%: same 40% band, B wins.
-        nodes=(pct_node("host-a"), pct_node("host-b")),  # type: ignore[arg-type]
-        pods=(load("x1", "host-a", memory="40Gi", disk="60Gi"),  # type: ignore[arg-type]
-              load("x2", "host-b", memory="42Gi", disk="10Gi")),  # type: ignore[arg-type]
+        nodes=(pct_node("host-a"), pct_node("host-b")),
+        pods=(load("x1", "host-a", memory="40Gi", disk="60Gi"),
+              load("x2", "host-b", memory="42Gi", disk="10Gi")),
         pod=web("new", cpu=None, memory="1Gi"),
         spec={"strategy": "Balanced"}, ranking=("host-b", "host-a"),
     ),
     Scenario(
         "balanced_lower_memory_band_beats_lower_disk",
-        nodes=(pct_node("host-a"), pct_node("host-b")),  # type: ignore[arg-type]
-        pods=(load("x1", "host-a", memory="36Gi", disk="80Gi"),  # type: ignore[arg-type]
-              load("x2", "host-b", memory="40Gi", disk="0")),  # type: ignore[arg-type]
+        nodes=(pct_node("host-a"), pct_node("host-b")),
+        pods=(load("x1", "host-a", memory="36Gi", disk="80Gi"),
+              load("x2", "host-b", memory="40Gi", disk="0")),
         pod=web("new", cpu=None, memory="1Gi"),
         spec={"strategy": "Balanced"}, ranking=("host-a", "host-b"),
     ),
     Scenario(
         "balanced_same_band_and_disk_then_cpu",
-        nodes=(pct_node("host-a"), pct_node("host-b")),  # type: ignore[arg-type]
-        pods=(load("x1", "host-a", memory="40Gi", cpu="50"),  # type: ignore[arg-type]
-              load("x2", "host-b", memory="43Gi", cpu="10")),  # type: ignore[arg-type]
+        nodes=(pct_node("host-a"), pct_node("host-b")),
+        pods=(load("x1", "host-a", memory="40Gi", cpu="50"),
+              load("x2", "host-b", memory="43Gi", cpu="10")),
         pod=web("new", cpu="1", memory="1Gi"),
         spec={"strategy": "Balanced"}, ranking=("host-b", "host-a"),
     ),
     Scenario(
         "balanced_full_tie_goes_to_host_name",
-        nodes=(pct_node("host-b"), pct_node("host-a")),  # type: ignore[arg-type]
+        nodes=(pct_node("host-b"), pct_node("host-a")),
         spec={"strategy": "Balanced"}, ranking=("host-a", "host-b"),
     ),
     Scenario(
         "spread_least_projected_use_first",
         # Seed 002: the pod brings host A to 80% and host B to 60%; spread-3 picks B.
-        nodes=(pct_node("host-a"), pct_node("host-b")),  # type: ignore[arg-type]
-        pods=(load("x1", "host-a", memory="70Gi"), load("x2", "host-b", memory="50Gi")),  # type: ignore[arg-type]
+        nodes=(pct_node("host-a"), pct_node("host-b")),
+        pods=(load("x1", "host-a", memory="70Gi"), load("x2", "host-b", memory="50Gi")),
         pod=web("new", cpu=None, memory="10Gi"),
         spec={"strategy": "Spread"}, ranking=("host-b", "host-a"),
     ),
     Scenario(
         "best_fit_most_projected_use_first",
-        nodes=(pct_node("host-a"), pct_node("host-b")),  # type: ignore[arg-type]
-        pods=(load("x1", "host-a", memory="70Gi"), load("x2", "host-b", memory="50Gi")),  # type: ignore[arg-type]
+        nodes=(pct_node("host-a"), pct_node("host-b")),
+        pods=(load("x1", "host-a", memory="70Gi"), load("x2", "host-b", memory="50Gi")),
         pod=web("new", cpu=None, memory="10Gi"),
         spec={"strategy": "BestFit"}, ranking=("host-a", "host-b"),
     ),
@@ -272,28 +273,28 @@ SEED_002 = [
     Scenario(
         "spread_sleepy_pods_pack_onto_most_subscribed_sleepy_memory",
         # For a regular pod spread-3 would pick c (least used); a sleepy one goes to b (most sleepy memory).
-        nodes=(pct_node("a"), pct_node("b"), pct_node("c")),  # type: ignore[arg-type]
-        pods=(load("s1", "a", memory="10Gi", sleepy=True),  # type: ignore[arg-type]
-              load("s2", "b", memory="20Gi", sleepy=True),  # type: ignore[arg-type]
-              load("r1", "a", memory="30Gi")),  # type: ignore[arg-type]
+        nodes=(pct_node("a"), pct_node("b"), pct_node("c")),
+        pods=(load("s1", "a", memory="10Gi", sleepy=True),
+              load("s2", "b", memory="20Gi", sleepy=True),
+              load("r1", "a", memory="30Gi")),
         pod=web("new", cpu=None, memory="1Gi", sleepy=True),
         spec={"strategy": "Spread"}, ranking=("b", "a", "c"),
     ),
     Scenario(
         "best_fit_sleepy_pods_pack_like_spread",
-        nodes=(pct_node("a"), pct_node("b"), pct_node("c")),  # type: ignore[arg-type]
-        pods=(load("s1", "a", memory="10Gi", sleepy=True),  # type: ignore[arg-type]
-              load("s2", "b", memory="20Gi", sleepy=True),  # type: ignore[arg-type]
-              load("r1", "a", memory="30Gi")),  # type: ignore[arg-type]
+        nodes=(pct_node("a"), pct_node("b"), pct_node("c")),
+        pods=(load("s1", "a", memory="10Gi", sleepy=True),
+              load("s2", "b", memory="20Gi", sleepy=True),
+              load("r1", "a", memory="30Gi")),
         pod=web("new", cpu=None, memory="1Gi", sleepy=True),
         spec={"strategy": "BestFit"}, ranking=("b", "a", "c"),
     ),
     Scenario(
         "spread_regular_pod_ignores_sleepy_packing",
-        nodes=(pct_node("a"), pct_node("b"), pct_node("c")),  # type: ignore[arg-type]
-        pods=(load("s1", "a", memory="10Gi", sleepy=True),  # type: ignore[arg-type]
-              load("s2", "b", memory="20Gi", sleepy=True),  # type: ignore[arg-type]
-              load("r1", "a", memory="30Gi")),  # type: ignore[arg-type]
+        nodes=(pct_node("a"), pct_node("b"), pct_node("c")),
+        pods=(load("s1", "a", memory="10Gi", sleepy=True),
+              load("s2", "b", memory="20Gi", sleepy=True),
+              load("r1", "a", memory="30Gi")),
         pod=web("new", cpu=None, memory="1Gi"),
         spec={"strategy": "Spread"}, ranking=("c", "b", "a"),
     ),
@@ -301,23 +302,23 @@ SEED_002 = [
         "sleepy_discount_changes_balanced_ranking",
         # Real memory after: a 80%, b 60% -> b. Discounted (factor 2): a (60/2+10/2)/100 = 35%,
         # b (40 + 10/2)/100 = 45% -> a.
-        nodes=(pct_node("a"), pct_node("b")),  # type: ignore[arg-type]
-        pods=(load("s1", "a", memory="60Gi", sleepy=True), load("r1", "b", memory="40Gi")),  # type: ignore[arg-type]
+        nodes=(pct_node("a"), pct_node("b")),
+        pods=(load("s1", "a", memory="60Gi", sleepy=True), load("r1", "b", memory="40Gi")),
         pod=web("new", cpu=None, memory="10Gi", sleepy=True),
         spec={"strategy": "Balanced"}, ranking=("a", "b"),
     ),
     Scenario(
         "balanced_regular_pod_sees_real_memory",
-        nodes=(pct_node("a"), pct_node("b")),  # type: ignore[arg-type]
-        pods=(load("s1", "a", memory="60Gi", sleepy=True), load("r1", "b", memory="40Gi")),  # type: ignore[arg-type]
+        nodes=(pct_node("a"), pct_node("b")),
+        pods=(load("s1", "a", memory="60Gi", sleepy=True), load("r1", "b", memory="40Gi")),
         pod=web("new", cpu=None, memory="10Gi"),
         spec={"strategy": "Balanced"}, ranking=("b", "a"),
     ),
     Scenario(
         "sleepy_discount_factor_is_a_setting",
         # Factor 1 is no discount: a 80%, b 60%.
-        nodes=(pct_node("a"), pct_node("b")),  # type: ignore[arg-type]
-        pods=(load("s1", "a", memory="60Gi", sleepy=True), load("r1", "b", memory="40Gi")),  # type: ignore[arg-type]
+        nodes=(pct_node("a"), pct_node("b")),
+        pods=(load("s1", "a", memory="60Gi", sleepy=True), load("r1", "b", memory="40Gi")),
         pod=web("new", cpu=None, memory="10Gi", sleepy=True),
         settings=Settings(sleepy_memory_factor=1.0),
         spec={"strategy": "Balanced"}, ranking=("b", "a"),
@@ -325,8 +326,8 @@ SEED_002 = [
     Scenario(
         "sleepy_discount_not_in_capacity_check",
         # Discounted the pod would fit on a ((90/2 + 20/2) < 100), but real memory 90 + 20 > 100.
-        nodes=(pct_node("a"),),  # type: ignore[arg-type]
-        pods=(load("s1", "a", memory="90Gi", sleepy=True),),  # type: ignore[arg-type]
+        nodes=(pct_node("a"),),
+        pods=(load("s1", "a", memory="90Gi", sleepy=True),),
         pod=web("new", cpu=None, memory="20Gi", sleepy=True),
         spec={"strategy": "Balanced"},
         refused={"a": "insufficient capacity: memory: needs 20.0 GiB, 10.0 GiB free"},
@@ -334,7 +335,7 @@ SEED_002 = [
     ),
     Scenario(
         "strategy_changes_order_never_the_capacity_rule",
-        nodes=(pct_node("a"), node("tiny", cpu="100", memory="1Gi")),  # type: ignore[arg-type]
+        nodes=(pct_node("a"), node("tiny", cpu="100", memory="1Gi")),
         pod=web("new", cpu=None, memory="2Gi"),
         spec={"strategy": "BestFit"}, ranking=("a",), refused={"tiny": "insufficient capacity"},
     ),

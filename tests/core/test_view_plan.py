@@ -116,10 +116,10 @@ def test_plan_result_to_dict_is_the_cli_contract() -> None:
 
 
 def test_plan_error_to_dict_carries_code_and_message() -> None:
-    out = plan(cluster([node("a")], spread_pods({"a": 3})), web("new"),
-               policy(strategy="Fill", count=2)).to_dict()
+    out = plan(cluster([node("a")], spread_pods({"a": 3})), web("new"), policy(strategy="Fill", count=2)).to_dict()
     assert out["plan"] == {}
-    assert out["error"]["code"] == "already_filled" and out["error"]["message"]
+    error = out["error"]
+    assert isinstance(error, dict) and error["code"] == "already_filled" and error["message"]
 
 
 def test_round_strategies_judge_a_lone_pod_as_the_first_of_a_fresh_round() -> None:
