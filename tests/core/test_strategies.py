@@ -49,6 +49,13 @@ AUTO = [
         spec={"strategy": "Auto"}, count=2, plan={"a": 1, "b": 1},
     ),
     Scenario(
+        "auto_counts_only_the_policys_namespace",
+        nodes=(node("a"), node("b")),
+        pods=(pod("t1", node="a", namespace="other-tenant"), pod("t2", node="a", namespace="other-tenant"),
+              pod("mine", node="b")),
+        spec={"strategy": "Auto"}, count=1, plan={"a": 1},
+    ),
+    Scenario(
         "auto_excludes_zero_capacity_nodes_up_front",
         nodes=(cpu_node("full", 1), node("b")),
         pods=(pod("x", node="full", labels={}),),
