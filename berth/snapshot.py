@@ -22,6 +22,7 @@ objects already in memory.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
@@ -46,6 +47,14 @@ STDIN = "-"
 
 T = TypeVar("T")
 _YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+_json_loads: Callable[[str], Any] = json.loads
+try:  # several times faster on the large Lists kubectl prints; its errors are json.JSONDecodeError
+    import orjson
+
+    _json_loads = orjson.loads
+except ImportError:  # pragma: no cover - orjson is a dependency, but the loader does not need it
+    pass
 
 
 class SnapshotError(ValueError):
@@ -74,7 +83,7 @@ def parse_documents(text: str, source: str) -> list[Any]:
         raise SnapshotError(f"{source}: empty file")
     if stripped[0] in "{[" or source.endswith(".json"):
         try:
-            return [json.loads(text)]
+            return [_json_loads(text)]
         except json.JSONDecodeError as exc:
             if source.endswith(".json"):
                 raise SnapshotError(f"{source}: not valid JSON: {exc.msg} at line {exc.lineno} "
@@ -330,10 +339,20 @@ def _check_quantities(values: object, fieldpath: str, source: str, label: str | 
     if not isinstance(values, Mapping):
         raise _fail(source, label, fieldpath, f"must be an object, found {_type_name(values)}")
     for resource, value in values.items():
-        try:
-            to_base_units(str(resource), value)
-        except QuantityError as exc:
-            raise _fail(source, label, f"{fieldpath}.{resource}", str(exc)) from None
+        problem = _quantity_problem(str(resource), value) if isinstance(value, str | int | float) else \
+            f"not a quantity: {value!r}"
+        if problem is not None:
+            raise _fail(source, label, f"{fieldpath}.{resource}", problem)
+
+
+@functools.lru_cache(maxsize=4096)
+def _quantity_problem(resource: str, value: str | int | float) -> str | None:
+    """Why ``value`` is not a quantity, or None; cached, as a snapshot repeats the same few values."""
+    try:
+        to_base_units(resource, value)
+    except QuantityError as exc:
+        return str(exc)
+    return None
 
 
 def _node(obj: Mapping[str, Any], source: str, label: str) -> NodeInfo:
@@ -354,6 +373,18 @@ def _pod(obj: Mapping[str, Any], source: str, label: str | None) -> PodInfo:
     _check_meta(obj, source, label)
     spec = _need_mapping(obj, "spec", source, label)
     _need_mapping(obj, "status", source, label)
+    node_name = spec.get("nodeName")
+    if node_name is not None and not isinstance(node_name, str):
+        raise _fail(source, label, "spec.nodeName", f"must be a string, found {_type_name(node_name)}")
+    tolerations = spec.get("tolerations")
+    if tolerations is not None and not isinstance(tolerations, list):
+        raise _fail(source, label, "spec.tolerations", f"must be a list, found {_type_name(tolerations)}")
+    _check_pod_spec(spec, source, label)
+    return _core(pod_from_object, obj, source, label)
+
+
+def _check_pod_spec(spec: Mapping[str, Any], source: str, label: str | None) -> None:
+    """The fields the core reads, so that an error names the exact field."""
     for key in ("containers", "initContainers"):
         containers = spec.get(key)
         if containers is None:
@@ -368,19 +399,11 @@ def _pod(obj: Mapping[str, Any], source: str, label: str | None) -> PodInfo:
             for part in ("requests", "limits"):
                 _check_quantities(resources.get(part), f"{where}.resources.{part}", source, label)
     _check_quantities(spec.get("overhead"), "spec.overhead", source, label)
-    for key in ("tolerations",):
-        value = spec.get(key)
-        if value is not None and not isinstance(value, list):
-            raise _fail(source, label, f"spec.{key}", f"must be a list, found {_type_name(value)}")
     _need_mapping(spec, "nodeSelector", source, label, "spec.")
     affinity = _need_mapping(spec, "affinity", source, label, "spec.")
     node_affinity = _need_mapping(affinity, "nodeAffinity", source, label, "spec.affinity.")
     _need_mapping(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution", source, label,
                   "spec.affinity.nodeAffinity.")
-    node_name = spec.get("nodeName")
-    if node_name is not None and not isinstance(node_name, str):
-        raise _fail(source, label, "spec.nodeName", f"must be a string, found {_type_name(node_name)}")
-    return _core(pod_from_object, obj, source, label)
 
 
 def _lease(obj: Mapping[str, Any], source: str, label: str) -> tuple[str, float | None] | None:
