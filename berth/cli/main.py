@@ -70,9 +70,8 @@ def _add_setting_flags(parser: argparse.ArgumentParser, *, suppress: bool) -> No
     group = parser.add_argument_group("placement settings")
     for flag, options in _SETTING_FLAGS:
         extra = dict(options)
-        if suppress:
+        if suppress:  # a subcommand's copy must not reset what was given before the subcommand
             extra["default"] = argparse.SUPPRESS
-            extra["help"] = argparse.SUPPRESS
         group.add_argument(flag, **extra)
 
 
@@ -130,7 +129,12 @@ def _port(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="berth", description="berth: a placement engine for Kubernetes.", allow_abbrev=False,
-                     epilog="Placement settings may be given before or after the subcommand.")
+                     epilog="Placement settings may be given before or after the subcommand. A snapshot is "
+                            "judged at the moment it was taken: its newest kube-node-lease Lease renewTime "
+                            "(else the current time; --now overrides), so an old snapshot's nodes do not all "
+                            "look down. Exit status: 0 done, 1 the strategy refused (plan) or a service "
+                            "failed, 2 bad input (one line on stderr naming the file and field), 3 internal "
+                            "error.")
     parser.add_argument("--version", action="version", version=f"berth {__version__}")
     _add_setting_flags(parser, suppress=False)
     parser.set_defaults(handler=None)

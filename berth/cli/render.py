@@ -36,7 +36,7 @@ def _row(r: StrategyResult, bound: int) -> tuple[str, ...]:
 def describe(sim: Simulation) -> list[str]:
     ref = sim.reference
     shape = ", ".join(f"{k} {format_amount(k, v)}" for k, v in sorted(ref.pod.requests.items()))
-    bound = ", ".join(f"{k} {v}" for k, v in sorted(sim.lower_bound_by.items()))
+    bound = ", ".join(f"{k} {v}" for k, v in sorted(sim.lower_bound_by.items())) or "no pool node"
     return [
         f"cluster: {sim.cluster}: {sim.nodes} nodes, {sim.pool} in the pool (up, schedulable, untainted), "
         f"{sim.zones} zones; judged at {format_rfc3339(sim.now)}",
