@@ -11,6 +11,9 @@
   registered without one and stopped by its ``when`` filter once the policy's DELETED event is
   seen.
 - The validating admission webhook (``on.validate``), when a webhook server is configured.
+
+Every handler is a coroutine: Kopf would run plain functions in a thread pool, where they
+would read the indexes while the event loop changes them (and pay a thread hop per Pod event).
 """
 
 from __future__ import annotations
@@ -111,18 +114,18 @@ def build_registry(config: OperatorConfig) -> tuple[kopf.OperatorRegistry, Opera
     # -- the cluster, as indexes ----------------------------------------------------------------
 
     @kopf.index("v1", "nodes", id=NODES_INDEX, registry=registry)
-    def index_nodes(body: kopf.Body, name: str, **_: Any) -> dict[str, Any]:
+    async def index_nodes(body: kopf.Body, name: str, **_: Any) -> dict[str, Any]:
         info = node_record(body)
         return {name: info} if info is not None else {}
 
     @kopf.index("v1", "pods", id=PODS_INDEX, registry=registry)
-    def index_pods(body: kopf.Body, namespace: str | None, **_: Any) -> dict[str, Any]:
+    async def index_pods(body: kopf.Body, namespace: str | None, **_: Any) -> dict[str, Any]:
         record = pod_record(body)
         return {namespace or "default": record} if record is not None else {}
 
     @kopf.on.event("v1", "nodes", registry=registry)
     @kopf.on.event("v1", "pods", registry=registry)
-    def cluster_changed(**_: Any) -> None:
+    async def cluster_changed(**_: Any) -> None:
         state.views.changed()
 
     if config.track_leases:
@@ -130,25 +133,25 @@ def build_registry(config: OperatorConfig) -> tuple[kopf.OperatorRegistry, Opera
             return namespace == NODE_LEASE_NAMESPACE
 
         @kopf.index("coordination.k8s.io", "v1", "leases", id=LEASES_INDEX, when=node_lease, registry=registry)
-        def index_leases(body: kopf.Body, **_: Any) -> dict[str, Any]:
+        async def index_leases(body: kopf.Body, **_: Any) -> dict[str, Any]:
             record = lease_record(body)
             return {record[0]: record[1]} if record is not None else {}
 
         @kopf.on.event("coordination.k8s.io", "v1", "leases", when=node_lease, registry=registry)
-        def lease_changed(**_: Any) -> None:
+        async def lease_changed(**_: Any) -> None:
             state.views.changed()
 
     # -- the policies ---------------------------------------------------------------------------
 
     @kopf.on.event(*POLICY, registry=registry)
-    def policy_event(type: str | None, uid: str | None, **_: Any) -> None:
+    async def policy_event(type: str | None, uid: str | None, **_: Any) -> None:
         if type == "DELETED" and uid:
             state.forget(uid)
 
     def still_there(uid: str | None, **_: Any) -> bool:
         return state.is_live(uid)
 
-    def refresh(body: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
+    async def refresh(body: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
         state.refresh(body, patch, _indexes(kwargs))
 
     kopf.on.resume(*POLICY, id="status-on-resume", registry=registry)(refresh)
@@ -163,7 +166,7 @@ def build_registry(config: OperatorConfig) -> tuple[kopf.OperatorRegistry, Opera
     if config.webhook.enabled:
         @kopf.on.validate(*POLICY, id=WEBHOOK_ID, operations=["CREATE", "UPDATE"],
                           ignore_failures=not config.webhook.fail_closed, registry=registry)
-        def validate(body: kopf.Body, old: kopf.Body | None = None, operation: str | None = None,
+        async def validate(body: kopf.Body, old: kopf.Body | None = None, operation: str | None = None,
                      **_: Any) -> None:
             problem = admission_problem(_plain(body), _plain(old) if old is not None else None, operation or "")
             if problem is not None:

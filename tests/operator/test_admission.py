@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -76,10 +77,10 @@ def test_kopf_handler_refuses_with_422() -> None:
     bad = yaml.safe_load((ROOT / "examples" / "invalid" / "too-many-rules.yaml").read_text())
     bad["metadata"]["namespace"] = "shop"
     with pytest.raises(kopf.AdmissionError) as refused:
-        handler.fn(body=kopf.Body(bad), old=None, operation="CREATE")
+        asyncio.run(handler.fn(body=kopf.Body(bad), old=None, operation="CREATE"))
     assert refused.value.code == REFUSAL_CODE
     assert str(refused.value).startswith("spec.placementRules: has 17 rules in total")
-    assert handler.fn(body=kopf.Body(o.policy()), old=None, operation="CREATE") is None
+    assert asyncio.run(handler.fn(body=kopf.Body(o.policy()), old=None, operation="CREATE")) is None
 
     # The review Kopf sends back to the API server.
     outcome: Any = kopf_admission.build_response(

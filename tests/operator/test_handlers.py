@@ -3,6 +3,7 @@ refresh that patches only what changed and never loops on its own write."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import kopf
@@ -128,7 +129,7 @@ def test_a_deleted_policy_stops_its_timer() -> None:
     assert timer.when(uid="uid-policy-web") is True
     (watch,) = [h for h in registry._watching.get_all_handlers()
                 if h.selector and h.selector.any_name == "placementpolicies"]
-    watch.fn(type="DELETED", uid="uid-policy-web")
+    asyncio.run(watch.fn(type="DELETED", uid="uid-policy-web"))
     assert timer.when(uid="uid-policy-web") is False
     assert timer.when(uid="uid-policy-other") is True
 
@@ -138,5 +139,5 @@ def test_cluster_events_invalidate_the_shared_view() -> None:
     before = state.views.changes
     for handler in registry._watching.get_all_handlers():
         if handler.selector and handler.selector.any_name in ("pods", "nodes", "leases"):
-            handler.fn(type="MODIFIED", uid="x", namespace="kube-node-lease")
+            asyncio.run(handler.fn(type="MODIFIED", uid="x", namespace="kube-node-lease"))
     assert state.views.changes == before + 3
