@@ -151,6 +151,7 @@ class Extender:
         self._node_locks: dict[str, asyncio.Lock] = {}
         self._filter_decisions: OrderedDict[str, Decision] = OrderedDict()
         self._recent: _Recent | None = None
+        self._encoded_nodes: dict[str, tuple[str, orjson.Fragment]] = {}
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -327,19 +328,34 @@ class Extender:
         self.metrics.observe("filter", time.perf_counter() - started, result)
         return self._filter_reply(cache_capable, passing, failed, unresolvable, raw_nodes)
 
-    @staticmethod
-    def _filter_reply(cache_capable: bool, passing: list[str], failed: dict[str, str],
+    def _filter_reply(self, cache_capable: bool, passing: list[str], failed: dict[str, str],
                       unresolvable: dict[str, str], raw_nodes: Mapping[str, dict[str, Any]],
                       error: str = "") -> dict[str, Any]:
         out: dict[str, Any] = {}
         if cache_capable:
             out["NodeNames"] = passing
         else:
-            out["Nodes"] = {"metadata": {}, "items": [raw_nodes[n] for n in passing if n in raw_nodes]}
+            out["Nodes"] = {"metadata": {}, "items": [self._encoded_node(raw_nodes[n]) for n in passing
+                                                      if n in raw_nodes]}
         out["FailedNodes"] = failed
         out["FailedAndUnresolvableNodes"] = unresolvable
         out["Error"] = error
         return out
+
+    def _encoded_node(self, obj: dict[str, Any]) -> orjson.Fragment:
+        """A passing Node echoed back (``nodeCacheCapable: false``), encoded once per resourceVersion."""
+        meta = obj.get("metadata")
+        name = str(meta.get("name") or "") if isinstance(meta, dict) else ""
+        rv = str(meta.get("resourceVersion") or "") if isinstance(meta, dict) else ""
+        hit = self._encoded_nodes.get(name) if rv else None
+        if hit is not None and hit[0] == rv:
+            return hit[1]
+        fragment = orjson.Fragment(orjson.dumps(obj))
+        if rv and name:
+            if len(self._encoded_nodes) > 4 * max(len(self.store.view.nodes), 1000):
+                self._encoded_nodes.clear()
+            self._encoded_nodes[name] = (rv, fragment)
+        return fragment
 
     # -- prioritize ------------------------------------------------------------------------
 

@@ -1,0 +1,326 @@
+"""Benchmark of the extender: a real uvicorn (one worker) on 127.0.0.1, driven over HTTP.
+
+Prints, for a synthetic cluster of N nodes with 30 pods each and a PlacementPolicy with a
+topology spread constraint and two affinity rules:
+
+- filter + prioritize latency for one pod, p50 / p99, at 500 and 5,000 nodes with
+  ``nodeCacheCapable: true`` (node names), and at 500 nodes with ``false`` (full Node objects);
+- the resident memory of the view at 5,000 nodes / 150,000 pods, and the time to build it
+  from a full list (API-server-like pages of 1,000 objects decoded and applied).
+
+Usage (from the repository root)::
+
+    python bench/bench_extender.py                 # the full set (takes a few minutes)
+    python bench/bench_extender.py --quick         # 500 nodes only
+    python bench/bench_extender.py --nodes 2000 --requests 300
+
+The server runs in a child process (``--serve``), the HTTP client in this one. Only 127.0.0.1 is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import orjson
+
+PODS_PER_NODE = 30
+ZONES = 3
+RACK_SIZE = 20
+TENANTS = 20
+WEB = {"app": "web"}
+
+
+# -- the synthetic cluster ----------------------------------------------------------------------
+
+def make_node(i: int, *, full: bool = False) -> dict[str, Any]:
+    name = f"node-{i:05d}"
+    labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+              "topology.kubernetes.io/zone": f"zone-{i % ZONES}", "topology.kubernetes.io/region": "region-1",
+              "rack": f"rack-{i // RACK_SIZE:04d}", "type": "gpu" if i % 10 == 9 else "general",
+              "node.kubernetes.io/instance-type": "m5.8xlarge"}
+    alloc = {"cpu": "32", "memory": "128Gi", "ephemeral-storage": "500Gi", "pods": "110"}
+    node: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "uid": f"00000000-0000-4000-8000-{i:012d}", "resourceVersion": str(1000 + i),
+                     "creationTimestamp": "2026-11-30T12:00:00Z", "labels": labels},
+        "spec": {"podCIDR": f"10.{i // 250}.{i % 250}.0/24"},
+        "status": {"capacity": dict(alloc), "allocatable": alloc,
+                   "conditions": [{"type": t, "status": "False" if t != "Ready" else "True",
+                                   "lastHeartbeatTime": "2026-11-30T12:00:00Z",
+                                   "lastTransitionTime": "2026-11-30T12:00:00Z", "reason": r, "message": m}
+                                  for t, r, m in (("MemoryPressure", "KubeletHasSufficientMemory", "ok"),
+                                                  ("DiskPressure", "KubeletHasNoDiskPressure", "ok"),
+                                                  ("PIDPressure", "KubeletHasSufficientPID", "ok"),
+                                                  ("Ready", "KubeletReady", "kubelet is posting ready status"))],
+                   "addresses": [{"type": "InternalIP", "address": f"10.0.{i // 250}.{i % 250}"},
+                                 {"type": "Hostname", "address": name}],
+                   "nodeInfo": {"kubeletVersion": "v1.36.2", "containerRuntimeVersion": "containerd://2.1.0",
+                                "kernelVersion": "6.8.0", "osImage": "Ubuntu 24.04", "operatingSystem": "linux",
+                                "architecture": "amd64", "machineID": f"{i:032x}", "systemUUID": f"{i:032x}",
+                                "bootID": f"{i:032x}", "kubeProxyVersion": ""},
+                   "images": [{"names": [f"registry.example/app-{k}:1.{k}"], "sizeBytes": 50_000_000 + k}
+                              for k in range(8)]},
+    }
+    if full:  # what kube-scheduler sends with nodeCacheCapable: false (managedFields included)
+        node["metadata"]["managedFields"] = [{"manager": "kubelet", "operation": "Update", "apiVersion": "v1",
+                                              "time": "2026-11-30T12:00:00Z", "fieldsType": "FieldsV1",
+                                              "fieldsV1": {"f:status": {"f:conditions": {
+                                                  f"k:{{\"type\":\"{t}\"}}": {".": {}, "f:status": {}}
+                                                  for t in ("Ready", "MemoryPressure", "DiskPressure")}}}}]
+    return node
+
+
+def make_pod(node_index: int, j: int) -> dict[str, Any]:
+    node = f"node-{node_index:05d}"
+    k = node_index * PODS_PER_NODE + j
+    if j < 2:  # two pods of the benchmarked workload per node
+        namespace, labels = "shop", {"app": "web", "pod-template-hash": "5d4f8b9c7"}
+    elif j == 2 and node_index // RACK_SIZE in (0, 1):  # db replicas in the first two racks only
+        namespace, labels = "shop", {"app": "db", "role": "db-replica"}
+    else:
+        namespace, labels = f"tenant-{k % TENANTS}", {"app": f"app-{k % 50}", "tier": "backend",
+                                                       "pod-template-hash": f"{k % 997:x}"}
+    cpu = ("100m", "250m", "500m")[k % 3]
+    memory = ("128Mi", "256Mi", "512Mi")[k % 3]
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": f"{labels['app']}-{k:07d}", "namespace": namespace,
+                     "uid": f"10000000-0000-4000-8000-{k:012d}", "resourceVersion": str(100000 + k),
+                     "creationTimestamp": "2026-11-30T12:00:00Z", "labels": labels,
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                          "name": f"{labels['app']}-5d4f8b9c7", "uid": "r", "controller": True}]},
+        "spec": {"nodeName": node, "schedulerName": "default-scheduler", "restartPolicy": "Always",
+                 "serviceAccountName": "default", "terminationGracePeriodSeconds": 30, "dnsPolicy": "ClusterFirst",
+                 "containers": [{"name": "main", "image": f"registry.example/{labels['app']}:1.0",
+                                 "resources": {"requests": {"cpu": cpu, "memory": memory},
+                                               "limits": {"memory": memory}},
+                                 "ports": [{"containerPort": 8080, "protocol": "TCP"}]}],
+                 "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                                  "effect": "NoExecute", "tolerationSeconds": 300},
+                                 {"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                                  "effect": "NoExecute", "tolerationSeconds": 300}]},
+        "status": {"phase": "Running", "qosClass": "Burstable", "podIP": f"10.244.{node_index % 250}.{j}",
+                   "hostIP": f"10.0.{node_index // 250}.{node_index % 250}",
+                   "startTime": "2026-11-30T12:00:00Z"},
+    }
+
+
+def make_policy() -> dict[str, Any]:
+    return {"apiVersion": "berth.dev/v1alpha1", "kind": "PlacementPolicy",
+            "metadata": {"name": "web", "namespace": "shop", "generation": 1},
+            "spec": {"selector": {"matchLabels": WEB}, "strategy": "Spread",
+                     "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                                                    "whenUnsatisfiable": "DoNotSchedule",
+                                                    "labelSelector": {"matchLabels": WEB}}],
+                     "placementRules": [
+                         {"resource": "Node", "operator": "HasNot", "labels": {"type": "gpu"}},
+                         {"resource": "Pod", "operator": "HasNot", "labels": {"role": "db-replica"},
+                          "within": "rack"}]}}
+
+
+def list_pages(kind: str, nodes: int, page: int = 1000) -> Iterator[bytes]:
+    """API-server-like list pages (JSON bytes), generated lazily."""
+    if kind == "nodes":
+        for start in range(0, nodes, page):
+            items = [make_node(i) for i in range(start, min(nodes, start + page))]
+            yield orjson.dumps({"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": items})
+    else:
+        total = nodes * PODS_PER_NODE
+        for start in range(0, total, page):
+            items = [make_pod(k // PODS_PER_NODE, k % PODS_PER_NODE) for k in range(start, min(total, start + page))]
+            yield orjson.dumps({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
+
+
+def rss_mib() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+# -- the server (child process) -----------------------------------------------------------------
+
+def serve(nodes: int, port: int) -> None:
+    import uvicorn
+    from berth.extender.app import create_app
+    from berth.extender.settings import ExtenderSettings
+    from berth.extender.store import ClusterStore
+
+    gc.collect()
+    baseline = rss_mib()
+    store = ClusterStore(leases_tracked=False)
+    store.replace("policies", [make_policy()])
+    build = 0.0
+    for kind in ("nodes", "pods"):
+        generating = 0.0
+
+        def items(pages: Iterator[bytes]) -> Iterator[dict[str, Any]]:
+            nonlocal generating
+            while True:
+                t = time.perf_counter()
+                raw = next(pages, None)  # producing the synthetic page is not part of the build
+                generating += time.perf_counter() - t
+                if raw is None:
+                    return
+                yield from orjson.loads(raw)["items"]
+
+        t0 = time.perf_counter()
+        store.replace(kind, items(list_pages(kind, nodes)))
+        build += time.perf_counter() - t0 - generating
+    store.mark_listed("leases")
+    gc.collect()
+    view_rss = rss_mib() - baseline
+    print("VIEW " + json.dumps({"nodes": len(store.view.nodes), "pods": store.sizes()["pods"],
+                                "rss_mib": round(view_rss, 1), "build_s": round(build, 2)}), flush=True)
+    if os.environ.get("BENCH_FREEZE"):
+        gc.freeze()
+    if os.environ.get("BENCH_NOGC"):
+        gc.disable()
+    app = create_app(store, ExtenderSettings(track_leases=False, tentative_ttl_seconds=2.0))
+    uvicorn.run(app, host="127.0.0.1", port=port, workers=1, log_level="warning", access_log=False)
+
+
+# -- the client ---------------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def start_server(nodes: int) -> tuple[subprocess.Popen[str], str, dict[str, Any]]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, __file__, "--serve", str(nodes), "--port", str(port)],
+                            stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+    assert proc.stdout is not None
+    view: dict[str, Any] = {}
+    for line in proc.stdout:
+        if line.startswith("VIEW "):
+            view = json.loads(line[5:])
+            break
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/readyz", timeout=1).status_code == 200:
+                return proc, url, view
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("the benchmark server did not start")
+
+
+def pending_pod(i: int) -> dict[str, Any]:
+    return {"metadata": {"name": f"web-bench-{i}", "namespace": "shop", "uid": f"bench-{i:08d}",
+                         "resourceVersion": "1", "labels": {"app": "web", "pod-template-hash": "5d4f8b9c7"}},
+            "spec": {"schedulerName": "default-scheduler",
+                     "containers": [{"name": "main", "image": "registry.example/web:1.0",
+                                     "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}],
+                     "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                                      "effect": "NoExecute", "tolerationSeconds": 300}]},
+            "status": {"phase": "Pending"}}
+
+
+def measure(url: str, nodes: int, *, cache_capable: bool, requests: int, warmup: int = 20) -> dict[str, float]:
+    names = [f"node-{i:05d}" for i in range(nodes)]
+    full = [make_node(i, full=True) for i in range(nodes)] if not cache_capable else None
+    rng = random.Random(7)
+    both, filt, prio = [], [], []
+    # Go's net package (kube-scheduler) sets TCP_NODELAY; so must the client here, or Nagle's algorithm
+    # against delayed ACKs adds up to 40 ms to requests written in two parts (headers, then body).
+    transport = httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+    with httpx.Client(base_url=url, timeout=30, transport=transport) as client:
+        for i in range(warmup + requests):
+            pod = pending_pod(rng.randrange(10**9))
+            if cache_capable:
+                body = orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": names})
+            else:
+                body = orjson.dumps({"Pod": pod, "Nodes": {"metadata": {}, "items": full}, "NodeNames": None})
+            t0 = time.perf_counter()
+            r = client.post("/filter", content=body, headers={"Content-Type": "application/json"})
+            t1 = time.perf_counter()
+            result = r.json()
+            assert result["Error"] == "", result["Error"]
+            if cache_capable:
+                passing = result["NodeNames"]
+                body2 = orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": passing})
+            else:
+                passing_nodes = result["Nodes"]["items"]
+                body2 = orjson.dumps({"Pod": pod, "Nodes": {"metadata": {}, "items": passing_nodes},
+                                      "NodeNames": None})
+            t2 = time.perf_counter()
+            r2 = client.post("/prioritize", content=body2, headers={"Content-Type": "application/json"})
+            t3 = time.perf_counter()
+            assert r2.status_code == 200, r2.text
+            if i >= warmup:
+                filt.append(t1 - t0)
+                prio.append(t3 - t2)
+                both.append((t1 - t0) + (t3 - t2))
+    return {"p50": _pct(both, 50), "p99": _pct(both, 99), "filter_p50": _pct(filt, 50),
+            "prioritize_p50": _pct(prio, 50), "passing": len(passing) if cache_capable else len(passing_nodes),
+            "request_kib": len(body) / 1024}
+
+
+def _pct(values: list[float], p: int) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))] * 1000
+
+
+def run_case(nodes: int, requests: int, cache_false_too: bool) -> list[str]:
+    proc, url, view = start_server(nodes)
+    lines = []
+    try:
+        m = measure(url, nodes, cache_capable=True, requests=requests)
+        lines.append(f"{nodes:>6} nodes  nodeCacheCapable=true   filter+prioritize p50 {m['p50']:6.2f} ms  "
+                     f"p99 {m['p99']:6.2f} ms  (filter p50 {m['filter_p50']:.2f}, prioritize p50 "
+                     f"{m['prioritize_p50']:.2f}; {m['passing']} nodes pass; request {m['request_kib']:.0f} KiB)")
+        if cache_false_too:
+            m = measure(url, nodes, cache_capable=False, requests=requests)
+            lines.append(f"{nodes:>6} nodes  nodeCacheCapable=false  filter+prioritize p50 {m['p50']:6.2f} ms  "
+                         f"p99 {m['p99']:6.2f} ms  (filter p50 {m['filter_p50']:.2f}, prioritize p50 "
+                         f"{m['prioritize_p50']:.2f}; request {m['request_kib']:.0f} KiB)")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    if nodes >= 5000:
+        lines.append(f"{nodes:>6} nodes  view of {view['nodes']} nodes / {view['pods']} pods: RSS "
+                     f"{view['rss_mib']:.0f} MiB; built from a full list (pages of 1,000 decoded and applied) in "
+                     f"{view['build_s']:.1f} s")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true", help="500 nodes only")
+    parser.add_argument("--nodes", type=int, help="one cluster size instead of the standard set")
+    parser.add_argument("--requests", type=int, default=300, help="measured pods per case (default 300)")
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve, args.port)
+        return
+    cases = [(args.nodes, True)] if args.nodes else [(500, True)] + ([] if args.quick else [(5000, False)])
+    print(f"berth extender benchmark: {PODS_PER_NODE} pods per node, policy: Spread + zone spread "
+          "(DoNotSchedule) + 2 placement rules (Node HasNot, Pod HasNot within rack); one uvicorn worker "
+          "on 127.0.0.1")
+    for nodes, cache_false in cases:
+        for line in run_case(nodes, args.requests, cache_false):
+            print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
