@@ -155,6 +155,7 @@ def rss_mib() -> float:
 def serve(nodes: int, port: int) -> None:
     import uvicorn
     from berth.extender.app import create_app
+    from berth.extender.heap import collector_paused, settle
     from berth.extender.settings import ExtenderSettings
     from berth.extender.store import ClusterStore
 
@@ -177,17 +178,14 @@ def serve(nodes: int, port: int) -> None:
                 yield from orjson.loads(raw)["items"]
 
         t0 = time.perf_counter()
-        store.replace(kind, items(list_pages(kind, nodes)))
+        with collector_paused():  # as the live view lists (berth.extender.heap)
+            store.replace(kind, items(list_pages(kind, nodes)))
         build += time.perf_counter() - t0 - generating
     store.mark_listed("leases")
-    gc.collect()
+    settle()  # as the live view does once the first full list is in
     view_rss = rss_mib() - baseline
     print("VIEW " + json.dumps({"nodes": len(store.view.nodes), "pods": store.sizes()["pods"],
                                 "rss_mib": round(view_rss, 1), "build_s": round(build, 2)}), flush=True)
-    if os.environ.get("BENCH_FREEZE"):
-        gc.freeze()
-    if os.environ.get("BENCH_NOGC"):
-        gc.disable()
     app = create_app(store, ExtenderSettings(track_leases=False, tentative_ttl_seconds=2.0))
     uvicorn.run(app, host="127.0.0.1", port=port, workers=1, log_level="warning", access_log=False)
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
+from berth.extender.heap import collector_paused, settle
 from berth.extender.metrics import Metrics
 from berth.extender.store import LEASE_NAMESPACE, ClusterStore
 
@@ -215,7 +216,11 @@ class LiveView:
                 count += len(page.items)
                 yield from page.items
 
-        self.store.replace(kind, items())
+        was_ready = self.store.ready
+        with collector_paused():
+            self.store.replace(kind, items())
+        if self.store.ready and not was_ready:
+            settle()  # the first full view: out of the collector's sight (see berth.extender.heap)
         self.resource_versions[kind] = rv
         log.info("listed %d %s in %.2fs (resourceVersion %s)", count, kind, time.perf_counter() - started, rv)
         return rv

@@ -11,6 +11,7 @@ from typing import Any
 
 from berth.extender.app import create_app
 from berth.extender.binder import KubeBinder, MemoryBinder
+from berth.extender.heap import collector_paused, settle
 from berth.extender.live_view import KubeSource, LiveView, kube_api_client
 from berth.extender.metrics import Metrics
 from berth.extender.settings import ExtenderSettings, load_settings
@@ -28,8 +29,10 @@ def build_app(snapshot: str | None = None, settings: ExtenderSettings | None = N
     """The app against the cluster (in-cluster config or KUBECONFIG), or against a snapshot file."""
     settings = settings or load_settings()
     if snapshot is not None:
-        store, eval_clock = load_snapshot(snapshot, decisions_kept=settings.decisions_kept,
-                                          track_leases=settings.track_leases)
+        with collector_paused():
+            store, eval_clock = load_snapshot(snapshot, decisions_kept=settings.decisions_kept,
+                                              track_leases=settings.track_leases)
+        settle()
         log.info("serving the snapshot %s: %d nodes, %d pods, %d policies", snapshot, len(store.view.nodes),
                  store.sizes()["pods"], len(store.policies))
         return create_app(store, settings, binder=MemoryBinder(store), eval_clock=eval_clock)
