@@ -14,8 +14,9 @@ from berth.core.model import PodInfo
 from berth.core.quantity import CPU, DISK, MEMORY, PODS, format_amount
 from berth.core.settings import Settings
 
-UNBOUNDED_BY_KNOWN = 1
-"""Capacity of a node none of whose known dimensions bounds the pod: it may take one pod, unverified."""
+UNVERIFIED_CAPACITY = 1
+"""Capacity of a node that cannot verify a dimension the pod asks for: one pod at a time, never more,
+so a round never piles pods onto a node whose room is unknown (seed 001: never unlimited)."""
 
 SHARE_DIMENSIONS = (CPU, MEMORY, DISK)
 REPORTED_DIMENSIONS = frozenset({CPU, MEMORY, DISK, PODS})
@@ -84,7 +85,10 @@ def check_fit(allocatable: Mapping[str, int], requested: Mapping[str, int], need
     refusal = "insufficient capacity: " + "; ".join(shortfalls) if shortfalls else None
     if refusal and unknown and settings.reject_unknown_capacity and len(shortfalls) == 1:
         refusal = shortfalls[0]
-    return Fit(refusal, UNBOUNDED_BY_KNOWN if capacity is None else capacity, tuple(sorted(unknown)))
+    if unknown:
+        # Unknown is never unlimited: what cannot be verified takes at most one pod at a time.
+        capacity = UNVERIFIED_CAPACITY if capacity is None else min(capacity, UNVERIFIED_CAPACITY)
+    return Fit(refusal, UNVERIFIED_CAPACITY if capacity is None else capacity, tuple(sorted(unknown)))
 
 
 def unverified_warning(node: str, dims: tuple[str, ...]) -> str:

@@ -8,6 +8,7 @@ fit checks exact: a pod that needs exactly what is free fits.
 from __future__ import annotations
 
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from functools import lru_cache
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
@@ -53,8 +54,10 @@ def _number(s: str, original: object) -> Decimal:
     return value
 
 
+@lru_cache(maxsize=4096)
 def to_base_units(resource: str, text: str | int | float) -> int:
-    """A quantity in the resource's base unit, rounded up as the scheduler rounds requests."""
+    """A quantity in the resource's base unit, rounded up as the scheduler rounds requests.
+    Memoised: a cluster repeats a handful of quantity strings across thousands of pods."""
     value = parse_quantity(text)
     if resource == CPU:
         value = value * 1000

@@ -11,63 +11,73 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from berth.core.model import NodeInfo, PodInfo
-from berth.core.placement_rules import Group, Operator, Resource, Rule, RuleNode
+from berth.core.placement_rules import Group, Operator, Resource, RuleNode
 from berth.core.view import ClusterState
 
 
 @dataclass
 class RuleContext:
+    """One evaluation's view of the rules: each rule becomes, once, the set of nodes where it
+    holds, so judging a node is a set lookup per top-level rule."""
+
     state: ClusterState
     pod: PodInfo
-    # Keyed by the rule object: one evaluation asks the same rule of thousands of nodes.
-    _with_pod: dict[int, frozenset[str]] = field(default_factory=dict)
-    _group_has: dict[tuple[int, str], bool] = field(default_factory=dict)
+    _passing: dict[int, frozenset[str]] = field(default_factory=dict)
+    _refusals: dict[int, tuple[str, bool]] = field(default_factory=dict)
+    _all: frozenset[str] | None = None
 
-    def nodes_with_pod(self, rule: Rule) -> frozenset[str]:
-        hit = self._with_pod.get(id(rule))
+    def all_nodes(self) -> frozenset[str]:
+        if self._all is None:
+            self._all = frozenset(self.state.nodes)
+        return self._all
+
+    def passing(self, rule: RuleNode) -> frozenset[str]:
+        hit = self._passing.get(id(rule))
         if hit is None:
-            hit = self.state.nodes_with_pod(self.pod.namespace, rule.labels, self.pod.uid)
-            self._with_pod[id(rule)] = hit
+            hit = self._passing[id(rule)] = self._compute(rule)
         return hit
 
-    def group_has_pod(self, rule: Rule, value: str) -> bool:
-        key = (id(rule), value)
-        hit = self._group_has.get(key)
+    def refusal(self, index: int, rule: RuleNode) -> tuple[str, bool]:
+        """The refusal for breaking top-level rule ``index``; one string per evaluation."""
+        hit = self._refusals.get(index)
         if hit is None:
-            assert rule.within is not None
-            hit = not self.nodes_with_pod(rule).isdisjoint(self.state.nodes_labelled(rule.within, value))
-            self._group_has[key] = hit
+            hit = self._refusals[index] = (f"placementRules[{index}] not met: {rule.describe()}",
+                                           reads_pods((rule,)))
         return hit
+
+    def _compute(self, rule: RuleNode) -> frozenset[str]:
+        if isinstance(rule, Group):
+            parts = [self.passing(m) for m in rule.members]
+            return frozenset.union(*parts) if rule.any else frozenset.intersection(*parts)
+        everywhere = self.all_nodes()
+        if rule.resource is Resource.NODE:
+            has = everywhere
+            for key, value in rule.labels.items():
+                has = has & self.state.nodes_labelled(key, value)
+            return has if rule.operator is Operator.HAS else everywhere - has
+        with_pod = self.state.nodes_with_pod(self.pod.namespace, rule.labels, self.pod.uid) & everywhere
+        if rule.within is None:
+            return with_pod if rule.operator is Operator.HAS else everywhere - with_pod
+        # within: the candidate's group is every node sharing its value for the key; a node
+        # without the key fails both operators.
+        key = rule.within
+        nodes = self.state.nodes
+        values = {nodes[n].labels[key] for n in with_pod if key in nodes[n].labels}
+        has = frozenset().union(*(self.state.nodes_labelled(key, v) for v in values))
+        keyed = frozenset(n for n, node in nodes.items() if key in node.labels)
+        return has if rule.operator is Operator.HAS else keyed - has
 
 
 def holds(rule: RuleNode, node: NodeInfo, ctx: RuleContext) -> bool:
-    if isinstance(rule, Group):
-        if rule.any:
-            return any(holds(m, node, ctx) for m in rule.members)
-        return all(holds(m, node, ctx) for m in rule.members)
-    return _rule_holds(rule, node, ctx)
-
-
-def _rule_holds(rule: Rule, node: NodeInfo, ctx: RuleContext) -> bool:
-    if rule.resource is Resource.NODE:
-        has = all(node.labels.get(k) == v for k, v in rule.labels.items())
-    else:
-        if rule.within:
-            value = node.labels.get(rule.within)
-            if value is None:
-                return False
-            has = ctx.group_has_pod(rule, value)
-        else:
-            has = node.name in ctx.nodes_with_pod(rule)
-    return has if rule.operator is Operator.HAS else not has
+    return node.name in ctx.passing(rule)
 
 
 def first_broken(rules: tuple[RuleNode, ...], node: NodeInfo, ctx: RuleContext) -> tuple[str, bool] | None:
     """The first top-level rule ``node`` breaks, described for a refusal message, and whether
     evicting pods could mend it (a rule that reads pods can be; a node-label rule cannot)."""
     for i, rule in enumerate(rules):
-        if not holds(rule, node, ctx):
-            return f"placementRules[{i}] not met: {rule.describe()}", reads_pods((rule,))
+        if node.name not in ctx.passing(rule):
+            return ctx.refusal(i, rule)
     return None
 
 

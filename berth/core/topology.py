@@ -42,17 +42,19 @@ class SpreadContext:
     hard: tuple[_Constraint, ...]
     soft: tuple[_Constraint, ...]
     node_counts: tuple[Mapping[str, int], ...]  # per soft constraint: matching pods per node
+    _verdicts: tuple[dict[str | None, tuple[str, bool] | None], ...] = ()  # per hard constraint, per domain
 
     def refusal(self, node: NodeInfo) -> tuple[str, bool] | None:
         """(reason, resolvable) when a DoNotSchedule constraint refuses ``node``."""
-        for c in self.hard:
+        for i, c in enumerate(self.hard):
             domain = node.labels.get(c.spec.topology_key)
-            if domain is None:
-                return f"topology spread: node has no label {c.spec.topology_key}", False
-            skew = c.skew_if_placed(domain)
-            if skew > c.spec.max_skew:
-                return (f"topology spread: placing here makes skew {skew} in {c.spec.topology_key}={domain} "
-                        f"(maxSkew {c.spec.max_skew})", True)
+            verdicts = self._verdicts[i]
+            if domain in verdicts:
+                verdict = verdicts[domain]
+            else:
+                verdict = verdicts[domain] = _domain_verdict(c, domain)
+            if verdict is not None:
+                return verdict
         return None
 
     def scores(self, nodes: Iterable[NodeInfo]) -> dict[str, int]:
@@ -113,7 +115,17 @@ def spread_context(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | 
         else:
             soft.append(c)
             node_counts.append(per_node)
-    return SpreadContext(tuple(hard), tuple(soft), tuple(node_counts))
+    return SpreadContext(tuple(hard), tuple(soft), tuple(node_counts), tuple({} for _ in hard))
+
+
+def _domain_verdict(c: _Constraint, domain: str | None) -> tuple[str, bool] | None:
+    if domain is None:
+        return f"topology spread: node has no label {c.spec.topology_key}", False
+    skew = c.skew_if_placed(domain)
+    if skew > c.spec.max_skew:
+        return (f"topology spread: placing here makes skew {skew} in {c.spec.topology_key}={domain} "
+                f"(maxSkew {c.spec.max_skew})", True)
+    return None
 
 
 def _selector(spec: TopologySpreadConstraint, pod: PodInfo, policy: PlacementPolicy) -> LabelSelector:
