@@ -217,7 +217,7 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
         metrics.observe("decision", time.perf_counter() - started)
         if found is None:
             return _json({"error": f"no decision recorded for pod {namespace}/{pod}"}, 404)
-        return _json(found)
+        return Response(content=found, media_type=JSON)
 
     @app.post("/api/v1/preview", tags=["explain"], openapi_extra=_body_schema(ShapeRequest),
               responses={**api_bad, 200: {"description": "a fresh evaluation of every node: decision and scores"},

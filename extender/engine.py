@@ -53,8 +53,10 @@ from berth.core.view import ClusterView, Overlay
 log = logging.getLogger("berth.extender")
 
 RECORD_LIMIT = 100
-"""Nodes listed in a recorded decision's ``considered`` and ``refused`` (the totals are kept):
-a pod annotation must stay small whatever the size of the cluster."""
+"""Nodes listed in a recorded decision's ``considered`` and ``refused`` (the totals are kept)."""
+
+ANNOTATION_LIMIT = 20
+"""The same in the pod annotation: a pod's metadata must stay small whatever the size of the cluster."""
 
 REUSE_SECONDS = 2.0
 """prioritize reuses filter's evaluation of the same pod and nodes made this recently."""
@@ -125,15 +127,18 @@ def rfc3339(epoch: float) -> str:
 
 def decision_record(decision: Decision, *, limit: int = RECORD_LIMIT) -> dict[str, Any]:
     """``Decision.to_dict()`` with ``considered`` and ``refused`` cut to ``limit`` nodes (and their totals)."""
-    data = decision.to_dict()
-    considered = data["considered"]
+    return limit_record(decision.to_dict(), limit)
+
+
+def limit_record(data: dict[str, Any], limit: int) -> dict[str, Any]:
+    considered = data.get("considered") or []
     if len(considered) > limit:
+        data["consideredTotal"] = data.get("consideredTotal", len(considered))
         data["considered"] = considered[:limit]
-        data["consideredTotal"] = len(considered)
-    refused = data["refused"]
+    refused = data.get("refused") or {}
     if len(refused) > limit:
+        data["refusedTotal"] = data.get("refusedTotal", len(refused))
         data["refused"] = dict(list(refused.items())[:limit])
-        data["refusedTotal"] = len(refused)
     return data
 
 
@@ -149,7 +154,7 @@ class Extender:
         self.clock = clock or time.time
         self.eval_clock = eval_clock or self.clock
         self._node_locks: dict[str, asyncio.Lock] = {}
-        self._filter_decisions: OrderedDict[str, Decision] = OrderedDict()
+        self._filter_decisions: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._recent: _Recent | None = None
         self._encoded_nodes: dict[str, tuple[str, orjson.Fragment]] = {}
 
@@ -212,11 +217,12 @@ class Extender:
         default = self.core_settings.default_strategy
         return None, default, default is not None
 
-    def _remember_filter_decision(self, uid: str, decision: Decision) -> None:
+    def _remember_filter_decision(self, uid: str, record: dict[str, Any]) -> None:
+        """filter's judgement of a pod (compact), for the decision its bind records."""
         store = self._filter_decisions
-        store[uid] = decision
+        store[uid] = record
         store.move_to_end(uid)
-        while len(store) > 10000:
+        while len(store) > 2000:
             store.popitem(last=False)
 
     def _stamp(self, decision: Decision, trigger: str) -> Decision:
@@ -322,8 +328,9 @@ class Extender:
                              round_key=rnd.policy_key if rnd is not None else None)
             self._recent = _Recent(pod.uid, _resource_version(args.Pod), tuple(passing), ev.scores,
                                    time.monotonic())
-            self._remember_filter_decision(pod.uid, decision)
-            store.record_decision(pod.key, decision_record(decision))
+            record = decision_record(decision)
+            self._remember_filter_decision(pod.uid, record)
+            store.record_decision(pod.key, record)
         result = "placed" if passing else (decision.error.code.value if decision.error else "no_node")
         self.metrics.observe("filter", time.perf_counter() - started, result)
         return self._filter_reply(cache_capable, passing, failed, unresolvable, raw_nodes)
@@ -389,9 +396,9 @@ class Extender:
                     store.assume(pod, winner, bound=False, deadline=now + self.settings.tentative_ttl_seconds,
                                  round_key=rnd.policy_key if rnd is not None else None)
                 self._recent = _Recent(pod.uid, _resource_version(args.Pod), judged, scores, time.monotonic())
-                decision = self._stamp(ev.decision, "prioritize")
-                self._remember_filter_decision(pod.uid, decision)
-                store.record_decision(pod.key, decision_record(decision))
+                record = decision_record(self._stamp(ev.decision, "prioritize"))
+                self._remember_filter_decision(pod.uid, record)
+                store.record_decision(pod.key, record)
                 result = "scored"
         self.metrics.observe("prioritize", time.perf_counter() - started, result)
         return [{"Host": n, "Score": scores.get(n, 0)} for n in names]
@@ -495,18 +502,18 @@ class Extender:
                 return f"berth: {node}: {reason}"
             store.assume(pod, node, bound=True, deadline=now + self.settings.assume_ttl_seconds,
                          round_key=rnd.policy_key if rnd is not None else None)
-            decision = self._bind_decision(pod, node, earlier, ev.decision, rnd)
-            record = decision_record(decision)
+            record = self._bind_record(node, earlier, ev.decision, rnd)
             store.record_decision(pod.key, record)
         annotations = {DECISION_ANNOTATION: orjson.dumps(record).decode()}
         if rnd is not None:
             annotations[ROUND_ANNOTATION] = rnd.round_id
-        refused = decision.refused
-        message = (f"berth placed the pod on {node} (strategy {decision.strategy}"
-                   + (f", policy {decision.policy}" if decision.policy else "")
-                   + f"; {len(decision.considered)} nodes considered, {len(refused)} refused)")
-        if decision.warnings:
-            message += "; warnings: " + "; ".join(decision.warnings[:3])
+        considered = record.get("consideredTotal", len(record["considered"]))
+        refused = record.get("refusedTotal", len(record["refused"]))
+        message = (f"berth placed the pod on {node} (strategy {record['strategy']}"
+                   + (f", policy {record['policy']}" if record["policy"] else "")
+                   + f"; {considered} nodes considered, {refused} refused)")
+        if record["warnings"]:
+            message += "; warnings: " + "; ".join(record["warnings"][:3])
         return annotations, message
 
     def _known_request_node(self, node: str) -> dict[str, NodeInfo]:
@@ -516,18 +523,18 @@ class Extender:
         hit = self.store.request_nodes.get(node)
         return {node: hit[1]} if hit is not None else {}
 
-    def _bind_decision(self, pod: PodInfo, node: str, earlier: Decision | None, recheck: Decision,
-                       rnd: Round | None) -> Decision:
-        base = earlier if earlier is not None else recheck
-        ranking = [node, *(n for n in base.ranking if n != node)]
-        warnings = list(dict.fromkeys([*base.warnings, *recheck.warnings]))
-        if earlier is not None and earlier.ranking and earlier.ranking[0] != node:
-            warnings.append(f"kube-scheduler chose {node}; berth ranked {earlier.ranking[0]} first")
-        decision = Decision(pod=pod.key, policy=base.policy, strategy=base.strategy,
-                            considered=list(base.considered), refused=dict(base.refused), ranking=ranking,
-                            warnings=warnings, error=None,
-                            plan=dict(rnd.plan) if rnd is not None else base.plan)
-        return self._stamp(decision, "bind")
+    def _bind_record(self, node: str, earlier: dict[str, Any] | None, recheck: Decision,
+                     rnd: Round | None) -> dict[str, Any]:
+        """What the bind records: filter's judgement of every node, with the node the pod is bound to."""
+        base = dict(earlier) if earlier is not None else decision_record(recheck)
+        ranking = [node, *(n for n in base.get("ranking") or () if n != node)]
+        warnings = list(dict.fromkeys([*(base.get("warnings") or ()), *recheck.warnings]))
+        first = (earlier or {}).get("ranking") or []
+        if first and first[0] != node:
+            warnings.append(f"kube-scheduler chose {node}; berth ranked {first[0]} first")
+        base.update(trigger="bind", time=rfc3339(self.clock()), winner=node, ranking=ranking[:10],
+                    warnings=warnings, error=None, plan=dict(rnd.plan) if rnd is not None else base.get("plan"))
+        return limit_record(base, ANNOTATION_LIMIT)
 
     # -- preempt ---------------------------------------------------------------------------
 
@@ -552,7 +559,8 @@ class Extender:
 
     # -- the explain / preview / capacity / allocations API --------------------------------
 
-    async def decision_of(self, namespace: str, name: str) -> dict[str, Any] | None:
+    async def decision_of(self, namespace: str, name: str) -> bytes | None:
+        """The recorded decision as JSON: kept in memory, else read from the pod's annotation."""
         key = f"{namespace}/{name}"
         with self.store.lock:
             hit = self.store.decisions.get(key)
@@ -569,7 +577,7 @@ class Extender:
             data = orjson.loads(text)
         except orjson.JSONDecodeError:
             return None
-        return data if isinstance(data, dict) else None
+        return orjson.dumps(data) if isinstance(data, dict) else None
 
     def preview(self, pod: PodInfo, policy_name: str | None, nodes: Sequence[str] | None) -> dict[str, Any]:
         with self.store.lock:

@@ -38,7 +38,7 @@ class ExtenderSettings(BaseSettings):
     assume_ttl_seconds: float = Field(default=30.0, gt=0, le=3600)  # bound pod held until the watch shows it
     round_timeout_seconds: float = Field(default=120.0, gt=0, le=86400)  # Fill/Each round left idle this long closes
     bind_lock_timeout_seconds: float = Field(default=2.0, gt=0, le=60)  # waiting for a node's lock: placement_busy
-    decisions_kept: int = Field(default=20000, ge=0, le=10_000_000)  # latest decisions kept in memory
+    decisions_kept: int = Field(default=5000, ge=0, le=1_000_000)  # latest decisions kept in memory
     record_events: bool = True  # an Event on the pod at bind
     watch_timeout_seconds: int = Field(default=300, ge=10, le=3600)  # server-side watch timeout, then re-watch
     relist_backoff_max_seconds: float = Field(default=30.0, gt=0, le=600)

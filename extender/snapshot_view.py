@@ -74,7 +74,7 @@ def _flatten(doc: object, path: Path) -> Iterator[dict[str, Any]]:
 
 
 def load_snapshot(path: str | Path, *, store: ClusterStore | None = None,
-                  decisions_kept: int = 20000, track_leases: bool = True,
+                  decisions_kept: int = 5000, track_leases: bool = True,
                   ) -> tuple[ClusterStore, Callable[[], float]]:
     """A store filled from the snapshot, and the clock liveness is judged by (see the module doc)."""
     objects = read_objects(path)

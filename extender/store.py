@@ -109,7 +109,7 @@ def parse_round_id(round_id: str) -> tuple[str, float] | None:
 
 
 class ClusterStore:
-    def __init__(self, *, leases_tracked: bool = True, decisions_kept: int = 20000,
+    def __init__(self, *, leases_tracked: bool = True, decisions_kept: int = 5000,
                  clock: Callable[[], float] | None = None) -> None:
         import time
 
@@ -125,7 +125,7 @@ class ClusterStore:
         self.assumed: dict[str, Assumption] = {}
         self.rounds: dict[str, Round] = {}
         self.round_records: dict[str, RoundRecord] = {}
-        self.decisions: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self.decisions: OrderedDict[str, bytes] = OrderedDict()  # pod key -> the latest decision, as JSON
         self.decisions_kept = decisions_kept
         self.seen_pods: OrderedDict[str, PodInfo] = OrderedDict()  # uid -> pod from recent filter requests
         self.request_nodes: dict[str, tuple[str, NodeInfo]] = {}  # name -> (resourceVersion, node) cache
@@ -392,7 +392,7 @@ class ClusterStore:
     def record_decision(self, pod_key: str, decision: dict[str, Any]) -> None:
         if self.decisions_kept <= 0:
             return
-        self.decisions[pod_key] = decision
+        self.decisions[pod_key] = orjson.dumps(decision)  # encoded: a few KiB each instead of many objects
         self.decisions.move_to_end(pod_key)
         while len(self.decisions) > self.decisions_kept:
             self.decisions.popitem(last=False)

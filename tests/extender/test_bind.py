@@ -220,3 +220,22 @@ def test_a_node_locked_too_long_answers_placement_busy() -> None:
     errors = asyncio.run(scenario())
     assert errors.count("") == 1
     assert any(e.startswith("placement_busy: node a stayed locked") for e in errors)
+
+
+def test_the_annotation_stays_small_on_a_large_cluster() -> None:
+    nodes = [node(f"n{i:03d}", cpu="1") for i in range(60)] + [node("big", cpu="16")]
+    store = make_store([*nodes, policy("web")])
+    binder = RecordingBinder()
+    app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
+    from fastapi.testclient import TestClient
+
+    client = TestClient(app)
+    p = pod("web-1", labels=WEB, cpu="2")
+    result = client.post("/filter", content=orjson.dumps({"Pod": p, "NodeNames": sorted(store.view.nodes)})).json()
+    assert result["NodeNames"] == ["big"] and len(result["FailedNodes"]) == 60
+    assert client.post("/bind", content=orjson.dumps(bind_args(p, "big"))).json() == {"Error": ""}
+    recorded = orjson.loads(binder.annotations["shop/web-1"][DECISION_ANNOTATION])
+    assert len(recorded["considered"]) == 20 and recorded["consideredTotal"] == 61
+    assert len(recorded["refused"]) == 20 and recorded["refusedTotal"] == 60
+    assert len(binder.annotations["shop/web-1"][DECISION_ANNOTATION]) < 4096
+    assert "61 nodes considered, 60 refused" in binder.messages["shop/web-1"]

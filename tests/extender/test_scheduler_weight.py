@@ -3,6 +3,7 @@ whatever scores the default plugins give (kube-scheduler's own arithmetic, repro
 
 from __future__ import annotations
 
+import orjson
 import yaml
 from berth.extender.scheduler_config import (
     DEFAULT_SCORE_PLUGIN_WEIGHTS,
@@ -66,7 +67,7 @@ def test_kube_scheduler_picks_the_strategy_winner(shape: list[tuple[str, int]], 
     if len(passing) < 2:
         return  # kube-scheduler does not prioritize a single node
     scores = h.prioritize(incoming, passing)
-    winner = h.store.decisions["shop/web-new"]["ranking"][0]
+    winner = orjson.loads(h.store.decisions["shop/web-new"])["ranking"][0]
     plugin_scores = {n: {p: data.draw(plugin_score) for p in DEFAULT_SCORE_PLUGIN_WEIGHTS} for n in passing}
     totals = scheduler_totals(scores, plugin_scores, RECOMMENDED_WEIGHT)
     best = max(totals.values())
