@@ -15,8 +15,8 @@ from berth.core.quantity import CPU, DISK, MEMORY, PODS, format_amount
 from berth.core.settings import Settings
 
 UNVERIFIED_CAPACITY = 1
-"""Capacity of a node that cannot verify a dimension the pod asks for: one pod at a time, never more,
-so a round never piles pods onto a node whose room is unknown (seed 001: never unlimited)."""
+"""Capacity of a node that cannot verify a dimension the pod asks for: one pod, never more (seed 001:
+never unlimited). Such a node stays eligible pod by pod, ranked after every verified node."""
 
 SHARE_DIMENSIONS = (CPU, MEMORY, DISK)
 REPORTED_DIMENSIONS = frozenset({CPU, MEMORY, DISK, PODS})

@@ -81,11 +81,6 @@ def _greedy(view: ClusterView, pod: PodInfo, policy: PlacementPolicy | None, str
     while placed < count and error is None:
         step = collect_candidates(overlay, _nth(pod, placed), policy, settings, now, strategy=strategy)
         warnings.update(dict.fromkeys(step.warnings))
-        # A node whose room cannot be verified takes one pod of a round, never more (seed 001).
-        step.candidates = [c for c in step.candidates if not (c.unverified and plan.get(c.name))]
-        if step.error is None and not step.candidates:
-            step.error = PlacementError(ErrorCode.INSUFFICIENT_RESOURCE,
-                                        "no node left: nodes of unverified capacity take one pod per round")
         if step.error is not None:
             error = step.error
             break
@@ -120,7 +115,7 @@ def _greedy_local(overlay: Overlay, pod: PodInfo, policy: PlacementPolicy | None
         placed += 1
         again = collect_candidates(overlay, _nth(pod, placed), policy, settings, now, nodes=[name],
                                    strategy=strategy)
-        if again.candidates and not again.candidates[0].unverified:
+        if again.candidates:
             heapq.heappush(heap, (key(again.candidates[0]), name))
     return placed
 
