@@ -75,7 +75,8 @@ class KubeBinder:
             # metadata.uid in a merge patch is a precondition: a recreated pod of the same name is not touched.
             patch = {"metadata": {"uid": pod.uid, "annotations": annotations}}
             try:
-                self.core.patch_namespaced_pod(pod.name, pod.namespace, patch, _preload_content=False)
+                self.core.patch_namespaced_pod(pod.name, pod.namespace, patch, _preload_content=False,
+                                               _content_type="application/merge-patch+json")
             except ApiException as exc:
                 raise BindError(f"cannot annotate pod {pod.key}: {_api_reason(exc)}") from None
         if self.record_events and message:

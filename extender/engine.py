@@ -37,6 +37,7 @@ from berth.extender.wire import (
     meta_victims,
     meta_victims_from_full,
     node_name,
+    scheduler_text,
 )
 
 from berth.core.capacity import capacity_table, node_allocations
@@ -344,9 +345,9 @@ class Extender:
         else:
             out["Nodes"] = {"metadata": {}, "items": [self._encoded_node(raw_nodes[n]) for n in passing
                                                       if n in raw_nodes]}
-        out["FailedNodes"] = failed
-        out["FailedAndUnresolvableNodes"] = unresolvable
-        out["Error"] = error
+        out["FailedNodes"] = {n: scheduler_text(r) for n, r in failed.items()}
+        out["FailedAndUnresolvableNodes"] = {n: scheduler_text(r) for n, r in unresolvable.items()}
+        out["Error"] = scheduler_text(error)
         return out
 
     def _encoded_node(self, obj: dict[str, Any]) -> orjson.Fragment:
@@ -417,7 +418,7 @@ class Extender:
         self.metrics.observe("bind", time.perf_counter() - started, result)
         if error:
             log.info("bind of %s/%s to %s refused: %s", args.PodNamespace, args.PodName, args.Node, error)
-        return {"Error": error}
+        return {"Error": scheduler_text(error)}
 
     async def _bind(self, args: ExtenderBindingArgs) -> tuple[str, str]:
         node = args.Node

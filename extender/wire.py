@@ -13,6 +13,7 @@ OpenAPI schema.
 
 from __future__ import annotations
 
+import re
 from typing import Any, TypeVar
 
 import orjson
@@ -129,6 +130,20 @@ def describe(exc: ValidationError) -> str:
     if more > 0:
         parts.append(f"and {more} more")
     return "; ".join(parts)
+
+
+_PERCENT = re.compile(r"(?<=\d)%|%")
+
+
+def scheduler_text(text: str) -> str:
+    """A reason as kube-scheduler will show it. The scheduler passes refusal reasons to its event
+    recorder as a *format string*, so ``10%`` reaches the pod's FailedScheduling event as
+    ``10%!f(MISSING)``; ``%`` is spelt ``percent`` in what berth sends it (the explain API keeps
+    the core's text)."""
+    if "%" not in text:
+        return text
+    return _PERCENT.sub(lambda m: " percent" if m.start() > 0 and text[m.start() - 1].isdigit() else "percent",
+                        text)
 
 
 def dumps(data: object) -> bytes:

@@ -209,3 +209,15 @@ def test_an_unreadable_pod_gets_the_protocol_error() -> None:
     r = h.client.post("/prioritize", content=orjson.dumps(args(bad, ["a"])))
     assert r.status_code == 400
     assert "cannot read the pod" in r.json()["Error"]
+
+
+def test_percent_signs_are_spelt_out_for_kube_scheduler() -> None:
+    """kube-scheduler formats refusal reasons as a format string: '10%' would read '10%!f(MISSING)'."""
+    h = harness([node("a", disk="100Gi"), policy("web")])
+    p = pod("web-1", labels=WEB)
+    p["spec"]["containers"][0]["resources"]["requests"]["ephemeral-storage"] = "95Gi"
+    result = h.filter(p)
+    reason = result["FailedNodes"]["a"]
+    assert "below the 10 percent free floor" in reason and "%" not in reason
+    # the explain API keeps the core's own words
+    assert "below the 10% free floor" in h.client.get("/api/v1/decisions/shop/web-1").json()["refused"]["a"]
