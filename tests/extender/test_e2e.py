@@ -84,8 +84,8 @@ def _ready(url: str) -> bool:
         return False
 
 
-def _scheduler(start: Callable[..., Scheduler], url: str, name: str) -> Scheduler:
-    config = scheduler_config(url)
+def _scheduler(start: Callable[..., Scheduler], url: str, name: str, cache_capable: bool) -> Scheduler:
+    config = scheduler_config(url, node_cache_capable=cache_capable)
     config["profiles"] = [{"schedulerName": name}]
     return start(config, name=name)
 
@@ -99,7 +99,9 @@ def _bound(core: Any, namespace: str, names: list[str], timeout: float = 60) -> 
                     what=f"{len(names)} pods bound", describe=lambda got: f"bound so far: {got}")
 
 
+@pytest.mark.parametrize("cache_capable", [True, False], ids=["nodeCacheCapable", "fullNodes"])
 def test_kube_scheduler_places_pods_through_berth(
+    cache_capable: bool,
     control_plane: ControlPlane,  # noqa: F811
     kube_api: Any,  # noqa: F811
     make_nodes: Callable[..., list[str]],  # noqa: F811
@@ -115,7 +117,7 @@ def test_kube_scheduler_places_pods_through_berth(
         NodeSpec(f"ext-{run}-large", cpu="8", memory="8Gi", labels=selector),
     )
     name = f"berth-e2e-{run}"
-    _scheduler(start_scheduler, extender, name)
+    _scheduler(start_scheduler, extender, name, cache_capable)
     custom = k8s.CustomObjectsApi(kube_api)
     custom.create_namespaced_custom_object("berth.dev", "v1alpha1", e2e_namespace, "placementpolicies", {
         "apiVersion": "berth.dev/v1alpha1", "kind": "PlacementPolicy",
