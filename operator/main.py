@@ -135,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not args.verbose:
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)  # one line per handler run otherwise
+        logging.getLogger("aiohttp.access").setLevel(logging.WARNING)  # one line per admission review
     webhook = WebhookOptions(mode=args.webhook, listen=args.webhook_listen, port=args.webhook_port,
                              host=args.webhook_host, cert_file=args.webhook_cert, key_file=args.webhook_key,
                              ca_file=args.webhook_ca, config_name=args.webhook_config or None,
