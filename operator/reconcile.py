@@ -204,9 +204,9 @@ def decision_status(data: Mapping[str, Any]) -> dict[str, Any]:
         "strategy": data.get("strategy"),
         "trigger": data.get("trigger"),
         "time": data.get("time"),
-        "consideredCount": len(considered),
+        "consideredCount": _total(data.get("consideredTotal"), len(considered)),
         "considered": considered[:LIST_LIMIT],
-        "refusedCount": len(refused),
+        "refusedCount": _total(data.get("refusedTotal"), len(refused)),
         "refused": dict(sorted(refused.items())[:LIST_LIMIT]),
         "winner": data.get("winner"),
         "ranking": [str(n) for n in data.get("ranking") or ()][:LIST_LIMIT],
@@ -216,6 +216,11 @@ def decision_status(data: Mapping[str, Any]) -> dict[str, Any]:
         "plan": ({str(k): int(v) for k, v in plan.items()} if isinstance(plan, Mapping) else None),
     }
     return {k: v for k, v in out.items() if v is not None}
+
+
+def _total(recorded: object, listed: int) -> int:
+    """The extender cuts long lists in the annotation and records their full length beside them."""
+    return recorded if isinstance(recorded, int) and recorded >= listed else listed
 
 
 # -- events -----------------------------------------------------------------------------------------

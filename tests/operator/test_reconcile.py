@@ -229,6 +229,15 @@ def test_latest_decision_is_cut_for_the_status(schema: dict[str, Any]) -> None:
     assert check(schema, status) is None
 
 
+def test_latest_decision_keeps_the_extenders_totals() -> None:
+    record = o.decision("w1", "2026-01-01T00:00:00Z", considered=["node-a", "node-b"],
+                        refused={"node-b": "insufficient capacity"})
+    record.update(consideredTotal=500, refusedTotal=499)
+    latest = compute(o.policy(WEB), [o.pod("w1", "node-a", decision=record)], TWO_NODES).status["latestDecision"]
+    assert (latest["consideredCount"], latest["refusedCount"]) == (500, 499)
+    assert latest["considered"] == ["node-a", "node-b"]
+
+
 def test_unreadable_decisions_are_skipped() -> None:
     broken = o.pod("w1", "node-a")
     broken["metadata"]["annotations"] = {"berth.dev/decision": "{not json"}
