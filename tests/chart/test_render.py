@@ -365,11 +365,18 @@ def test_helm_test_hook(default: Rendered) -> None:
 
 
 def test_notes_name_the_next_step(helm: Path) -> None:
-    out = run_helm(helm, "install", "berth", str(CHART), "--dry-run=client", "--namespace", NS,
-                   "--kube-version", "1.36.2").stdout
-    assert "helm test berth" in out
-    assert "schedulerName: berth-scheduler" in out
-    assert "urlPrefix: https://berth-extender.berth-system.svc:8443" in out
+    out = run_helm(helm, "install", "berth", str(CHART), "--dry-run=client", "--namespace", NS).stdout
+    notes = out[out.index("NOTES:"):]
+    assert "helm test berth -n berth-system" in notes
+    assert "schedulerName: berth-scheduler" in notes
+    assert "urlPrefix: https://berth-extender.berth-system.svc:8443" in notes
+    assert "ignorable: true" in notes and "berth-scheduler-client-tls" in notes
+    assert "extender.networkPolicy.schedulerFrom" in notes
+    second = run_helm(helm, "install", "berth", str(CHART), "--dry-run=client", "--namespace", NS,
+                      "--set", "scheduler.enabled=true").stdout
+    notes = second[second.index("NOTES:"):]
+    assert "spec:\n       schedulerName: berth-scheduler" in notes
+    assert "rollout status deploy/berth-scheduler" in notes
 
 
 # ---------------------------------------------------------------------------- second scheduler
