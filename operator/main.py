@@ -90,13 +90,15 @@ def run(namespace: str | None = None, peering: str | None = None, *,
     )
 
 
-def _placement_settings() -> Settings:
-    """The extender's placement settings (the same ``BERTH_*`` variables) when available."""
+def _placement_settings() -> tuple[Settings, bool]:
+    """The extender's placement settings and whether it tracks node Leases (the same ``BERTH_*``
+    variables), so that the operator's plans judge nodes as the extender does."""
     try:
         from berth.extender.settings import load_settings
     except ImportError:
-        return Settings()
-    return load_settings().core()
+        return Settings(), True
+    extender = load_settings()
+    return extender.core(), extender.track_leases
 
 
 def parser() -> argparse.ArgumentParser:
@@ -109,7 +111,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--priority", type=int, default=None, help="peering priority (default: random)")
     p.add_argument("--resync-seconds", type=float, default=float(env("BERTH_OPERATOR_RESYNC_SECONDS") or 5.0),
                    help="how often each policy's status is recomputed (default 5)")
-    p.add_argument("--no-leases", action="store_true", help="judge node liveness without node Leases")
+    p.add_argument("--no-leases", action="store_true",
+                   help="judge node liveness without node Leases (also off with BERTH_TRACK_LEASES=false)")
     p.add_argument("--liveness", default=env("BERTH_OPERATOR_LIVENESS") or None,
                    help="health endpoint, e.g. http://0.0.0.0:8080/healthz")
     w = p.add_argument_group("admission webhook (see berth.operator.webhook)")
@@ -140,9 +143,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                              host=args.webhook_host, cert_file=args.webhook_cert, key_file=args.webhook_key,
                              ca_file=args.webhook_ca, config_name=args.webhook_config or None,
                              fail_closed=args.webhook_fail_closed)
+    settings, track_leases = _placement_settings()
     try:
-        run(args.namespace, args.peering, webhook=webhook, settings=_placement_settings(),
-            priority=args.priority, resync_seconds=args.resync_seconds, track_leases=not args.no_leases,
+        run(args.namespace, args.peering, webhook=webhook, settings=settings, priority=args.priority,
+            resync_seconds=args.resync_seconds, track_leases=track_leases and not args.no_leases,
             liveness_endpoint=args.liveness)
     except WebhookConfigError as exc:
         log.error("%s", exc)

@@ -1,0 +1,67 @@
+"""``berth operator`` flags map onto :func:`berth.operator.main.run`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+import pytest
+from berth.operator import main as operator_main
+from berth.operator.handlers import OperatorConfig
+from berth.operator.webhook import WebhookOptions
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    seen: list[dict[str, Any]] = []
+
+    def run(namespace: str | None = None, peering: str | None = None, **kwargs: Any) -> None:
+        seen.append({"namespace": namespace, "peering": peering, **kwargs})
+
+    monkeypatch.setattr(operator_main, "run", run)
+    for name in list(__import__("os").environ):
+        if name.startswith(("BERTH_WEBHOOK_", "BERTH_OPERATOR_")) or name == "BERTH_TRACK_LEASES":
+            monkeypatch.delenv(name)
+    return seen
+
+
+def test_defaults(calls: list[dict[str, Any]]) -> None:
+    assert operator_main.main([]) == 0
+    (call,) = calls
+    assert call["namespace"] is None and call["peering"] is None
+    assert call["webhook"] == WebhookOptions()
+    assert call["resync_seconds"] == 5.0 and call["track_leases"] is True and call["priority"] is None
+
+
+def test_flags(calls: list[dict[str, Any]]) -> None:
+    operator_main.main(["--namespace", "shop", "--peering", "berth", "--priority", "7", "--resync-seconds", "2",
+                        "--no-leases", "--webhook", "dev", "--webhook-port", "9555", "--webhook-config", "",
+                        "--liveness", "http://0.0.0.0:8080/healthz"])
+    (call,) = calls
+    assert (call["namespace"], call["peering"], call["priority"]) == ("shop", "berth", 7)
+    assert call["track_leases"] is False and call["resync_seconds"] == 2.0
+    assert call["webhook"] == WebhookOptions(mode="dev", port=9555, config_name=None)
+    assert call["liveness_endpoint"] == "http://0.0.0.0:8080/healthz"
+
+
+def test_environment(calls: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BERTH_WEBHOOK_MODE", "dev")
+    monkeypatch.setenv("BERTH_OPERATOR_PEERING", "berth-operator")
+    monkeypatch.setenv("BERTH_TRACK_LEASES", "false")
+    operator_main.main([])
+    (call,) = calls
+    assert call["webhook"].mode == "dev" and call["peering"] == "berth-operator"
+    assert call["track_leases"] is False
+
+
+def test_bad_webhook_options_exit_2(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kopf, "run", lambda **_: pytest.fail("kopf must not start"))
+    assert operator_main.main(["--webhook", "cluster"]) == 2
+
+
+def test_kopf_settings_with_the_dev_webhook() -> None:
+    config = OperatorConfig(webhook=WebhookOptions(mode="dev", port=9556).checked())
+    settings = operator_main.operator_settings(config)
+    assert isinstance(settings.admission.server, kopf.WebhookServer)
+    assert settings.admission.managed == "berth.dev"
+    assert settings.posting.reporting_component == "berth-operator"
