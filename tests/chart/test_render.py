@@ -641,3 +641,84 @@ def test_extender_takes_the_charts_arguments(default: Rendered) -> None:
             parser.parse_args(args)
         except SystemExit as exc:
             raise AssertionError(f"berth {' '.join(args)}: {err.getvalue()}") from exc
+
+
+def _serve(server: Any) -> Any:
+    import threading
+
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_helm_test_script_against_a_stand_in_extender(helm: Path, tmp_path: Path) -> None:
+    """The `helm test` pod's script, run here against a stand-in extender on 127.0.0.1 that
+    serves with the chart's certificates: it passes when the webhook port requires the client
+    certificate, and fails when the port answers without one."""
+    import http.server
+    import ssl
+    import subprocess
+    import sys
+
+    from tests.e2e.harness.process import free_port
+
+    webhook_port, api_port = free_port(), free_port()
+    r = render(helm, {"extender.port": webhook_port, "extender.apiPort": api_port})
+    tls_dir = tmp_path / "tls"
+    tls_dir.mkdir()
+    server_secret = r.get("Secret", "berth-extender-tls")
+    for key in ("tls.crt", "tls.key", "ca.crt"):
+        (tls_dir / f"server-{key}").write_bytes(base64.b64decode(server_secret["data"][key]))
+        (tls_dir / key).write_bytes(base64.b64decode(r.get("Secret", "berth-scheduler-client-tls")["data"][key]))
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200 if self.path in ("/readyz", "/healthz") else 404)
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    api = http.server.ThreadingHTTPServer(("127.0.0.1", api_port), Handler)
+
+    def https_server(require_client_cert: bool) -> http.server.ThreadingHTTPServer:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(tls_dir / "server-tls.crt", tls_dir / "server-tls.key")
+        ctx.load_verify_locations(tls_dir / "server-ca.crt")
+        ctx.verify_mode = ssl.CERT_REQUIRED if require_client_cert else ssl.CERT_NONE
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", webhook_port), Handler)
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+        return srv
+
+    pod = r.get("Pod", "berth-test-extender")
+    script = pod["spec"]["containers"][0]["args"][0]
+    mount = pod["spec"]["containers"][0]["volumeMounts"][0]["mountPath"]
+    # Resolve the Service names to 127.0.0.1 and read the certificates from tmp.
+    prelude = (
+        "import socket\n_real = socket.getaddrinfo\n"
+        "socket.getaddrinfo = lambda host, *a, **k: _real('127.0.0.1' if str(host).startswith('berth-extender')"
+        " else host, *a, **k)\n"
+    )
+    script = prelude + script.replace(mount, str(tls_dir))
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+
+    _serve(api)
+    try:
+        for require, passes in ((True, True), (False, False)):
+            srv = https_server(require)
+            _serve(srv)
+            try:
+                done = run()
+            finally:
+                srv.shutdown()
+                srv.server_close()
+            if passes:
+                assert done.returncode == 0 and "PASS" in done.stdout, done.stdout + done.stderr
+            else:
+                assert done.returncode != 0 and "FAIL" in done.stderr, done.stdout + done.stderr
+    finally:
+        api.shutdown()
+        api.server_close()

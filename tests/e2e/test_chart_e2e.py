@@ -41,7 +41,7 @@ from kubernetes import client as k8s
 
 from tests.chart import expected
 from tests.chart.helm import CHART, Rendered, set_args
-from tests.e2e.harness import ControlPlane, NodeSpec, simple_pod, wait_for
+from tests.e2e.harness import ControlPlane, NodeSpec, ensure_default_service_account, simple_pod, wait_for
 from tests.e2e.harness.fixtures import (  # noqa: F401  (pytest fixtures)
     control_plane,
     e2e_namespace,
@@ -190,7 +190,8 @@ def _post(port: int, path: str, body: Any, ctx: ssl.SSLContext, server_name: str
 
 def _assert_no_forbidden(proc: ManagedProcess) -> None:
     log = proc.log_path.read_text(errors="replace")
-    bad = [line for line in log.splitlines() if "forbidden" in line.lower() or " 403" in line]
+    bad = [line for line in log.splitlines()
+           if "forbidden" in line.lower() or " 403" in line or "not enough permissions" in line.lower()]
     assert not bad, f"{proc.name} was refused by RBAC:\n" + "\n".join(bad[:20])
 
 
@@ -205,6 +206,8 @@ def installed(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFact
                      workdir=tmp_path_factory.mktemp("chart-e2e"), values=INSTALL_VALUES)
     inst.run_helm("install", release, str(CHART), "-n", inst.namespace, "--create-namespace",
                   *set_args(INSTALL_VALUES))
+    # No controller-manager here: the namespace's default ServiceAccount (the helm test pod's).
+    ensure_default_service_account(control_plane.api_client(), inst.namespace)
     try:
         yield inst
     finally:
@@ -264,6 +267,7 @@ def test_existing_ca_secret_is_used(installed: Installed, tmp_path: Path) -> Non
     release = f"ca{uuid.uuid4().hex[:6]}"
     ns = f"{release}-system"
     installed.cp.kubectl("create", "namespace", ns)
+    ensure_default_service_account(installed.cp.api_client(), ns)
     installed.cp.kubectl("-n", ns, "create", "secret", "tls", "my-ca", "--cert", str(tmp_path / "ca" / "tls.crt"),
                          "--key", str(tmp_path / "ca" / "tls.key"))
     installed.run_helm("install", release, str(CHART), "-n", ns, *set_args(
