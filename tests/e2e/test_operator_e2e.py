@@ -259,6 +259,12 @@ def test_status_after_pods_are_placed(control_plane: ControlPlane, operator: Ope
     assert header.split() == ["NAME", "STRATEGY", "READY", "PLACED", "AGE"]
     assert row.split()[:4] == ["web", "Auto", "False", "3"]
 
+    # The operator only reads pods and nodes: Kopf writes nothing on them.
+    for obj in [*core.list_namespaced_pod(e2e_namespace).items, core.read_node(a)]:
+        assert not any(k.startswith(("operator.berth.dev/", "kopf.zalando.org/"))
+                       for k in (obj.metadata.annotations or {}))
+        assert not obj.metadata.finalizers
+
     # The pending pod lands: Ready, and an Event says so.
     core.create_namespaced_pod_binding("w4", e2e_namespace, k8s.V1Binding(
         metadata=k8s.V1ObjectMeta(name="w4"), target=k8s.V1ObjectReference(kind="Node", name=b)),
