@@ -461,6 +461,103 @@ def test_second_scheduler_runs_under_its_service_account(installed: Installed, e
     assert "is forbidden" not in log, "kube-scheduler was refused by RBAC"
 
 
+class _StandIn:
+    """A stand-in extender on 127.0.0.1 that serves with the chart's extender certificate and
+    requires a client certificate from the chart's CA (as berth does): filter passes every node,
+    prioritize is neutral, bind creates the Binding with admin rights. It records the client
+    certificates' common names."""
+
+    def __init__(self, tls: Path, api: Any) -> None:
+        import http.server
+        import threading
+
+        seen: list[str] = []
+        core = k8s.CoreV1Api(api)
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                peer = self.connection.getpeercert() or {}  # type: ignore[attr-defined]
+                seen.extend(v for rdn in peer.get("subject", ()) for k, v in rdn if k == "commonName")
+                args = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                if self.path == "/filter":
+                    out: Any = {"NodeNames": args.get("NodeNames"), "FailedNodes": {}, "Error": ""}
+                elif self.path == "/prioritize":
+                    out = [{"Host": n, "Score": 0} for n in args.get("NodeNames") or []]
+                elif self.path == "/bind":
+                    core.create_namespaced_pod_binding(args["PodName"], args["PodNamespace"], {
+                        "apiVersion": "v1", "kind": "Binding",
+                        "metadata": {"name": args["PodName"], "namespace": args["PodNamespace"]},
+                        "target": {"apiVersion": "v1", "kind": "Node", "name": args["Node"]}},
+                        _preload_content=False)
+                    out = {"Error": ""}
+                else:
+                    out = {"NodeNameToMetaVictims": args.get("NodeNameToMetaVictims")}
+                body = json.dumps(out).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a: Any) -> None:
+                pass
+
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(tls / "tls.crt", tls / "tls.key")
+        ctx.load_verify_locations(tls / "ca.crt")
+        ctx.verify_mode = ssl.CERT_REQUIRED
+        self.port = free_port()
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.seen = seen
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_second_scheduler_config_with_the_charts_certificates(installed: Installed, start_scheduler_fn: Any,
+                                                              make_nodes: Any, e2e_namespace: str,  # noqa: F811
+                                                              kube_api: Any) -> None:  # noqa: F811
+    """The chart's KubeSchedulerConfiguration run by the real kube-scheduler under the chart's
+    scheduler ServiceAccount (only the extender's address changed): the configuration loads, the
+    scheduler wins its leader-election Lease in the release namespace, and it calls an extender
+    that requires the chart's client certificate (a stand-in here, so this holds whatever berth's
+    extender does), which binds a pod with schedulerName berth-scheduler."""
+    fn, ns = installed.fullname, installed.namespace
+    r = installed.manifest()
+    config = yaml.safe_load(r.get("ConfigMap", f"{fn}-scheduler")["data"]["config.yaml"])
+    server_tls = installed.secret_files(f"{fn}-extender-tls", installed.workdir / "standin-tls")
+    client = installed.secret_files(f"{fn}-scheduler-client-tls", installed.workdir / "sched-client-tls")
+    stand_in = _StandIn(server_tls, kube_api)
+    try:
+        [ext] = config["extenders"]
+        ext["urlPrefix"] = f"https://127.0.0.1:{stand_in.port}"
+        for key, fname in (("certFile", "tls.crt"), ("keyFile", "tls.key"), ("caFile", "ca.crt")):
+            assert ext["tlsConfig"][key] == f"/etc/berth/tls/{fname}"  # where the Deployment mounts the Secret
+            ext["tlsConfig"][key] = str(client / fname)
+        assert ext["tlsConfig"]["serverName"] == f"{fn}-extender.{ns}.svc"
+        config["clientConnection"]["kubeconfig"] = str(installed.sa_kubeconfig(f"{fn}-scheduler"))
+        sched = start_scheduler_fn(config, name=f"{installed.release}-scheduler")
+        coord = k8s.CoordinationV1Api(kube_api)
+        wait_for(lambda: coord.read_namespaced_lease(f"{fn}-scheduler", ns),
+                 lambda lease: bool(lease.spec.holder_identity), timeout=60,
+                 what="the scheduler's leader-election Lease in the release namespace")
+        [node] = make_nodes(NodeSpec(name=f"chart-{uuid.uuid4().hex[:6]}"))
+        core = k8s.CoreV1Api(kube_api)
+        core.create_namespaced_pod(e2e_namespace, simple_pod("via-standin", scheduler_name="berth-scheduler",
+                                                             node_selector={"kubernetes.io/hostname": node}))
+        wait_for(lambda: core.read_namespaced_pod("via-standin", e2e_namespace), lambda p: p.spec.node_name == node,
+                 timeout=60, what="the pod bound through the extender")
+        assert "berth-scheduler-client" in stand_in.seen, "kube-scheduler presented the chart's client certificate"
+        log = sched.log_path.read_text(errors="replace")
+        assert "is forbidden" not in log, "kube-scheduler was refused by RBAC"
+        sched.stop()
+    finally:
+        stand_in.stop()
+
+
 @pytest.fixture
 def start_scheduler_fn(control_plane: ControlPlane) -> Iterator[Any]:  # noqa: F811
     started: list[Any] = []
