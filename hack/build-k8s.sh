@@ -11,8 +11,8 @@
 #
 #   ${BERTH_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/berth}/k8s-<version>/bin/
 #
-# together with a stamp per module (hash of its go.mod, go.sum, main files and the Go
-# version); a changed stamp or a missing binary triggers a rebuild of that module.
+# together with a stamp per module (hash of its go.mod, go.sum, main files, ldflags and the
+# Go version); a changed stamp or a missing binary triggers a rebuild of that module.
 #
 # Environment:
 #   BERTH_CACHE_DIR   cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/berth)
@@ -23,100 +23,124 @@
 # All logs go to stderr; stdout carries only the bin dir.
 set -euo pipefail
 
-log() { printf 'build-k8s: %s\n' "$*" >&2; }
+# Everything is in main(), so that bash parses the whole script before running any of it
+# (editing it while a build runs then cannot break that build).
+main() {
+  log() { printf 'build-k8s: %s\n' "$*" >&2; }
 
-HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-K8S_MOD_DIR="${HACK_DIR}/k8s-build"
-HELM_MOD_DIR="${HACK_DIR}/helm-build"
+  HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+  K8S_MOD_DIR="${HACK_DIR}/k8s-build"
+  HELM_MOD_DIR="${HACK_DIR}/helm-build"
 
-command -v go >/dev/null 2>&1 || { log "go is not installed (need Go >= 1.26)"; exit 1; }
+  command -v go >/dev/null 2>&1 || { log "go is not installed (need Go >= 1.26)"; exit 1; }
 
-# The pinned versions come from the go.mod files (single source of truth).
-K8S_VERSION="$(cd "${K8S_MOD_DIR}" && go list -m -f '{{.Version}}' k8s.io/kubernetes)"
-HELM_VERSION="$(cd "${HELM_MOD_DIR}" && go list -m -f '{{.Version}}' helm.sh/helm/v4)"
-[[ -n "${K8S_VERSION}" && -n "${HELM_VERSION}" ]] || { log "cannot read pinned versions from go.mod"; exit 1; }
+  # The pinned versions come from the go.mod files (single source of truth).
+  K8S_VERSION="$(cd "${K8S_MOD_DIR}" && go list -m -f '{{.Version}}' k8s.io/kubernetes)"
+  HELM_VERSION="$(cd "${HELM_MOD_DIR}" && go list -m -f '{{.Version}}' helm.sh/helm/v4)"
+  [[ -n "${K8S_VERSION}" && -n "${HELM_VERSION}" ]] || { log "cannot read pinned versions from go.mod"; exit 1; }
 
-CACHE_ROOT="${BERTH_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/berth}"
-OUT_DIR="${CACHE_ROOT}/k8s-${K8S_VERSION}"
-BIN_DIR="${OUT_DIR}/bin"
-mkdir -p "${BIN_DIR}"
+  CACHE_ROOT="${BERTH_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/berth}"
+  OUT_DIR="${CACHE_ROOT}/k8s-${K8S_VERSION}"
+  BIN_DIR="${OUT_DIR}/bin"
+  mkdir -p "${BIN_DIR}"
 
-# Several checkouts may run this at once: serialise on a lock in the cache dir.
-exec 9>"${OUT_DIR}/.lock"
-if command -v flock >/dev/null 2>&1; then
-  flock 9
-fi
+  GO_VERSION="$(go env GOVERSION)"
 
-GO_VERSION="$(go env GOVERSION)"
+  # stamp <module dir>: a hash of the module's sources and the Go version (the ldflags are
+  # added by build_module).
+  stamp() {
+    local dir="$1"
+    {
+      echo "${GO_VERSION} $(go env GOOS)/$(go env GOARCH)"
+      (cd "${dir}" && find . -type f \( -name 'go.mod' -o -name 'go.sum' -o -name '*.go' \) | LC_ALL=C sort | xargs sha256sum)
+    } | sha256sum | cut -d' ' -f1
+  }
 
-# stamp <module dir>: a hash of everything that decides the module's binaries.
-stamp() {
-  local dir="$1"
-  {
-    echo "${GO_VERSION} $(go env GOOS)/$(go env GOARCH)"
-    (cd "${dir}" && find . -type f \( -name 'go.mod' -o -name 'go.sum' -o -name '*.go' \) | LC_ALL=C sort | xargs sha256sum)
-  } | sha256sum | cut -d' ' -f1
-}
+  # up_to_date <stamp name> <stamp> <binaries...>
+  up_to_date() {
+    local name="$1" want="$2"
+    shift 2
+    [[ "${BERTH_BUILD_FORCE:-0}" == "1" ]] && return 1
+    [[ -f "${OUT_DIR}/${name}.stamp" && "$(cat "${OUT_DIR}/${name}.stamp")" == "${want}" ]] || return 1
+    local b
+    for b in "$@"; do
+      [[ -x "${BIN_DIR}/${b}" ]] || return 1
+    done
+  }
 
-# up_to_date <stamp name> <stamp> <binaries...>
-up_to_date() {
-  local name="$1" want="$2"
-  shift 2
-  [[ "${BERTH_BUILD_FORCE:-0}" == "1" ]] && return 1
-  [[ -f "${OUT_DIR}/${name}.stamp" && "$(cat "${OUT_DIR}/${name}.stamp")" == "${want}" ]] || return 1
-  local b
-  for b in "$@"; do
-    [[ -x "${BIN_DIR}/${b}" ]] || return 1
+  # want_stamp <module dir> <ldflags>
+  want_stamp() {
+    printf '%s-%s\n' "$(stamp "$1")" "$(printf '%s' "$2" | sha256sum | cut -c1-16)"
+  }
+
+  # build_module <module dir> <stamp name> <ldflags> <binaries...>: builds ./cmd/<binary> for
+  # each binary into a temp dir in one `go build` (the packages share most compile work), then
+  # moves them into place. Call with the lock held.
+  build_module() {
+    local dir="$1" name="$2" ldflags="$3"
+    shift 3
+    local want
+    want="$(want_stamp "${dir}" "${ldflags}")"
+    if up_to_date "${name}" "${want}" "$@"; then
+      log "${name}: cached in ${BIN_DIR}"
+      return 0
+    fi
+    local tmp pkgs=() b start
+    tmp="$(mktemp -d "${OUT_DIR}/.build.XXXXXX")"
+    for b in "$@"; do pkgs+=("./cmd/${b}"); done
+    log "${name}: building $* (this takes a while on a cold Go cache)"
+    start=$(date +%s)
+    # 9>&-: the compiler must not inherit the lock, or an orphaned build would keep holding it.
+    (cd "${dir}" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "${ldflags}" -o "${tmp}/" "${pkgs[@]}") 9>&-
+    for b in "$@"; do mv -f "${tmp}/${b}" "${BIN_DIR}/${b}"; done
+    rmdir "${tmp}"
+    echo "${want}" >"${OUT_DIR}/${name}.stamp"
+    log "${name}: built in $(( $(date +%s) - start ))s"
+  }
+
+  # Version stamping, as Kubernetes' hack/lib/version.sh does for release builds.
+  k8s_build_date="$(cd "${K8S_MOD_DIR}" && go list -m -f '{{if .Time}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes 2>/dev/null || true)"
+  k8s_build_date="${k8s_build_date:-1970-01-01T00:00:00Z}"
+  k8s_major="${K8S_VERSION#v}"; k8s_major="${k8s_major%%.*}"
+  k8s_minor="${K8S_VERSION#v*.}"; k8s_minor="${k8s_minor%%.*}"
+  k8s_ldflags="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    k8s_ldflags+=" -X ${pkg}.gitVersion=${K8S_VERSION}"
+    k8s_ldflags+=" -X ${pkg}.gitMajor=${k8s_major}"
+    k8s_ldflags+=" -X ${pkg}.gitMinor=${k8s_minor}"
+    k8s_ldflags+=" -X ${pkg}.gitTreeState=clean"
+    k8s_ldflags+=" -X ${pkg}.buildDate=${k8s_build_date}"
   done
-}
+  helm_ldflags="-s -w -X helm.sh/helm/v4/internal/version.version=${HELM_VERSION}"
+  helm_ldflags+=" -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
 
-# build_module <module dir> <stamp name> <ldflags> <binaries...>: builds ./cmd/<binary> for
-# each binary into a temp dir in one `go build` (the packages share most compile work), then
-# moves them into place.
-build_module() {
-  local dir="$1" name="$2" ldflags="$3"
-  shift 3
-  local want
-  want="$(stamp "${dir}")"
-  if up_to_date "${name}" "${want}" "$@"; then
-    log "${name}: cached in ${BIN_DIR}"
+  # etcd comes from Debian, not from Go: install it too if it is missing (needs root or sudo).
+  if [[ "${BERTH_SKIP_DEPS:-0}" != "1" ]] && ! command -v etcd >/dev/null 2>&1; then
+    bash "${HACK_DIR}/install-deps.sh" >&2 || log "WARNING: could not install etcd (run hack/install-deps.sh as root)"
+  fi
+
+  log "Kubernetes ${K8S_VERSION}, helm ${HELM_VERSION}, ${GO_VERSION}; cache ${OUT_DIR}"
+  # Fast path, without the lock: everything is cached already.
+  if up_to_date k8s "$(want_stamp "${K8S_MOD_DIR}" "${k8s_ldflags}")" kube-apiserver kube-scheduler kubectl &&
+    up_to_date helm "$(want_stamp "${HELM_MOD_DIR}" "${helm_ldflags}")" helm; then
+    log "all binaries cached in ${BIN_DIR}"
+    echo "${BIN_DIR}"
     return 0
   fi
-  local tmp pkgs=() b start
-  tmp="$(mktemp -d "${OUT_DIR}/.build.XXXXXX")"
-  for b in "$@"; do pkgs+=("./cmd/${b}"); done
-  log "${name}: building $* (this takes a while on a cold Go cache)"
-  start=$(date +%s)
-  (cd "${dir}" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "${ldflags}" -o "${tmp}/" "${pkgs[@]}")
-  for b in "$@"; do mv -f "${tmp}/${b}" "${BIN_DIR}/${b}"; done
-  rmdir "${tmp}"
-  echo "${want}" >"${OUT_DIR}/${name}.stamp"
-  log "${name}: built in $(( $(date +%s) - start ))s"
+
+  # Several checkouts may build at once: serialise on a lock in the cache dir. Once it is
+  # held, temp dirs of earlier builds are leftovers of interrupted runs.
+  exec 9>"${OUT_DIR}/.lock"
+  if command -v flock >/dev/null 2>&1; then
+    log "taking the build lock ${OUT_DIR}/.lock (waits while another build runs)"
+    flock 9
+  fi
+  rm -rf "${OUT_DIR}"/.build.*
+  build_module "${K8S_MOD_DIR}" k8s "${k8s_ldflags}" kube-apiserver kube-scheduler kubectl
+  build_module "${HELM_MOD_DIR}" helm "${helm_ldflags}" helm
+  exec 9>&-
+
+  echo "${BIN_DIR}"
 }
 
-# Version stamping, as Kubernetes' hack/lib/version.sh does for release builds.
-k8s_build_date="$(cd "${K8S_MOD_DIR}" && go list -m -f '{{if .Time}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes 2>/dev/null || true)"
-k8s_build_date="${k8s_build_date:-1970-01-01T00:00:00Z}"
-k8s_major="${K8S_VERSION#v}"; k8s_major="${k8s_major%%.*}"
-k8s_minor="${K8S_VERSION#v*.}"; k8s_minor="${k8s_minor%%.*}"
-k8s_ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  k8s_ldflags+=" -X ${pkg}.gitVersion=${K8S_VERSION}"
-  k8s_ldflags+=" -X ${pkg}.gitMajor=${k8s_major}"
-  k8s_ldflags+=" -X ${pkg}.gitMinor=${k8s_minor}"
-  k8s_ldflags+=" -X ${pkg}.gitTreeState=clean"
-  k8s_ldflags+=" -X ${pkg}.buildDate=${k8s_build_date}"
-done
-helm_ldflags="-s -w -X helm.sh/helm/v4/internal/version.version=${HELM_VERSION}"
-helm_ldflags+=" -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
-
-# etcd comes from Debian, not from Go: install it too if it is missing (needs root or sudo).
-if [[ "${BERTH_SKIP_DEPS:-0}" != "1" ]] && ! command -v etcd >/dev/null 2>&1; then
-  bash "${HACK_DIR}/install-deps.sh" >&2 || log "WARNING: could not install etcd (run hack/install-deps.sh as root)"
-fi
-
-log "Kubernetes ${K8S_VERSION}, helm ${HELM_VERSION}, ${GO_VERSION}; cache ${OUT_DIR}"
-build_module "${K8S_MOD_DIR}" k8s "${k8s_ldflags}" kube-apiserver kube-scheduler kubectl
-build_module "${HELM_MOD_DIR}" helm "${helm_ldflags}" helm
-
-echo "${BIN_DIR}"
+main "$@"

@@ -51,13 +51,7 @@ def _pinned_k8s_version() -> str:
     return match.group(1)
 
 
-def _scheduler_name(cp: ControlPlane) -> str:
-    # On an existing cluster its own default-scheduler runs too: use a profile of our own.
-    return "default-scheduler" if cp.managed else f"berth-smoke-{uuid.uuid4().hex[:6]}"
-
-
 def test_scheduler_binds_pods_to_ready_nodes(
-    control_plane: ControlPlane,  # noqa: F811
     kube_api: Any,  # noqa: F811
     make_nodes: Callable[..., list[str]],  # noqa: F811
     e2e_namespace: str,  # noqa: F811
@@ -65,7 +59,9 @@ def test_scheduler_binds_pods_to_ready_nodes(
 ) -> None:
     run = uuid.uuid4().hex[:6]
     selector = {"berth.e2e/smoke": run}
-    sched_name = _scheduler_name(control_plane)
+    # The default profile (default plugins, no extender) under a name of its own, so that no
+    # other scheduler of the session (or of an existing cluster) competes for these pods.
+    sched_name = f"berth-smoke-{run}"
     config: dict[str, Any] = {"profiles": [{"schedulerName": sched_name}]}
     sched = start_scheduler(config, name=f"smoke-scheduler-{run}")
 
@@ -89,7 +85,7 @@ def test_scheduler_binds_pods_to_ready_nodes(
                     memory="256Mi",
                     labels={"app": "smoke"},
                     node_selector=selector,
-                    scheduler_name=None if sched_name == "default-scheduler" else sched_name,
+                    scheduler_name=sched_name,
                 )
             ),
         )

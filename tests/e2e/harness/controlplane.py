@@ -27,6 +27,7 @@ Environment variables:
 
 from __future__ import annotations
 
+import atexit
 import base64
 import copy
 import os
@@ -182,6 +183,9 @@ class ControlPlane:
         except BaseException:
             cp.stop()
             raise
+        # Tear down in order (and remove the work dir) also when the interpreter exits
+        # without running the caller's cleanup, e.g. on KeyboardInterrupt outside pytest.
+        atexit.register(cp.stop)
         cp.startup_seconds = time.monotonic() - started
         _log(f"control plane up in {cp.startup_seconds:.1f}s: {cp.server}, kubeconfig {cp.kubeconfig}")
         return cp
