@@ -52,22 +52,45 @@ class OperatorConfig:
     resync_seconds: float = 5.0  # how often each policy's status is recomputed (pods placed, nodes...)
     track_leases: bool = True  # node liveness by kube-node-lease Leases, as the extender judges it
     view_min_age: float = 1.0  # the shared cluster view is rebuilt at most this often
+    plan_period: float = 10.0  # a plan is recomputed at least this often (Leases age without events)
     webhook: WebhookOptions = field(default_factory=WebhookOptions)
 
 
+@dataclass(frozen=True)
+class _Memo:
+    inputs: tuple[object, ...]
+    status: dict[str, Any]
+    pending: bool
+
+
 class OperatorState:
-    """What the handlers share: the configuration, the cluster view cache and the policies
-    whose DELETED event was seen (their timers stop)."""
+    """What the handlers share: the configuration, the cluster view cache, change counters, the
+    last status computed per policy, and the policies whose DELETED event was seen (their timers
+    stop).
+
+    A policy's status is recomputed only when its inputs may have changed: its generation, a pod
+    of its namespace, and -- only while it has pending pods, whose plan reads the whole cluster --
+    any Node, Pod or Lease, or the time (a Lease ages without events), in ``plan_period`` steps.
+    Otherwise a resync costs a dict comparison."""
 
     DELETED_KEPT = 10000
 
     def __init__(self, config: OperatorConfig) -> None:
         self.config = config
         self.views = ViewCache(min_age=config.view_min_age)
+        self.namespace_changes: dict[str, int] = {}
+        self._memo: dict[str, _Memo] = {}
         self._deleted: OrderedDict[str, None] = OrderedDict()
         self.writes = 0  # status patches made, for tests and logs
+        self.computations = 0
+
+    def pod_changed(self, namespace: str | None) -> None:
+        key = namespace or "default"
+        self.namespace_changes[key] = self.namespace_changes.get(key, 0) + 1
+        self.views.changed()
 
     def forget(self, uid: str) -> None:
+        self._memo.pop(uid, None)
         self._deleted[uid] = None
         while len(self._deleted) > self.DELETED_KEPT:
             self._deleted.popitem(last=False)
@@ -83,11 +106,29 @@ class OperatorState:
         return compute_status(body, pods.get(namespace, ()), lambda: self.views.view(nodes, pods, leases),
                               self.config.settings, time.time() if now is None else now)
 
-    def refresh(self, body: kopf.Body, patch: kopf.Patch, indexes: Mapping[str, Any]) -> Outcome:
-        """Compute the status of the policy ``body``, patch what changed and post the Events."""
+    def _inputs(self, meta: Mapping[str, Any], pending: bool, now: float) -> tuple[object, ...]:
+        namespace = str(meta.get("namespace") or "default")
+        cluster = (self.views.changes, int(now // self.config.plan_period)) if pending else None
+        return meta.get("generation"), self.namespace_changes.get(namespace, 0), cluster
+
+    def refresh(self, body: kopf.Body, patch: kopf.Patch, indexes: Mapping[str, Any],
+                now: float | None = None) -> Outcome | None:
+        """Compute the status of the policy ``body``, patch what changed and post the Events.
+        None when nothing it depends on changed since the status it has was computed."""
+        now = time.time() if now is None else now
         raw = _plain(body)
-        outcome = self.compute(raw, indexes)
-        diff = merge_patch(raw.get("status") or {}, outcome.status)
+        meta = raw.get("metadata") or {}
+        uid = str(meta.get("uid") or "")
+        current = raw.get("status") or {}
+        memo = self._memo.get(uid)
+        if memo is not None and memo.inputs == self._inputs(meta, memo.pending, now) and memo.status == current:
+            return None
+        with_plan, without_plan = self._inputs(meta, True, now), self._inputs(meta, False, now)
+        outcome = self.compute(raw, indexes, now)
+        self.computations += 1
+        pending = bool(outcome.status.get("pending"))
+        self._memo[uid] = _Memo(with_plan if pending else without_plan, outcome.status, pending)
+        diff = merge_patch(current, outcome.status)
         if diff:
             patch.status.update(diff)
             self.writes += 1
@@ -124,9 +165,12 @@ def build_registry(config: OperatorConfig) -> tuple[kopf.OperatorRegistry, Opera
         return {namespace or "default": record} if record is not None else {}
 
     @kopf.on.event("v1", "nodes", registry=registry)
-    @kopf.on.event("v1", "pods", registry=registry)
-    async def cluster_changed(**_: Any) -> None:
+    async def node_changed(**_: Any) -> None:
         state.views.changed()
+
+    @kopf.on.event("v1", "pods", registry=registry)
+    async def pod_changed(namespace: str | None, **_: Any) -> None:
+        state.pod_changed(namespace)
 
     if config.track_leases:
         def node_lease(namespace: str | None, **_: Any) -> bool:

@@ -102,13 +102,60 @@ def test_refresh_patches_only_what_changed(events: list[tuple[str, str, str]]) -
     state.refresh(kopf.Body(body), again, indexes(nodes, [o.pod("w1", "node-a"), o.pod("w2")]))
     assert not again and state.writes == 1
 
-    # The pending pod lands: only the changed fields are patched, a removed map entry is nulled.
+    # The pending pod lands (a pod event): only the changed fields are patched, a removed map
+    # entry is nulled.
+    state.pod_changed("shop")
     later = kopf.Patch()
     state.refresh(kopf.Body(body), later, indexes(nodes, [o.pod("w1", "node-a"), o.pod("w2", "node-b")]))
     changed = dict(later["status"])
     assert changed["placed"] == {"node-b": 1} and changed["pending"] == 0 and changed["plan"] is None
     assert "observedGeneration" not in changed
     assert [e[:2] for e in events] == [("Normal", "AllPodsPlaced")]
+
+
+def test_refresh_recomputes_only_when_an_input_changed(events: list[tuple[str, str, str]]) -> None:
+    state = OperatorState(OperatorConfig(track_leases=False, plan_period=10.0))
+    nodes = [o.node("node-a")]
+    body = o.policy()
+    idle = indexes(nodes, [o.pod("w1", "node-a")])
+
+    def refresh(now: float, index: dict[str, Any]) -> None:
+        patch = kopf.Patch()
+        state.refresh(kopf.Body(body), patch, index, now=now)
+        if patch:
+            body["status"] = apply_merge_patch(body.get("status"), dict(patch["status"]))
+
+    refresh(100.0, idle)
+    assert state.computations == 1
+    refresh(101.0, idle)
+    state.views.changed()  # a node elsewhere changed: no pending pod here, no plan to redo
+    refresh(500.0, idle)
+    assert state.computations == 1
+    state.pod_changed("other")
+    refresh(501.0, idle)
+    assert state.computations == 1
+    state.pod_changed("shop")
+    refresh(502.0, idle)
+    assert state.computations == 2
+
+    busy = indexes(nodes, [o.pod("w1", "node-a"), o.pod("w2")])
+    state.pod_changed("shop")
+    refresh(503.0, busy)
+    assert state.computations == 3 and body["status"]["pending"] == 1
+    refresh(504.0, busy)
+    assert state.computations == 3
+    state.views.changed()  # with a pending pod, any cluster change may change the plan
+    refresh(505.0, busy)
+    assert state.computations == 4
+    refresh(515.0, busy)  # and so may time (a Lease ages without events)
+    assert state.computations == 5
+
+    body["status"]["pending"] = 7  # someone else wrote the status: the truth is restored
+    refresh(516.0, busy)
+    assert state.computations == 6 and body["status"]["pending"] == 1
+    body["metadata"]["generation"] = 2  # a new spec
+    refresh(517.0, busy)
+    assert state.computations == 7 and body["status"]["observedGeneration"] == 2
 
 
 def test_refresh_of_an_invalid_policy_posts_a_warning(events: list[tuple[str, str, str]]) -> None:
