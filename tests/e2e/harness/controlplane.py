@@ -181,7 +181,8 @@ class ControlPlane:
             cp._write_kubeconfig()
             cp._wait_for_system_namespaces(timeout)
         except BaseException:
-            cp.stop()
+            cp.stop(keep_workdir=True)  # keep the logs the error points at
+            _log(f"control plane failed to start; logs kept in {workdir / 'logs'}")
             raise
         # Tear down in order (and remove the work dir) also when the interpreter exits
         # without running the caller's cleanup, e.g. on KeyboardInterrupt outside pytest.
@@ -436,9 +437,10 @@ class ControlPlane:
 
     # ------------------------------------------------------------------ teardown
 
-    def stop(self) -> None:
+    def stop(self, *, keep_workdir: bool = False) -> None:
         """Stop every process started here (schedulers, API server, etcd) and remove the work
-        directory (unless ``BERTH_E2E_KEEP=1``). Idempotent; leaves an existing cluster alone."""
+        directory (unless ``keep_workdir`` or ``BERTH_E2E_KEEP=1``). Idempotent; leaves an
+        existing cluster alone."""
         if self._stopped:
             return
         self._stopped = True
@@ -462,7 +464,7 @@ class ControlPlane:
             _log(f"component logs copied to {dest}")
         if self._etcd_data_dir is not None:
             shutil.rmtree(self._etcd_data_dir, ignore_errors=True)
-        if _env_flag("BERTH_E2E_KEEP"):
+        if keep_workdir or _env_flag("BERTH_E2E_KEEP"):
             _log(f"kept {self.workdir}")
         elif self._owns_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
