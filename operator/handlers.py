@@ -52,7 +52,7 @@ class OperatorConfig:
     resync_seconds: float = 5.0  # how often each policy's status is recomputed (pods placed, nodes...)
     track_leases: bool = True  # node liveness by kube-node-lease Leases, as the extender judges it
     view_min_age: float = 1.0  # the shared cluster view is rebuilt at most this often
-    plan_period: float = 10.0  # a plan is recomputed at least this often (Leases age without events)
+    plan_period: float = 10.0  # with pending pods, the plan is redone this often for changes elsewhere
     webhook: WebhookOptions = field(default_factory=WebhookOptions)
 
 
@@ -68,10 +68,11 @@ class OperatorState:
     last status computed per policy, and the policies whose DELETED event was seen (their timers
     stop).
 
-    A policy's status is recomputed only when its inputs may have changed: its generation, a pod
-    of its namespace, and -- only while it has pending pods, whose plan reads the whole cluster --
-    any Node, Pod or Lease, or the time (a Lease ages without events), in ``plan_period`` steps.
-    Otherwise a resync costs a dict comparison."""
+    A policy's status is recomputed only when its inputs may have changed: its generation or a pod
+    of its namespace; and, while it has pending pods (their plan reads the whole cluster, and a
+    Lease ages without events), every ``plan_period`` seconds -- not on every change elsewhere in
+    the cluster, which would cost a plan per policy per resync in a busy cluster. Otherwise a
+    resync costs a dict comparison."""
 
     DELETED_KEPT = 10000
 
@@ -108,7 +109,7 @@ class OperatorState:
 
     def _inputs(self, meta: Mapping[str, Any], pending: bool, now: float) -> tuple[object, ...]:
         namespace = str(meta.get("namespace") or "default")
-        cluster = (self.views.changes, int(now // self.config.plan_period)) if pending else None
+        cluster = int(now // self.config.plan_period) if pending else None
         return meta.get("generation"), self.namespace_changes.get(namespace, 0), cluster
 
     def refresh(self, body: kopf.Body, patch: kopf.Patch, indexes: Mapping[str, Any],
