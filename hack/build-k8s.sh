@@ -34,9 +34,14 @@ main() {
 
   command -v go >/dev/null 2>&1 || { log "go is not installed (need Go >= 1.26)"; exit 1; }
 
+  # required_version <go.mod> <module>: the version a go.mod requires (no network, no module cache).
+  required_version() {
+    awk -v m="$2" '$1 == m && $2 ~ /^v/ {print $2; exit} $1 == "require" && $2 == m {print $3; exit}' "$1"
+  }
+
   # The pinned versions come from the go.mod files (single source of truth).
-  K8S_VERSION="$(cd "${K8S_MOD_DIR}" && go list -m -f '{{.Version}}' k8s.io/kubernetes)"
-  HELM_VERSION="$(cd "${HELM_MOD_DIR}" && go list -m -f '{{.Version}}' helm.sh/helm/v4)"
+  K8S_VERSION="$(required_version "${K8S_MOD_DIR}/go.mod" k8s.io/kubernetes)"
+  HELM_VERSION="$(required_version "${HELM_MOD_DIR}/go.mod" helm.sh/helm/v4)"
   [[ -n "${K8S_VERSION}" && -n "${HELM_VERSION}" ]] || { log "cannot read pinned versions from go.mod"; exit 1; }
 
   CACHE_ROOT="${BERTH_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/berth}"
@@ -91,6 +96,9 @@ main() {
     log "${name}: building $* (this takes a while on a cold Go cache)"
     start=$(date +%s)
     # 9>&-: the compiler must not inherit the lock, or an orphaned build would keep holding it.
+    # The build date is looked up only now (it may need the module proxy); the stamp has the
+    # placeholder.
+    ldflags="${ldflags//@BUILD_DATE@/$(k8s_build_date)}"
     (cd "${dir}" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "${ldflags}" -o "${tmp}/" "${pkgs[@]}") 9>&-
     for b in "$@"; do mv -f "${tmp}/${b}" "${BIN_DIR}/${b}"; done
     rmdir "${tmp}"
@@ -99,8 +107,12 @@ main() {
   }
 
   # Version stamping, as Kubernetes' hack/lib/version.sh does for release builds.
-  k8s_build_date="$(cd "${K8S_MOD_DIR}" && go list -m -f '{{if .Time}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes 2>/dev/null || true)"
-  k8s_build_date="${k8s_build_date:-1970-01-01T00:00:00Z}"
+  # The build date is the release's publication time on the module proxy.
+  k8s_build_date() {
+    local d
+    d="$(cd "${K8S_MOD_DIR}" && go list -m -f '{{if .Time}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes 2>/dev/null || true)"
+    echo "${d:-1970-01-01T00:00:00Z}"
+  }
   k8s_major="${K8S_VERSION#v}"; k8s_major="${k8s_major%%.*}"
   k8s_minor="${K8S_VERSION#v*.}"; k8s_minor="${k8s_minor%%.*}"
   k8s_ldflags="-s -w"
@@ -109,7 +121,7 @@ main() {
     k8s_ldflags+=" -X ${pkg}.gitMajor=${k8s_major}"
     k8s_ldflags+=" -X ${pkg}.gitMinor=${k8s_minor}"
     k8s_ldflags+=" -X ${pkg}.gitTreeState=clean"
-    k8s_ldflags+=" -X ${pkg}.buildDate=${k8s_build_date}"
+    k8s_ldflags+=" -X ${pkg}.buildDate=@BUILD_DATE@"
   done
   helm_ldflags="-s -w -X helm.sh/helm/v4/internal/version.version=${HELM_VERSION}"
   helm_ldflags+=" -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
@@ -143,4 +155,4 @@ main() {
   echo "${BIN_DIR}"
 }
 
-main "$@"
+main "$@"; exit $?  # on one line: bash has read it whole before main runs
