@@ -177,8 +177,10 @@ def test_crd_is_accepted_by_the_apiserver(control_plane: ControlPlane, crds: Non
     conditions = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
     assert conditions.get("Established") == "True"
     assert conditions.get("NonStructuralSchema") is None
-    explain = control_plane.kubectl("explain", "placementpolicies.spec.placementRules")
-    assert "Affinity rules" in explain.stdout
+    # The OpenAPI document is published a moment after the CRD is Established.
+    wait_for(lambda: control_plane.kubectl("explain", "placementpolicies.spec.placementRules", check=False),
+             lambda out: "Affinity rules" in out.stdout, timeout=60, what="kubectl explain of the CRD",
+             describe=lambda out: out.stderr)
 
 
 @pytest.mark.parametrize("path", VALID, ids=lambda p: p.stem)
