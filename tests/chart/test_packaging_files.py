@@ -113,20 +113,8 @@ def test_values_and_schema_agree() -> None:
     assert in_schema - in_values - optional == set(), "schema entries without a value in values.yaml"
 
 
-def test_defaults_validate_against_the_schema() -> None:
-    jsonschema = pytest.importorskip("jsonschema")
-    schema = json.loads((CHART / "values.schema.json").read_text())
-    values = yaml.safe_load((CHART / "values.yaml").read_text())
-    jsonschema.validate(values, schema)
-    kind_values = yaml.safe_load((REPO_ROOT / "deploy" / "kind" / "values-kind.yaml").read_text())
-    merged = _merge(values, kind_values)
-    jsonschema.validate(merged, schema)
-
-
-def _merge(base: Any, over: Any) -> Any:
-    if isinstance(base, dict) and isinstance(over, dict):
-        return {k: _merge(base.get(k), over[k]) if k in over else base[k] for k in {*base, *over}}
-    return over
+# The defaults and deploy/kind/values-kind.yaml are validated against the schema by helm itself
+# whenever test_render.py renders them.
 
 
 def test_settings_names_match_the_extender() -> None:
