@@ -30,6 +30,7 @@ from berth.extender.metrics import Metrics
 from berth.extender.settings import ExtenderSettings
 from berth.extender.store import ROUND_ANNOTATION, ClusterStore, Round, round_id_for
 from berth.extender.wire import (
+    MAX_EXTENDER_PRIORITY,
     BadRequest,
     ExtenderArgs,
     ExtenderBindingArgs,
@@ -58,6 +59,8 @@ RECORD_LIMIT = 100
 
 ANNOTATION_LIMIT = 20
 """The same in the pod annotation: a pod's metadata must stay small whatever the size of the cluster."""
+
+_SCORES = [f"{score}}}".encode() for score in range(MAX_EXTENDER_PRIORITY + 1)]
 
 REUSE_SECONDS = 2.0
 """prioritize reuses filter's evaluation of the same pod and nodes made this recently."""
@@ -127,8 +130,18 @@ def rfc3339(epoch: float) -> str:
 
 
 def decision_record(decision: Decision, *, limit: int = RECORD_LIMIT) -> dict[str, Any]:
-    """``Decision.to_dict()`` with ``considered`` and ``refused`` cut to ``limit`` nodes (and their totals)."""
-    return limit_record(decision.to_dict(), limit)
+    """``Decision.to_dict()`` with ``considered`` and ``refused`` cut to ``limit`` nodes (and their totals),
+    without first building the whole record of a large cluster."""
+    considered, refused = decision.considered, decision.refused
+    if len(considered) <= limit and len(refused) <= limit:
+        return decision.to_dict()
+    kept = sorted(refused)[:limit] if len(refused) > limit else refused
+    data = replace(decision, considered=considered[:limit], refused={n: refused[n] for n in kept}).to_dict()
+    if len(considered) > limit:
+        data["consideredTotal"] = len(considered)
+    if len(refused) > limit:
+        data["refusedTotal"] = len(refused)
+    return data
 
 
 def limit_record(data: dict[str, Any], limit: int) -> dict[str, Any]:
@@ -158,6 +171,7 @@ class Extender:
         self._filter_decisions: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._recent: _Recent | None = None
         self._encoded_nodes: dict[str, tuple[str, orjson.Fragment]] = {}
+        self._host_prefixes: dict[str, bytes] = {}
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -367,7 +381,7 @@ class Extender:
 
     # -- prioritize ------------------------------------------------------------------------
 
-    def prioritize(self, args: ExtenderArgs) -> list[dict[str, Any]]:
+    def prioritize(self, args: ExtenderArgs) -> orjson.Fragment:
         started = time.perf_counter()
         names, overrides, bad_nodes, _ = self._request_nodes(args)
         pod = self.read_pod(args.Pod)  # PodUnreadable: answered 400 (a prioritize failure is only logged)
@@ -379,7 +393,7 @@ class Extender:
             policy, strategy, governed = self._policy(pod)
             if not governed:
                 self.metrics.observe("prioritize", time.perf_counter() - started, "passthrough")
-                return [{"Host": n, "Score": 0} for n in names]
+                return self._priorities(names, {})
             recent = self._recent
             judged = tuple(n for n in names if n not in bad_nodes)
             if (recent is not None and recent.uid == pod.uid and recent.nodes == judged
@@ -402,7 +416,21 @@ class Extender:
                 store.record_decision(pod.key, record)
                 result = "scored"
         self.metrics.observe("prioritize", time.perf_counter() - started, result)
-        return [{"Host": n, "Score": scores.get(n, 0)} for n in names]
+        return self._priorities(names, scores)
+
+    def _priorities(self, names: Sequence[str], scores: Mapping[str, int]) -> orjson.Fragment:
+        """The HostPriorityList, encoded: ``[{"Host": ..., "Score": ...}, ...]`` in the request's order
+        (a node's ``{"Host":"<name>","Score":`` is encoded once and kept)."""
+        prefixes = self._host_prefixes
+        if len(prefixes) > 4 * max(len(self.store.view.nodes), 1000):
+            prefixes.clear()
+        parts = []
+        for name in names:
+            prefix = prefixes.get(name)
+            if prefix is None:
+                prefix = prefixes[name] = b'{"Host":' + orjson.dumps(name) + b',"Score":'
+            parts.append(prefix + _SCORES[min(max(scores.get(name, 0), 0), MAX_EXTENDER_PRIORITY)])
+        return orjson.Fragment(b"[" + b",".join(parts) + b"]")
 
     # -- bind ------------------------------------------------------------------------------
 

@@ -343,13 +343,14 @@ class ClusterStore:
         return None
 
     def expire(self, now: float) -> list[Assumption]:
-        """Release assumptions past their deadline; close idle rounds."""
-        gone = [uid for uid, entry in self.assumed.items() if entry.deadline <= now]
-        released = [entry for uid in gone if (entry := self.release(uid)) is not None]
-        for uid in gone:
-            log.info("released the assumption of pod %s: %s", uid,
-                     "no bind came in time" if not any(e.bound for e in released if e.pod.uid == uid)
-                     else "the watch never showed it bound")
+        """Release the assumptions past their deadline."""
+        released = []
+        for uid in [uid for uid, entry in self.assumed.items() if entry.deadline <= now]:
+            entry = self.release(uid)
+            if entry is not None:
+                released.append(entry)
+                log.info("released pod %s from node %s: %s", entry.pod.key, entry.pod.node_name,
+                         "the watch never showed it bound" if entry.bound else "no bind came in time")
         return released
 
     def confirm_placed(self, pod: PodInfo) -> None:
