@@ -188,6 +188,32 @@ def _post(port: int, path: str, body: Any, ctx: ssl.SSLContext, server_name: str
         conn.close()
 
 
+def _policy(api: Any, namespace: str, app: str) -> None:
+    """A PlacementPolicy selecting app=<app> (pods no policy selects pass berth without a decision)."""
+    k8s.CustomObjectsApi(api).create_namespaced_custom_object(
+        "berth.dev", "v1alpha1", namespace, "placementpolicies", {
+            "apiVersion": "berth.dev/v1alpha1", "kind": "PlacementPolicy",
+            "metadata": {"name": app, "namespace": namespace},
+            "spec": {"selector": {"matchLabels": {"app": app}}, "strategy": "Spread"}})
+
+
+def _http_status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def _wait_until_seen(api_port: int, node: str, namespace: str, policy: str) -> None:
+    """Until the extender's view (its explain API) holds the node and the policy."""
+    base = f"http://127.0.0.1:{api_port}"
+    wait_for(lambda: urllib.request.urlopen(base + "/api/v1/nodes/allocations", timeout=5).read().decode(),
+             lambda body: node in body, timeout=30, what=f"the extender to see node {node}")
+    wait_for(lambda: _http_status(f"{base}/api/v1/capacity?namespace={namespace}&policy={policy}&cpu=100m"),
+             lambda code: code == 200, timeout=30, what=f"the extender to see policy {namespace}/{policy}")
+
+
 def _assert_no_forbidden(proc: ManagedProcess) -> None:
     log = proc.log_path.read_text(errors="replace")
     bad = [line for line in log.splitlines()
@@ -340,6 +366,56 @@ def test_scheduler_service_account(installed: Installed) -> None:
 # ---------------------------------------------------------------------------- components under their accounts
 
 
+def test_extender_rbac_is_enough_for_what_it_does(installed: Installed, make_nodes: Any,  # noqa: F811
+                                                  e2e_namespace: str, kube_api: Any) -> None:  # noqa: F811
+    """`berth extender` under the chart's extender ServiceAccount with the chart's environment
+    (plain HTTP on 127.0.0.1, whatever TLS flags the CLI takes): its watches list everything
+    (/readyz), and filter + bind get, patch and bind the pod and post its Event."""
+    deploy = installed.manifest().get("Deployment", f"{installed.fullname}-extender")
+    port = free_port()
+    env = {**_plain_env(_container(deploy)),
+           "KUBECONFIG": str(installed.sa_kubeconfig(f"{installed.fullname}-extender")),
+           "POD_NAME": "e2e-extender-rbac", "POD_NAMESPACE": installed.namespace, "HOME": str(installed.workdir)}
+    proc = ManagedProcess("berth-extender-rbac", [_berth_bin(), "extender", "--host", "127.0.0.1", "--port", str(port)],
+                          installed.workdir / "logs" / "extender-rbac.log", env=env).start()
+    installed.processes.append(proc)
+    base = f"http://127.0.0.1:{port}"
+
+    def get(path: str) -> str:
+        with urllib.request.urlopen(base + path, timeout=5) as resp:
+            return str(resp.read().decode())
+
+    def post(path: str, body: Any) -> Any:
+        req = urllib.request.Request(base + path, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return json.loads(resp.read())
+
+    try:
+        proc.wait_until(lambda: get("/readyz") is not None, timeout=60, what="ready (every watch listed)")
+        [node] = make_nodes(NodeSpec(name=f"rbac-{uuid.uuid4().hex[:6]}"))
+        core = k8s.CoreV1Api(kube_api)
+        # A policy selects the pod (pods no policy selects pass through: no decision to record).
+        _policy(kube_api, e2e_namespace, "rbac")
+        pod = core.create_namespaced_pod(e2e_namespace, simple_pod("rbac-placed", scheduler_name="nobody",
+                                                                   labels={"app": "rbac"}))
+        _wait_until_seen(port, node, e2e_namespace, "rbac")
+        result = post("/filter", {"Pod": kube_api.sanitize_for_serialization(pod), "NodeNames": [node]})
+        assert node in (result.get("NodeNames") or []), result
+        bound = post("/bind", {"PodName": "rbac-placed", "PodNamespace": e2e_namespace,
+                               "PodUID": pod.metadata.uid, "Node": node})
+        assert not bound.get("Error"), bound
+        placed = wait_for(lambda: core.read_namespaced_pod("rbac-placed", e2e_namespace),
+                          lambda p: p.spec.node_name == node, timeout=30, what="the pod bound (pods/binding)")
+        assert "berth.dev/decision" in (placed.metadata.annotations or {}), "the decision annotation (patch pods)"
+        wait_for(lambda: core.list_namespaced_event(e2e_namespace).items,
+                 lambda items: any(e.involved_object.name == "rbac-placed" for e in items),
+                 timeout=30, what="the Event on the pod (create events)")
+        _assert_no_forbidden(proc)
+    finally:
+        proc.stop()
+
+
 def _extender_cli_supports_tls() -> str | None:
     """None if `berth extender` takes the chart's flags, else what it lacks."""
     help_text = subprocess.run([str(_berth_bin()), "extender", "--help"], capture_output=True, text=True,
@@ -392,11 +468,11 @@ def test_extender_binds_under_its_service_account(installed: Installed, extender
                                                    kube_api: Any) -> None:  # noqa: F811
     [node] = make_nodes(NodeSpec(name=f"chart-{uuid.uuid4().hex[:6]}"))
     core = k8s.CoreV1Api(kube_api)
-    pod = core.create_namespaced_pod(e2e_namespace, simple_pod("placed", scheduler_name="nobody"))
+    _policy(kube_api, e2e_namespace, "placed")
+    pod = core.create_namespaced_pod(e2e_namespace, simple_pod("placed", scheduler_name="nobody",
+                                                               labels={"app": "placed"}))
     pod_dict = kube_api.sanitize_for_serialization(pod)
-    wait_for(lambda: urllib.request.urlopen(
-        f"http://127.0.0.1:{extender['api_port']}/api/v1/nodes/allocations", timeout=5).read().decode(),
-        lambda body: node in body, timeout=30, what=f"the extender to see node {node}")
+    _wait_until_seen(extender["api_port"], node, e2e_namespace, "placed")
 
     mutual = _mtls_context(extender["client"], client_cert=True)
     port, name = extender["webhook_port"], extender["server_name"]
@@ -452,7 +528,10 @@ def test_second_scheduler_runs_under_its_service_account(installed: Installed, e
 
     [node] = make_nodes(NodeSpec(name=f"chart-{uuid.uuid4().hex[:6]}"))
     core = k8s.CoreV1Api(kube_api)
+    _policy(kube_api, e2e_namespace, "via")
+    _wait_until_seen(extender["api_port"], node, e2e_namespace, "via")
     core.create_namespaced_pod(e2e_namespace, simple_pod("via-scheduler", scheduler_name="berth-scheduler",
+                                                         labels={"app": "via"},
                                                          node_selector={"kubernetes.io/hostname": node}))
     placed = wait_for(lambda: core.read_namespaced_pod("via-scheduler", e2e_namespace),
                       lambda p: p.spec.node_name == node, timeout=60, what="the pod bound through berth")
