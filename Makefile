@@ -45,7 +45,7 @@ test: setup
 
 lint: setup
 	.venv/bin/ruff check .
-	.venv/bin/mypy berth extender operator
+	scripts/typecheck.sh
 	$(HELM) lint charts/berth --strict
 	$(HELM) lint charts/berth --strict --set scheduler.enabled=true --set extender.serviceMonitor.enabled=true
 

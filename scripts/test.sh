@@ -5,9 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --test
 # Control-plane binaries (built once from the Go module proxy, cached outside the repo) and etcd.
-BERTH_K8S_BIN=$(bash hack/build-k8s.sh | tail -n 1)
-export BERTH_K8S_BIN
-echo "control-plane binaries: $BERTH_K8S_BIN"
+BERTH_K8S_BIN_DIR=$(bash hack/build-k8s.sh | tail -n 1)
+export BERTH_K8S_BIN_DIR
+echo "control-plane binaries: $BERTH_K8S_BIN_DIR"
 echo "== ruff"; .venv/bin/ruff check .
-echo "== mypy"; .venv/bin/mypy berth extender operator
+echo "== mypy"; scripts/typecheck.sh
 echo "== pytest"; .venv/bin/python -m pytest "$@"
