@@ -272,6 +272,39 @@ def measure(url: str, nodes: int, *, cache_capable: bool, requests: int, warmup:
             "request_kib": len(body) / 1024}
 
 
+def server_histogram(url: str) -> dict[str, dict[str, float]]:
+    """The server's own latency histogram per verb (request decoded, judged, reply built)."""
+    out: dict[str, dict[str, float]] = {}
+    for line in httpx.get(url + "/metrics").text.splitlines():
+        if not line.startswith("berth_extender_request_seconds"):
+            continue
+        name, _, value = line.rpartition(" ")
+        verb = name.split('verb="')[1].split('"')[0]
+        entry = out.setdefault(verb, {})
+        if "_bucket" in name:
+            entry["le=" + name.split('le="')[1].split('"')[0]] = float(value)
+        elif name.startswith("berth_extender_request_seconds_sum"):
+            entry["sum"] = float(value)
+        elif name.startswith("berth_extender_request_seconds_count"):
+            entry["count"] = float(value)
+    return out
+
+
+def server_side(before: dict[str, dict[str, float]], after: dict[str, dict[str, float]], verb: str) -> str:
+    """Mean and bucketed p99 of the server-side time of ``verb`` between two scrapes."""
+    b, a = before.get(verb, {}), after.get(verb, {})
+    count = a.get("count", 0) - b.get("count", 0)
+    if count <= 0:
+        return "n/a"
+    mean = (a.get("sum", 0) - b.get("sum", 0)) / count * 1000
+    p99 = "inf"
+    for key in sorted((k for k in a if k.startswith("le=")), key=lambda k: float(k[3:])):
+        if a[key] - b.get(key, 0) >= 0.99 * count:
+            p99 = f"<= {float(key[3:]) * 1000:g}"
+            break
+    return f"mean {mean:.2f} ms, p99 {p99} ms"
+
+
 def _pct(values: list[float], p: int) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))] * 1000
@@ -281,15 +314,16 @@ def run_case(nodes: int, requests: int, cache_false_too: bool) -> list[str]:
     proc, url, view = start_server(nodes)
     lines = []
     try:
-        m = measure(url, nodes, cache_capable=True, requests=requests)
-        lines.append(f"{nodes:>6} nodes  nodeCacheCapable=true   filter+prioritize p50 {m['p50']:6.2f} ms  "
-                     f"p99 {m['p99']:6.2f} ms  (filter p50 {m['filter_p50']:.2f}, prioritize p50 "
-                     f"{m['prioritize_p50']:.2f}; {m['passing']} nodes pass; request {m['request_kib']:.0f} KiB)")
-        if cache_false_too:
-            m = measure(url, nodes, cache_capable=False, requests=requests)
-            lines.append(f"{nodes:>6} nodes  nodeCacheCapable=false  filter+prioritize p50 {m['p50']:6.2f} ms  "
-                         f"p99 {m['p99']:6.2f} ms  (filter p50 {m['filter_p50']:.2f}, prioritize p50 "
-                         f"{m['prioritize_p50']:.2f}; request {m['request_kib']:.0f} KiB)")
+        for cache_capable in (True, False) if cache_false_too else (True,):
+            before = server_histogram(url)
+            m = measure(url, nodes, cache_capable=cache_capable, requests=requests)
+            after = server_histogram(url)
+            lines.append(f"{nodes:>6} nodes  nodeCacheCapable={str(cache_capable).lower():5}  filter+prioritize "
+                         f"p50 {m['p50']:7.2f} ms  p99 {m['p99']:7.2f} ms  (filter p50 {m['filter_p50']:.2f}, "
+                         f"prioritize p50 {m['prioritize_p50']:.2f}; {m['passing']} nodes pass; request "
+                         f"{m['request_kib']:.0f} KiB)")
+            lines.append(f"{'':>14}server side: filter {server_side(before, after, 'filter')}; prioritize "
+                         f"{server_side(before, after, 'prioritize')}")
     finally:
         proc.terminate()
         proc.wait(10)

@@ -149,7 +149,7 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
         started = time.perf_counter()
         try:
             args = decode(await request.body(), ExtenderArgs)
-            return _json(engine.filter(args))
+            return _json(engine.filter(args, started))
         except BadRequest as exc:
             metrics.observe("filter", time.perf_counter() - started, "bad_request")
             return _json({"Error": str(exc)}, 400)
@@ -165,7 +165,7 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
         started = time.perf_counter()
         try:
             args = decode(await request.body(), ExtenderArgs)
-            return _json(engine.prioritize(args))
+            return _json(engine.prioritize(args, started))
         except (BadRequest, PodUnreadable) as exc:
             metrics.observe("prioritize", time.perf_counter() - started, "bad_request")
             return _json({"Error": str(exc)}, 400)
@@ -180,7 +180,7 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
         started = time.perf_counter()
         try:
             args = decode(await request.body(), ExtenderBindingArgs)
-            return _json(await engine.bind(args))
+            return _json(await engine.bind(args, started))
         except BadRequest as exc:
             metrics.observe("bind", time.perf_counter() - started, "bad_request")
             return _json({"Error": str(exc)}, 400)
@@ -195,7 +195,7 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
         started = time.perf_counter()
         try:
             args = decode(await request.body(), ExtenderPreemptionArgs)
-            return _json(engine.preempt(args))
+            return _json(engine.preempt(args, started))
         except BadRequest as exc:
             metrics.observe("preempt", time.perf_counter() - started, "bad_request")
             return _json({"Error": str(exc)}, 400)

@@ -307,8 +307,9 @@ class Extender:
 
     # -- filter ----------------------------------------------------------------------------
 
-    def filter(self, args: ExtenderArgs) -> dict[str, Any]:
-        started = time.perf_counter()
+    def filter(self, args: ExtenderArgs, started: float | None = None) -> dict[str, Any]:
+        """``started``: when the request arrived (its decoding counts in the latency metric)."""
+        started = time.perf_counter() if started is None else started
         names, overrides, bad_nodes, raw_nodes = self._request_nodes(args)
         cache_capable = args.NodeNames is not None
         try:
@@ -381,8 +382,8 @@ class Extender:
 
     # -- prioritize ------------------------------------------------------------------------
 
-    def prioritize(self, args: ExtenderArgs) -> orjson.Fragment:
-        started = time.perf_counter()
+    def prioritize(self, args: ExtenderArgs, started: float | None = None) -> orjson.Fragment:
+        started = time.perf_counter() if started is None else started
         names, overrides, bad_nodes, _ = self._request_nodes(args)
         pod = self.read_pod(args.Pod)  # PodUnreadable: answered 400 (a prioritize failure is only logged)
         store = self.store
@@ -440,8 +441,8 @@ class Extender:
             lock = self._node_locks[node] = asyncio.Lock()
         return lock
 
-    async def bind(self, args: ExtenderBindingArgs) -> dict[str, str]:
-        started = time.perf_counter()
+    async def bind(self, args: ExtenderBindingArgs, started: float | None = None) -> dict[str, str]:
+        started = time.perf_counter() if started is None else started
         result, error = await self._bind(args)
         self.metrics.observe("bind", time.perf_counter() - started, result)
         if error:
@@ -567,9 +568,9 @@ class Extender:
 
     # -- preempt ---------------------------------------------------------------------------
 
-    def preempt(self, args: ExtenderPreemptionArgs) -> dict[str, Any]:
+    def preempt(self, args: ExtenderPreemptionArgs, started: float | None = None) -> dict[str, Any]:
         """The scheduler's own choice of victims, answered in NodeNameToMetaVictims form."""
-        started = time.perf_counter()
+        started = time.perf_counter() if started is None else started
         out: dict[str, Any] = {}
         if args.NodeNameToMetaVictims is not None:
             for node, meta in args.NodeNameToMetaVictims.items():
