@@ -255,6 +255,63 @@ def test_rendered_chart_is_accepted_by_server_side_dry_run(installed: Installed,
     assert len(created) == len(Rendered(text).objects), proc.stdout
 
 
+_STAND_IN_CRDS = [
+    ("cert-manager.io", "Certificate", "certificates"),
+    ("cert-manager.io", "Issuer", "issuers"),
+    ("monitoring.coreos.com", "ServiceMonitor", "servicemonitors"),
+]
+
+
+@pytest.fixture(scope="module")
+def third_party_kinds(installed: Installed, kube_api: Any) -> Iterator[None]:  # noqa: F811
+    """cert-manager's and the Prometheus Operator's kinds for the dry-run: their real CRDs when
+    the cluster has them, else permissive stand-ins (schema-less) made here and removed after."""
+    ext = k8s.ApiextensionsV1Api(kube_api)
+    made: list[str] = []
+    for group, kind, plural in _STAND_IN_CRDS:
+        name = f"{plural}.{group}"
+        try:
+            ext.read_custom_resource_definition(name)
+            continue
+        except k8s.ApiException as exc:
+            if exc.status != 404:
+                raise
+        ext.create_custom_resource_definition({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": name, "labels": {"berth.dev/test-stand-in": "true"}},
+            "spec": {"group": group, "scope": "Namespaced",
+                     "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
+                     "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                         "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}})
+        made.append(name)
+    for name in made:
+        wait_for(lambda n=name: ext.read_custom_resource_definition(n),
+                 lambda crd: any(c.type == "Established" and c.status == "True"
+                                 for c in (crd.status.conditions or [])),
+                 timeout=30, what=f"CRD {name} established")
+    try:
+        yield
+    finally:
+        for name in made:
+            ext.delete_custom_resource_definition(name)
+
+
+@pytest.mark.parametrize(("label", "values"), [
+    ("cert-manager", {"tls.certManager.enabled": True, "scheduler.enabled": True}),
+    ("cert-manager-issuer", {"tls.certManager.enabled": True,
+                             "tls.certManager.issuerRef": {"name": "platform-ca", "kind": "ClusterIssuer"}}),
+    ("service-monitor", {"extender.serviceMonitor.enabled": True}),
+], ids=["cert-manager", "cert-manager-issuer", "service-monitor"])
+def test_optional_integrations_are_accepted_by_server_side_dry_run(installed: Installed, third_party_kinds: None,
+                                                                   label: str, values: dict[str, Any]) -> None:
+    text = installed.template(values, release=f"dry{label.replace('-', '')[:10]}")
+    rendered = Rendered(text)
+    proc = installed.cp.kubectl("apply", "--dry-run=server", "-f", "-", input=text, check=False, timeout=120)
+    assert proc.returncode == 0, f"{label}: the API server refused the chart:\n{proc.stderr}"
+    created = [line for line in proc.stdout.splitlines() if "(server dry run)" in line]
+    assert len(created) == len(rendered.objects), proc.stdout
+
+
 def test_install_created_every_object(installed: Installed, kube_api: Any) -> None:  # noqa: F811
     r = installed.manifest()
     fn, ns = installed.fullname, installed.namespace
