@@ -347,6 +347,12 @@ def test_network_policy_with_scheduler_and_extra_peers(helm: Path) -> None:
     assert pod_labels["app.kubernetes.io/component"] == "scheduler"
 
 
+def test_extender_service_keeps_a_scheduler_on_one_replica(default: Rendered) -> None:
+    svc = default.get("Service", "berth-extender")
+    assert svc["spec"]["sessionAffinity"] == "ClientIP"
+    assert {p["name"]: p["port"] for p in svc["spec"]["ports"]} == {"webhook": 8443, "api": 8080}
+
+
 def test_pdb_only_with_more_than_one_replica(helm: Path, default: Rendered) -> None:
     pdb = default.get("PodDisruptionBudget", "berth-extender")
     assert pdb["spec"]["maxUnavailable"] == 1
