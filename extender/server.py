@@ -6,7 +6,9 @@ on the loop itself (no thread hop), the API server calls of bind run in worker t
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import ssl
 from typing import Any
 
 from berth.extender.app import create_app
@@ -18,6 +20,7 @@ from berth.extender.settings import ExtenderSettings, load_settings
 from berth.extender.snapshot_view import load_snapshot
 from berth.extender.store import ClusterStore
 from fastapi import FastAPI
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 log = logging.getLogger("berth.extender.server")
 
@@ -46,16 +49,62 @@ def build_app(snapshot: str | None = None, settings: ExtenderSettings | None = N
                       source=live, metrics=metrics)
 
 
+SCHEDULER_PATHS = frozenset({"/filter", "/prioritize", "/bind", "/preempt"})
+
+
+def read_only(app: ASGIApp) -> ASGIApp:
+    """``app`` without kube-scheduler's verbs: the explain API, health and metrics only."""
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].rstrip("/") in SCHEDULER_PATHS:
+            body = b'{"error":"the scheduler verbs are served on the extender port only"}'
+            await send({"type": "http.response.start", "status": 404,
+                        "headers": [(b"content-type", b"application/json"),
+                                    (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await app(scope, receive, send)
+
+    return wrapped
+
+
+def tls_options(settings: ExtenderSettings) -> dict[str, Any]:
+    """uvicorn's TLS options: a certificate, and client certificates required when a CA is given."""
+    if not settings.tls_cert_file:
+        return {}
+    options: dict[str, Any] = {"ssl_certfile": settings.tls_cert_file, "ssl_keyfile": settings.tls_key_file}
+    if settings.tls_client_ca_file:
+        options["ssl_ca_certs"] = settings.tls_client_ca_file
+        options["ssl_cert_reqs"] = ssl.CERT_REQUIRED
+    return options
+
+
 def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, snapshot: str | None = None,
           **uvicorn_options: Any) -> None:
-    """Serve the extender until interrupted (the ``berth extender`` command)."""
+    """Serve the extender until interrupted (the ``berth extender`` command).
+
+    With ``BERTH_TLS_CERT_FILE`` / ``BERTH_TLS_KEY_FILE`` it serves HTTPS, and with
+    ``BERTH_TLS_CLIENT_CA_FILE`` it accepts only clients with a certificate from that CA
+    (kube-scheduler's ``tlsConfig``). ``BERTH_API_PORT`` adds a plain-HTTP listener on the same
+    host for the explain API, ``/healthz``, ``/readyz`` and ``/metrics`` (never the verbs)."""
     import uvicorn
 
     settings = load_settings()
     logging.basicConfig(level=getattr(logging, settings.log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = build_app(snapshot, settings)
-    options: dict[str, Any] = {"host": host, "port": port, "workers": 1, "access_log": False,
-                               "log_level": settings.log_level.lower(), "timeout_keep_alive": 75}
+    options: dict[str, Any] = {"host": host, "port": port, "access_log": False,
+                               "log_level": settings.log_level.lower(), "timeout_keep_alive": 75,
+                               **tls_options(settings)}
     options.update(uvicorn_options)
-    uvicorn.run(app, **options)
+    main = uvicorn.Server(uvicorn.Config(app, **options))
+    servers = [main]
+    if settings.api_port is not None and settings.api_port != port:
+        api = uvicorn.Config(read_only(app), host=host, port=settings.api_port, access_log=False,
+                             log_level=settings.log_level.lower(), lifespan="off")
+        servers.append(uvicorn.Server(api))
+
+    async def run_all() -> None:
+        await asyncio.gather(*(server.serve() for server in servers))
+
+    asyncio.run(run_all())

@@ -44,6 +44,13 @@ class ExtenderSettings(BaseSettings):
     relist_backoff_max_seconds: float = Field(default=30.0, gt=0, le=600)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
 
+    # -- serving (DESIGN: only kube-scheduler may drive filter, prioritize and bind) -----------
+    tls_cert_file: str | None = None  # serve HTTPS with this certificate ...
+    tls_key_file: str | None = None  # ... and key
+    tls_client_ca_file: str | None = None  # and require client certificates signed by this CA
+    api_port: int | None = Field(default=None, ge=1, le=65535)  # a second, plain-HTTP listener: explain
+    # API, health and metrics only (never the scheduler verbs), for probes and people
+
     @field_validator("*", mode="wrap")
     @classmethod
     def _safe_default(cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:

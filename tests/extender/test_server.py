@@ -89,3 +89,51 @@ def test_concurrent_binds_from_threads_never_overcommit(server: str) -> None:
 def test_serve_is_the_cli_entry_point() -> None:
     params = inspect.signature(serve).parameters
     assert list(params)[:3] == ["host", "port", "snapshot"]
+
+
+def test_tls_with_client_certificates_and_a_plain_api_port(tmp_path: Path) -> None:
+    """serve(): HTTPS that only kube-scheduler's client certificate opens; the explain API, health
+    and metrics on a second plain port, which never serves the verbs; a clean stop on SIGTERM."""
+    import os
+    import signal
+    import ssl
+    import subprocess
+    import sys
+
+    from tests.e2e.harness.certs import generate_pki
+
+    pki = generate_pki(tmp_path / "pki")
+    snapshot = tmp_path / "snapshot.json"
+    snapshot.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [node("a"), policy("web")]}))
+    port, api_port = free_port(), free_port()
+    env = {**os.environ, "BERTH_TLS_CERT_FILE": str(pki.apiserver_cert), "BERTH_TLS_KEY_FILE": str(pki.apiserver_key),
+           "BERTH_TLS_CLIENT_CA_FILE": str(pki.ca_cert), "BERTH_API_PORT": str(api_port)}
+    code = f"from berth.extender.server import serve; serve('127.0.0.1', {port}, {str(snapshot)!r})"
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        plain = f"http://127.0.0.1:{api_port}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(plain + "/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        assert httpx.get(plain + "/readyz").status_code == 200
+        assert httpx.get(plain + "/api/v1/nodes/allocations").json()["nodes"]["a"]
+        assert httpx.post(plain + "/bind", content=b"{}").status_code == 404  # never the verbs
+        body = orjson.dumps(args(pod("web-1", labels=WEB), ["a"]))
+        trusted = ssl.create_default_context(cafile=str(pki.ca_cert))
+        with pytest.raises(httpx.HTTPError):  # no client certificate: refused in the handshake
+            httpx.post(f"https://127.0.0.1:{port}/filter", content=body, verify=trusted).raise_for_status()
+        trusted.load_cert_chain(str(pki.admin_cert), str(pki.admin_key))
+        r = httpx.post(f"https://127.0.0.1:{port}/filter", content=body, verify=trusted)
+        assert r.json()["NodeNames"] == ["a"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=20)
+    # uvicorn stops gracefully, then re-raises the signal it caught: the exit status says SIGTERM
+    assert proc.returncode in (0, -signal.SIGTERM), out
+    assert "Traceback" not in out, out
+    assert out.count("Finished server process") == 2, out  # both listeners shut down
