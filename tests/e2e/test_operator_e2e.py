@@ -56,12 +56,13 @@ class Operator:
         self.argv = [sys.executable, "-m", "berth.operator.main", "--resync-seconds", "1", *args]
         self.log_path = cp.workdir / "logs" / f"{name}.log"
         self.env = {"KUBECONFIG": str(cp.kubeconfig), "POD_ID": name, "PYTHONUNBUFFERED": "1"}
-        self.process = ManagedProcess(name, self.argv, self.log_path, env=self.env)
+        self.cwd = cp.workdir  # not the repository root: its operator/ folder would shadow the stdlib's
+        self.process = ManagedProcess(name, self.argv, self.log_path, env=self.env, cwd=self.cwd)
         self.webhook_config: str | None = None
 
     def start(self) -> Operator:
         if self.process.popen is not None:
-            self.process = ManagedProcess(self.name, self.argv, self.log_path, env=self.env)
+            self.process = ManagedProcess(self.name, self.argv, self.log_path, env=self.env, cwd=self.cwd)
         self.process.start()
         return self
 
