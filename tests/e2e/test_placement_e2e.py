@@ -230,7 +230,9 @@ def _requests(pod: Any) -> dict[str, int]:
 
 # Four unlike nodes, one already loaded by another app and one running a pod of the workload,
 # so that the strategies disagree.
-NODES: tuple[tuple[str, str, str, dict[str, str]], ...] = (("a", "2", "4Gi", {}), ("b", "4", "8Gi", {}), ("c", "8", "8Gi", {}), ("d", "4", "16Gi", {}))
+NodeRow = tuple[str, str, str, dict[str, str]]
+NODES: tuple[NodeRow, ...] = (("a", "2", "4Gi", {}), ("b", "4", "8Gi", {}),
+                              ("c", "8", "8Gi", {}), ("d", "4", "16Gi", {}))
 STRATEGIES: list[tuple[str | None, dict[str, Any], int | None]] = [
     ("Auto", {}, 6),
     ("Fill", {"count": 3, "nodesLimit": 3}, None),  # a round of its own: top 3 nodes up to 3 pods
