@@ -54,6 +54,7 @@ class Assumption:
     bound: bool  # False: tentative (filter/prioritize winner); True: bind done or in flight
     deadline: float  # wall-clock seconds; released after it unless the watch confirmed it
     round_key: str | None = None
+    nominated: bool = False  # a preemptor on the node kube-scheduler nominated (status.nominatedNodeName)
 
 
 @dataclass
@@ -246,12 +247,13 @@ class ClusterStore:
             log.warning("ignoring a pod berth cannot read: %s", exc)
             return
         record = _round_annotation(obj) if pod.node_name else None
+        nominated = None if pod.node_name else _nominated_node(obj)
         with self.lock:
-            self._apply_pod_locked(pod)
+            self._apply_pod_locked(pod, nominated)
             if record is not None:
                 self._note_round(pod, *record)
 
-    def _apply_pod_locked(self, pod: PodInfo) -> None:
+    def _apply_pod_locked(self, pod: PodInfo, nominated: str | None = None) -> None:
         uid = pod.uid
         if pod.node_name:
             self._pending_remove(uid)
@@ -264,7 +266,15 @@ class ClusterStore:
             self._pending_by_ns.setdefault(pod.namespace, {})[uid] = pod
         else:
             self._pending_remove(uid)
-        if not self.view.is_assumed(uid):
+        entry = self.assumed.get(uid)
+        if entry is not None and entry.nominated and entry.pod.node_name != nominated:
+            self.release(uid)  # the nomination moved or was cleared
+            entry = None
+        if nominated and not pod.terminating and entry is None:
+            # DESIGN: pods nominated by preemption count on their node, so that the room their
+            # victims free is not taken by others meanwhile (as kube-scheduler's own filter does).
+            self.assume(pod, nominated, bound=False, deadline=float("inf"), nominated=True)
+        elif not self.view.is_assumed(uid):
             self.view.remove_pod(uid)
 
     def delete_pod(self, obj: Mapping[str, Any]) -> None:
@@ -290,7 +300,8 @@ class ClusterStore:
     def pending_governed(self, policy: PlacementPolicy) -> int:
         """Pending pods the policy selects that berth has not placed yet."""
         return sum(1 for uid, pod in self._pending_by_ns.get(policy.namespace, {}).items()
-                   if uid not in self.assumed and policy.governs(pod.namespace, pod.labels))
+                   if (uid not in self.assumed or self.assumed[uid].nominated)
+                   and policy.governs(pod.namespace, pod.labels))
 
     def pending_pods(self) -> Iterable[PodInfo]:
         return self.pending.values()
@@ -312,11 +323,11 @@ class ClusterStore:
     # -- assumptions -------------------------------------------------------------------
 
     def assume(self, pod: PodInfo, node: str, *, bound: bool, deadline: float,
-               round_key: str | None = None) -> None:
+               round_key: str | None = None, nominated: bool = False) -> None:
         """Count ``pod`` on ``node`` now (replacing an earlier assumption of it)."""
         self.release(pod.uid)
         placed = self.view.assume(pod, node)
-        self.assumed[pod.uid] = Assumption(placed, bound, deadline, round_key)
+        self.assumed[pod.uid] = Assumption(placed, bound, deadline, round_key, nominated)
         if round_key is not None:
             rnd = self.rounds.get(round_key)
             if rnd is not None:
@@ -431,7 +442,7 @@ class ClusterStore:
 
     def _apply_pods_batch(self, batch: list[Mapping[str, Any]], seen: set[str]) -> None:
         """Pods are parsed outside the lock (the costly part of a large list)."""
-        parsed: list[tuple[PodInfo, tuple[str, dict[str, int] | None, float | None] | None]] = []
+        parsed: list[tuple[PodInfo, tuple[str, dict[str, int] | None, float | None] | None, str | None]] = []
         terminal: list[Mapping[str, Any]] = []
         for obj in batch:
             if is_terminal(obj):
@@ -443,10 +454,11 @@ class ClusterStore:
                 self.bad_objects += 1
                 log.warning("ignoring a pod berth cannot read: %s", exc)
                 continue
-            parsed.append((pod, _round_annotation(obj) if pod.node_name else None))
+            parsed.append((pod, _round_annotation(obj) if pod.node_name else None,
+                           None if pod.node_name else _nominated_node(obj)))
         with self.lock:
-            for pod, record in parsed:
-                self._apply_pod_locked(pod)
+            for pod, record, nominated in parsed:
+                self._apply_pod_locked(pod, nominated)
                 seen.add(pod.uid)
                 if record is not None:
                     self._note_round(pod, *record)
@@ -511,6 +523,12 @@ def _identity(kind: str, obj: Mapping[str, Any]) -> str:
     if kind == "policies":
         return f"{_namespace(obj) or 'default'}/{_name(obj)}"
     return _name(obj)
+
+
+def _nominated_node(obj: Mapping[str, Any]) -> str | None:
+    status = obj.get("status")
+    node = status.get("nominatedNodeName") if isinstance(status, Mapping) else None
+    return node if isinstance(node, str) and node else None
 
 
 def _round_annotation(obj: Mapping[str, Any]) -> tuple[str, dict[str, int] | None, float | None] | None:

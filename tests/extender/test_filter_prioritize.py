@@ -221,3 +221,22 @@ def test_percent_signs_are_spelt_out_for_kube_scheduler() -> None:
     assert "below the 10 percent free floor" in reason and "%" not in reason
     # the explain API keeps the core's own words
     assert "below the 10% free floor" in h.client.get("/api/v1/decisions/shop/web-1").json()["refused"]["a"]
+
+
+def test_a_pod_nominated_by_preemption_holds_its_room() -> None:
+    h = harness([node("a", cpu="2"), node("b", cpu="2"), policy("web")])
+    preemptor = pod("high", labels=WEB, cpu="1500m")
+    preemptor["status"]["nominatedNodeName"] = "a"
+    h.store.apply_pod(preemptor)  # the watch shows kube-scheduler's nomination
+    result = h.filter(pod("web-1", labels=WEB, cpu="1"))
+    assert result["NodeNames"] == ["b"]
+    assert "insufficient capacity" in result["FailedNodes"]["a"]
+    # the nomination cleared: the room is free again
+    preemptor["status"].pop("nominatedNodeName")
+    h.store.apply_pod(preemptor)
+    h.clock.advance(60)  # web-1's tentative place on b expires
+    assert h.filter(pod("web-2", labels=WEB, cpu="1"))["NodeNames"] == ["a", "b"]
+    # the preemptor's own filter does not count itself
+    preemptor["status"]["nominatedNodeName"] = "a"
+    h.store.apply_pod(preemptor)
+    assert h.filter(preemptor, ["a"])["NodeNames"] == ["a"]
