@@ -237,6 +237,7 @@ def test_a_pod_nominated_by_preemption_holds_its_room() -> None:
     h.clock.advance(60)  # web-1's tentative place on b expires
     assert h.filter(pod("web-2", labels=WEB, cpu="1"))["NodeNames"] == ["a", "b"]
     # the preemptor's own filter does not count itself
+    h.clock.advance(60)  # web-2's tentative place expires; a nomination does not
     preemptor["status"]["nominatedNodeName"] = "a"
     h.store.apply_pod(preemptor)
     assert h.filter(preemptor, ["a"])["NodeNames"] == ["a"]
