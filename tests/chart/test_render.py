@@ -140,10 +140,12 @@ def test_extender_deployment(default: Rendered) -> None:
     assert c["image"] == "berth:0.1.0"
     assert c["args"][0] == "extender"
     args = c["args"]
-    assert "--port=8443" in args and "--host=0.0.0.0" in args
-    assert "--tls-cert-file=/etc/berth/tls/tls.crt" in args
-    assert "--tls-key-file=/etc/berth/tls/tls.key" in args
-    assert "--client-ca-file=/etc/berth/tls/ca.crt" in args
+    assert args == ["extender", "--host=0.0.0.0", "--port=8443"]
+    tls_env = {e["name"]: e.get("value") for e in c["env"]}
+    assert tls_env["BERTH_TLS_CERT_FILE"] == "/etc/berth/tls/tls.crt"
+    assert tls_env["BERTH_TLS_KEY_FILE"] == "/etc/berth/tls/tls.key"
+    assert tls_env["BERTH_TLS_CLIENT_CA_FILE"] == "/etc/berth/tls/ca.crt"  # client certificates required
+    assert tls_env["BERTH_API_PORT"] == "8080"
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
     assert ports == {"webhook": 8443, "api": 8080}
     # Probes on the plain API port: the webhook port requires a client certificate.
@@ -625,28 +627,28 @@ def test_operator_takes_the_charts_arguments(helm: Path) -> None:
 
 
 def test_extender_takes_the_charts_arguments(default: Rendered) -> None:
-    """`berth extender` accepts the chart's flags: TLS with a required client certificate on the
-    webhook port, and the plain API port for probes, metrics and the explain API."""
+    """`berth extender` accepts the chart's flags, and every BERTH_* variable the chart sets is
+    one of the extender's settings (TLS on the webhook port with required client certificates,
+    the plain API port for probes, metrics and the explain API)."""
     import contextlib
     import io
 
+    from berth.extender.settings import ExtenderSettings
+
     from berth.cli.main import build_parser
 
-    args = _container(default.get("Deployment", "berth-extender"))["args"]
-    parser = build_parser()
-    import argparse
-
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    help_text = sub.choices["extender"].format_help()
-    missing = [f for f in ("--tls-cert-file", "--tls-key-file", "--client-ca-file", "--api-port")
-               if f not in help_text]
-    if missing:
-        pytest.skip(f"berth extender does not take the chart's flags yet: {', '.join(missing)}")
+    c = _container(default.get("Deployment", "berth-extender"))
     with contextlib.redirect_stderr(io.StringIO()) as err:
         try:
-            parser.parse_args(args)
+            build_parser().parse_args(c["args"])
         except SystemExit as exc:
-            raise AssertionError(f"berth {' '.join(args)}: {err.getvalue()}") from exc
+            raise AssertionError(f"berth {' '.join(c['args'])}: {err.getvalue()}") from exc
+    known = {f"BERTH_{f.upper()}" for f in ExtenderSettings.model_fields}
+    chart = {e["name"] for e in c["env"] if e["name"].startswith("BERTH_")}
+    tls = {"BERTH_TLS_CERT_FILE", "BERTH_TLS_KEY_FILE", "BERTH_TLS_CLIENT_CA_FILE", "BERTH_API_PORT"}
+    if not tls <= known:
+        pytest.skip(f"the extender has no settings {sorted(tls - known)} yet")
+    assert chart <= known, sorted(chart - known)
 
 
 def _serve(server: Any) -> Any:

@@ -430,7 +430,9 @@ def test_extender_rbac_is_enough_for_what_it_does(installed: Installed, make_nod
     (/readyz), and filter + bind get, patch and bind the pod and post its Event."""
     deploy = installed.manifest().get("Deployment", f"{installed.fullname}-extender")
     port = free_port()
-    env = {**_plain_env(_container(deploy)),
+    plain = {k: v for k, v in _plain_env(_container(deploy)).items()
+             if not k.startswith("BERTH_TLS_") and k != "BERTH_API_PORT"}  # plain HTTP, one port
+    env = {**plain,
            "KUBECONFIG": str(installed.sa_kubeconfig(f"{installed.fullname}-extender")),
            "POD_NAME": "e2e-extender-rbac", "POD_NAMESPACE": installed.namespace, "HOME": str(installed.workdir)}
     proc = ManagedProcess("berth-extender-rbac", [_berth_bin(), "extender", "--host", "127.0.0.1", "--port", str(port)],
@@ -473,12 +475,17 @@ def test_extender_rbac_is_enough_for_what_it_does(installed: Installed, make_nod
         proc.stop()
 
 
-def _extender_cli_supports_tls() -> str | None:
-    """None if `berth extender` takes the chart's flags, else what it lacks."""
-    help_text = subprocess.run([str(_berth_bin()), "extender", "--help"], capture_output=True, text=True,
-                               timeout=60).stdout
-    missing = [f for f in ("--tls-cert-file", "--tls-key-file", "--client-ca-file", "--api-port")
-               if f not in help_text]
+def installed_api_port(installed: Installed) -> int:
+    deploy = installed.manifest().get("Deployment", f"{installed.fullname}-extender")
+    return int(next(p["containerPort"] for p in _container(deploy)["ports"] if p["name"] == "api"))
+
+
+def _extender_lacks_tls() -> str | None:
+    """None if the extender has the settings the chart's TLS environment sets, else what it lacks."""
+    from berth.extender.settings import ExtenderSettings
+
+    need = ("tls_cert_file", "tls_key_file", "tls_client_ca_file", "api_port")
+    missing = [f"BERTH_{f.upper()}" for f in need if f not in ExtenderSettings.model_fields]
     return ", ".join(missing) or None
 
 
@@ -486,9 +493,9 @@ def _extender_cli_supports_tls() -> str | None:
 def extender(installed: Installed) -> Iterator[dict[str, Any]]:
     """`berth extender` with the chart's arguments and environment, under its ServiceAccount, on
     127.0.0.1 (the webhook port with the chart's certificates, the API port in plain HTTP)."""
-    lacking = _extender_cli_supports_tls()
+    lacking = _extender_lacks_tls()
     if lacking:
-        pytest.skip(f"berth extender does not take the chart's flags yet: {lacking}")
+        pytest.skip(f"the extender has no settings {lacking} yet")
     deploy = installed.manifest().get("Deployment", f"{installed.fullname}-extender")
     c = _container(deploy)
     tls = installed.secret_files(f"{installed.fullname}-extender-tls", installed.workdir / "extender-tls")
@@ -500,11 +507,12 @@ def extender(installed: Installed) -> Iterator[dict[str, Any]]:
             arg = "--host=127.0.0.1"
         elif arg.startswith("--port="):
             arg = f"--port={webhook_port}"
-        elif arg.startswith("--api-port="):
-            arg = f"--api-port={api_port}"
-        arg = arg.replace("/etc/berth/tls", str(tls))
         args.append(arg)
-    env = {**_plain_env(c), "KUBECONFIG": str(installed.sa_kubeconfig(f"{installed.fullname}-extender")),
+    chart_env = _plain_env(c)
+    assert chart_env["BERTH_API_PORT"] == str(installed_api_port(installed))
+    env = {**{k: v.replace("/etc/berth/tls", str(tls)) for k, v in chart_env.items()},
+           "BERTH_API_PORT": str(api_port),
+           "KUBECONFIG": str(installed.sa_kubeconfig(f"{installed.fullname}-extender")),
            "POD_NAME": "e2e-extender", "POD_NAMESPACE": installed.namespace, "HOME": str(installed.workdir)}
     proc = ManagedProcess("berth-extender", [_berth_bin(), *args], installed.workdir / "logs" / "extender.log",
                           env=env).start()
