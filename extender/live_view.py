@@ -134,13 +134,14 @@ class LiveView:
 
     def __init__(self, store: ClusterStore, source: WatchSource, *, metrics: Metrics | None = None,
                  track_leases: bool = True, watch_timeout_seconds: int = 300, backoff_max_seconds: float = 30.0,
-                 sleep: Callable[[float], None] | None = None) -> None:
+                 sleep: Callable[[float], None] | None = None, settle_heap: bool = True) -> None:
         self.store = store
         self.source = source
         self.metrics = metrics
         self.track_leases = track_leases
         self.watch_timeout_seconds = watch_timeout_seconds
         self.backoff_max_seconds = backoff_max_seconds
+        self.settle_heap = settle_heap  # freeze the first full view (berth.extender.heap); off in tests
         self._stop = threading.Event()
         self._sleep = sleep or self._stop.wait
         self._threads: list[threading.Thread] = []
@@ -219,7 +220,7 @@ class LiveView:
         was_ready = self.store.ready
         with collector_paused():
             self.store.replace(kind, items())
-        if self.store.ready and not was_ready:
+        if self.settle_heap and self.store.ready and not was_ready:
             settle()  # the first full view: out of the collector's sight (see berth.extender.heap)
         self.resource_versions[kind] = rv
         log.info("listed %d %s in %.2fs (resourceVersion %s)", count, kind, time.perf_counter() - started, rv)

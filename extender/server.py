@@ -28,14 +28,18 @@ DEFAULT_HOST = "0.0.0.0"
 DEFAULT_PORT = 8888
 
 
-def build_app(snapshot: str | None = None, settings: ExtenderSettings | None = None) -> FastAPI:
-    """The app against the cluster (in-cluster config or KUBECONFIG), or against a snapshot file."""
+def build_app(snapshot: str | None = None, settings: ExtenderSettings | None = None, *,
+              settle_heap: bool = True) -> FastAPI:
+    """The app against the cluster (in-cluster config or KUBECONFIG), or against a snapshot file.
+    ``settle_heap``: freeze the first full view out of the garbage collector's sight (see
+    :mod:`berth.extender.heap`; tests that share a process turn it off)."""
     settings = settings or load_settings()
     if snapshot is not None:
         with collector_paused():
             store, eval_clock = load_snapshot(snapshot, decisions_kept=settings.decisions_kept,
                                               track_leases=settings.track_leases)
-        settle()
+        if settle_heap:
+            settle()
         log.info("serving the snapshot %s: %d nodes, %d pods, %d policies", snapshot, len(store.view.nodes),
                  store.sizes()["pods"], len(store.policies))
         return create_app(store, settings, binder=MemoryBinder(store), eval_clock=eval_clock)
@@ -44,7 +48,7 @@ def build_app(snapshot: str | None = None, settings: ExtenderSettings | None = N
     api_client = kube_api_client()
     live = LiveView(store, KubeSource(api_client), metrics=metrics, track_leases=settings.track_leases,
                     watch_timeout_seconds=settings.watch_timeout_seconds,
-                    backoff_max_seconds=settings.relist_backoff_max_seconds)
+                    backoff_max_seconds=settings.relist_backoff_max_seconds, settle_heap=settle_heap)
     return create_app(store, settings, binder=KubeBinder(api_client, record_events=settings.record_events),
                       source=live, metrics=metrics)
 

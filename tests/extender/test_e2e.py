@@ -60,7 +60,7 @@ def extender(control_plane: ControlPlane, crd: None) -> Iterator[str]:  # noqa: 
     settings = ExtenderSettings()
     store = ClusterStore(leases_tracked=True)
     metrics = Metrics(store.sizes)
-    live = LiveView(store, KubeSource(api), metrics=metrics, watch_timeout_seconds=60)
+    live = LiveView(store, KubeSource(api), metrics=metrics, watch_timeout_seconds=60, settle_heap=False)
     app = create_app(store, settings, binder=KubeBinder(api), source=live, metrics=metrics)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",

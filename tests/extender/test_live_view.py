@@ -64,7 +64,7 @@ def event(etype: str, obj: dict[str, Any], rv: str) -> dict[str, Any]:
 def live(source: FakeSource, **kw: Any) -> tuple[ClusterStore, LiveView, Metrics]:
     store = ClusterStore(leases_tracked=True)
     metrics = Metrics(store.sizes)
-    return store, LiveView(store, source, metrics=metrics, sleep=lambda s: None, **kw), metrics
+    return store, LiveView(store, source, metrics=metrics, sleep=lambda s: None, settle_heap=False, **kw), metrics
 
 
 def test_ready_only_after_the_first_list_of_all_four_kinds() -> None:
@@ -127,7 +127,7 @@ def test_watch_errors_lead_to_a_relist_with_backoff() -> None:
     source.scripts["nodes"] = [ConnectionResetError("connection reset by peer"), Gone("expired")]
     slept: list[float] = []
     store = ClusterStore()
-    view = LiveView(store, source, sleep=slept.append)
+    view = LiveView(store, source, sleep=slept.append, settle_heap=False)
     view.run("nodes", max_cycles=2)
     assert source.lists["nodes"] == 2
     assert slept == [0.5]  # an error backs off; a 410 relists at once
@@ -204,7 +204,7 @@ def test_threads_start_and_stop() -> None:
     source = FakeSource()
     source.objects["nodes"] = [node("a")]
     store = ClusterStore()
-    view = LiveView(store, source, track_leases=False)
+    view = LiveView(store, source, track_leases=False, settle_heap=False)
     view.start()
     deadline = time.monotonic() + 5
     while not store.ready and time.monotonic() < deadline:

@@ -37,7 +37,7 @@ def server(tmp_path: Path) -> Iterator[str]:
         pod("web-0", labels=WEB, cpu="1", node_name="b")]}
     path = tmp_path / "snapshot.json"
     path.write_text(json.dumps(snapshot))
-    app = build_app(str(path))
+    app = build_app(str(path), settle_heap=False)
     port = free_port()
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
     srv = uvicorn.Server(config)
