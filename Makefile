@@ -40,8 +40,8 @@ help:
 setup:
 	scripts/setup.sh --test
 
-test: setup
-	$(PYTHON) -m pytest $(PYTEST_ARGS)
+test:
+	scripts/test.sh $(PYTEST_ARGS)
 
 lint: setup
 	.venv/bin/ruff check .
