@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -187,9 +188,10 @@ def test_the_console_script_exits_2_too(files: Files) -> None:
     import shutil
     import subprocess
 
-    berth = shutil.which("berth")
-    if berth is None:
-        pytest.skip("the berth console script is not installed")
+    # The script installed beside the running interpreter (the venv's bin), else on PATH.
+    beside = Path(sys.executable).parent / "berth"
+    berth = str(beside) if beside.exists() else shutil.which("berth")
+    assert berth is not None, "the berth console script is not installed"
     proc = subprocess.run([berth, *map(str, _plan(files, snapshot=files.dir / "missing.json"))],
                           capture_output=True, text=True, timeout=60)
     assert_one_line(Result(proc.returncode, proc.stdout, proc.stderr), "missing.json")

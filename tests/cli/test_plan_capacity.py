@@ -146,7 +146,7 @@ def test_unknown_capacity_and_the_reject_flag(cli: Cli, files: Files) -> None:
     del items[2]["status"]["allocatable"]["memory"]  # n3 does not report its memory: unknown, not zero
     snapshot = kube.write_json(files.dir / "unknown.json", items)
     out = json.loads(cli("capacity", "--snapshot", snapshot, "--pod", files.pod).out)
-    assert out["nodes"] == {"n1": 7, "n2": 6, "n3": 4}  # n3 bounded by what it reports (cpu)
+    assert out["nodes"] == {"n1": 7, "n2": 6, "n3": 1}  # unknown is never unlimited: one pod, unverified
     assert out["unverified"] == {"n3": ["memory"]}
     plan = json.loads(cli("plan", "--snapshot", snapshot, "--policy", files.policy, "--pod", files.pod).out)
     assert any("n3" in w and "unverified" in w for w in plan["decision"]["warnings"])
