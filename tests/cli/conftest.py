@@ -1,8 +1,9 @@
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,3 +61,15 @@ def run_process(argv: Sequence[str | Path], stdin: str | None = None) -> Result:
     proc = subprocess.run([sys.executable, "-m", "berth.cli.main", *map(str, argv)], input=stdin,
                           capture_output=True, text=True, timeout=120)
     return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture(autouse=True)
+def _berth_environment_restored() -> Iterator[None]:
+    """The service launchers hand settings over as BERTH_* variables of this process; put them
+    back after each test so no later test (in any folder) inherits them."""
+    before = {k: v for k, v in os.environ.items() if k.startswith("BERTH_")}
+    yield
+    for key in [k for k in os.environ if k.startswith("BERTH_")]:
+        if key not in before:
+            del os.environ[key]
+    os.environ.update(before)

@@ -34,11 +34,14 @@ def test_extender_calls_serve_with_host_port_and_snapshot(cli: Cli, files: Files
 
     monkeypatch.delenv("BERTH_CPU_OVERCOMMIT_PERCENT", raising=False)
     _fake_module(monkeypatch, "berth.extender.server", serve=serve)
-    r = cli("--cpu-overcommit", "150", "extender", "--host", "127.0.0.1", "--port", "9999",
-            "--snapshot", files.json)
+    try:
+        r = cli("--cpu-overcommit", "150", "extender", "--host", "127.0.0.1", "--port", "9999",
+                "--snapshot", files.json)
+    finally:
+        # The launcher sets the variable for the service; a later test must not inherit it.
+        os.environ.pop("BERTH_CPU_OVERCOMMIT_PERCENT", None)
     assert r.code == 0, r.err
     assert calls == [{"host": "127.0.0.1", "port": 9999, "snapshot": str(files.json), "cpu": "150"}]
-    monkeypatch.delenv("BERTH_CPU_OVERCOMMIT_PERCENT", raising=False)
 
 
 def test_extender_checks_the_snapshot_before_starting(cli: Cli, files: Files,
