@@ -54,7 +54,8 @@ def test_built_wheel_imports_every_package(tmp_path: Path) -> None:
     _run(python, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet", wheel)
     out = _run(python, "-c", CHECK, cwd=tmp_path)
     assert f"imported {len(PACKAGES)}" in out
-    installed = _run(python, "-c", "import berth, pathlib; print(pathlib.Path(berth.__file__).parent)")
+    installed = _run(python, "-c", "import berth, pathlib; print(pathlib.Path(berth.__file__).parent)",
+                     cwd=tmp_path)
     assert "site-packages" in installed, "the wheel must be imported, not the source tree"
 
 
