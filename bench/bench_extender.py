@@ -155,6 +155,7 @@ def rss_mib() -> float:
 
 def serve(nodes: int, port: int) -> None:
     import uvicorn
+
     from berth.extender.app import create_app
     from berth.extender.heap import collector_paused, settle
     from berth.extender.settings import ExtenderSettings

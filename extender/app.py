@@ -20,6 +20,13 @@ from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
 import orjson
+from fastapi import FastAPI, Query, Request
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from berth.core.kube import ObjectError, pod_from_object
+from berth.core.model import PodInfo
 from berth.extender.binder import Binder, MemoryBinder
 from berth.extender.engine import Extender, PodUnreadable
 from berth.extender.metrics import CONTENT_TYPE, Metrics
@@ -37,13 +44,6 @@ from berth.extender.wire import (
     decode,
     validate,
 )
-from fastapi import FastAPI, Query, Request
-from fastapi.openapi.utils import get_openapi
-from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field
-
-from berth.core.kube import ObjectError, pod_from_object
-from berth.core.model import PodInfo
 
 log = logging.getLogger("berth.extender.app")
 

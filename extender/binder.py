@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import orjson
-from berth.extender.store import ClusterStore
 
 from berth.core.model import PodInfo
+from berth.extender.store import ClusterStore
 
 log = logging.getLogger("berth.extender.binder")
 

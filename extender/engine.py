@@ -25,6 +25,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
+
+from berth.core.capacity import capacity_table, node_allocations
+from berth.core.decision import DECISION_ANNOTATION, Decision, Refusal
+from berth.core.errors import ErrorCode, PlacementError
+from berth.core.evaluate import Evaluation, evaluate_pod
+from berth.core.kube import ObjectError, node_from_object, pod_from_object
+from berth.core.model import LabelSelector, NodeInfo, PodInfo
+from berth.core.plan import plan_round
+from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy
+from berth.core.settings import Settings
+from berth.core.view import ClusterView, Overlay
 from berth.extender.binder import Binder, BindError
 from berth.extender.metrics import Metrics
 from berth.extender.settings import ExtenderSettings
@@ -40,17 +51,6 @@ from berth.extender.wire import (
     node_name,
     scheduler_text,
 )
-
-from berth.core.capacity import capacity_table, node_allocations
-from berth.core.decision import DECISION_ANNOTATION, Decision, Refusal
-from berth.core.errors import ErrorCode, PlacementError
-from berth.core.evaluate import Evaluation, evaluate_pod
-from berth.core.kube import ObjectError, node_from_object, pod_from_object
-from berth.core.model import LabelSelector, NodeInfo, PodInfo
-from berth.core.plan import plan_round
-from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy
-from berth.core.settings import Settings
-from berth.core.view import ClusterView, Overlay
 
 log = logging.getLogger("berth.extender")
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
+
 from berth.extender.heap import collector_paused, settle
 from berth.extender.metrics import Metrics
 from berth.extender.store import LEASE_NAMESPACE, ClusterStore

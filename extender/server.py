@@ -11,6 +11,9 @@ import logging
 import ssl
 from typing import Any
 
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Receive, Scope, Send
+
 from berth.extender.app import create_app
 from berth.extender.binder import KubeBinder, MemoryBinder
 from berth.extender.heap import collector_paused, settle
@@ -19,8 +22,6 @@ from berth.extender.metrics import Metrics
 from berth.extender.settings import ExtenderSettings, load_settings
 from berth.extender.snapshot_view import load_snapshot
 from berth.extender.store import ClusterStore
-from fastapi import FastAPI
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 log = logging.getLogger("berth.extender.server")
 

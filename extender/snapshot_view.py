@@ -18,9 +18,9 @@ from typing import Any
 
 import orjson
 import yaml
-from berth.extender.store import LEASE_NAMESPACE, ClusterStore
 
 from berth.core.kube import ObjectError, lease_renew_seconds
+from berth.extender.store import LEASE_NAMESPACE, ClusterStore
 
 POLICY_GROUP = "berth.dev/"
 

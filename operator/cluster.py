@@ -11,10 +11,9 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from berth.operator.records import PodRecord
-
 from berth.core.model import NodeInfo
 from berth.core.view import ClusterView
+from berth.operator.records import PodRecord
 
 NodeIndex = Mapping[str, Iterable[NodeInfo]]
 PodIndex = Mapping[str, Iterable[PodRecord]]

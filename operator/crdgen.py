@@ -23,11 +23,11 @@ import sys
 from typing import Any
 
 import yaml
-from berth.operator.status_model import PolicyStatus
 from pydantic import BaseModel
 
 from berth.core import placement_rules as pr
 from berth.core.policy import API_VERSION, KIND, PlacementPolicySpec
+from berth.operator.status_model import PolicyStatus
 
 GROUP, VERSION = API_VERSION.split("/")
 PLURAL = "placementpolicies"

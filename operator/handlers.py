@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
+
+from berth.core.settings import Settings
 from berth.operator.admission import REFUSAL_CODE, admission_problem
 from berth.operator.cluster import LeaseIndex, NodeIndex, PodIndex, ViewCache
 from berth.operator.crdgen import GROUP, PLURAL, VERSION
@@ -34,8 +36,6 @@ from berth.operator.patches import merge_patch
 from berth.operator.reconcile import Outcome, compute_status
 from berth.operator.records import NODE_LEASE_NAMESPACE, lease_record, node_record, pod_record
 from berth.operator.webhook import WEBHOOK_ID, WebhookOptions
-
-from berth.core.settings import Settings
 
 log = logging.getLogger("berth.operator")
 

@@ -26,10 +26,10 @@ import random
 from collections.abc import Sequence
 
 import kopf
-from berth.operator.handlers import OperatorConfig, build_registry
-from berth.operator.webhook import DEFAULT_CONFIG_NAME, DEFAULT_PORT, MODES, WebhookConfigError, WebhookOptions
 
 from berth.core.settings import Settings
+from berth.operator.handlers import OperatorConfig, build_registry
+from berth.operator.webhook import DEFAULT_CONFIG_NAME, DEFAULT_PORT, MODES, WebhookConfigError, WebhookOptions
 
 log = logging.getLogger("berth.operator")
 

@@ -22,6 +22,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from berth.core.errors import InvalidPolicy, PlacementError
+from berth.core.kube import ObjectError, parse_time
+from berth.core.plan import plan_round
+from berth.core.policy import PlacementPolicy, policy_from_manifest
+from berth.core.settings import Settings
+from berth.core.view import ClusterView
 from berth.operator import conditions as cond
 from berth.operator.records import PodRecord
 from berth.operator.status_model import (
@@ -30,13 +36,6 @@ from berth.operator.status_model import (
     CONDITION_VALID,
     LIST_LIMIT,
 )
-
-from berth.core.errors import InvalidPolicy, PlacementError
-from berth.core.kube import ObjectError, parse_time
-from berth.core.plan import plan_round
-from berth.core.policy import PlacementPolicy, policy_from_manifest
-from berth.core.settings import Settings
-from berth.core.view import ClusterView
 
 log = logging.getLogger("berth.operator")
 

@@ -633,9 +633,8 @@ def test_extender_takes_the_charts_arguments(default: Rendered) -> None:
     import contextlib
     import io
 
-    from berth.extender.settings import ExtenderSettings
-
     from berth.cli.main import build_parser
+    from berth.extender.settings import ExtenderSettings
 
     c = _container(default.get("Deployment", "berth-extender"))
     with contextlib.redirect_stderr(io.StringIO()) as err:

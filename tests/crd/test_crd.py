@@ -15,12 +15,12 @@ from typing import Any
 import annotated_types
 import pytest
 import yaml
-from berth.operator import crdgen
-from berth.operator.status_model import PolicyStatus
 from pydantic import BaseModel
 
 from berth.core import placement_rules as pr
 from berth.core.policy import PlacementPolicySpec
+from berth.operator import crdgen
+from berth.operator.status_model import PolicyStatus
 from tests.crd.schema_check import check
 
 ROOT = Path(__file__).resolve().parents[2]

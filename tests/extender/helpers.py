@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
 from berth.extender.app import create_app
 from berth.extender.settings import ExtenderSettings
 from berth.extender.store import ClusterStore
-from fastapi import FastAPI
-from fastapi.testclient import TestClient
 
 ZONE = "topology.kubernetes.io/zone"
 NOW = 1_800_000_000.0

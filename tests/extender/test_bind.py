@@ -11,12 +11,12 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from berth.extender.app import create_app
-from berth.extender.binder import BindError
-from berth.extender.settings import ExtenderSettings
 
 from berth.core.decision import DECISION_ANNOTATION
 from berth.core.model import PodInfo
+from berth.extender.app import create_app
+from berth.extender.binder import BindError
+from berth.extender.settings import ExtenderSettings
 from tests.extender.helpers import Clock, bind_args, harness, make_store, node, pod, policy
 
 WEB = {"app": "web"}

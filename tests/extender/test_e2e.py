@@ -18,6 +18,9 @@ import httpx
 import orjson
 import pytest
 import uvicorn
+from kubernetes import client as k8s
+
+from berth.core.decision import DECISION_ANNOTATION
 from berth.extender.app import create_app
 from berth.extender.binder import KubeBinder
 from berth.extender.live_view import KubeSource, LiveView
@@ -25,9 +28,6 @@ from berth.extender.metrics import Metrics
 from berth.extender.scheduler_config import scheduler_config
 from berth.extender.settings import ExtenderSettings
 from berth.extender.store import ClusterStore
-from kubernetes import client as k8s
-
-from berth.core.decision import DECISION_ANNOTATION
 from tests.e2e.harness import ControlPlane, NodeSpec, Scheduler, simple_pod, wait_for
 from tests.e2e.harness.fixtures import (  # noqa: F401  (pytest fixtures)
     control_plane,

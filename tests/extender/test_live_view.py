@@ -11,13 +11,13 @@ from typing import Any
 
 import orjson
 import pytest
+from fastapi.testclient import TestClient
+
 from berth.extender.app import create_app
 from berth.extender.live_view import Gone, LiveView, NotFound, Page
 from berth.extender.metrics import Metrics
 from berth.extender.settings import ExtenderSettings
 from berth.extender.store import ClusterStore
-from fastapi.testclient import TestClient
-
 from tests.extender.helpers import args, lease, node, pod, policy
 
 KINDS = ("nodes", "pods", "leases", "policies")

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from berth.extender.store import ROUND_ANNOTATION
-
 from berth.core.decision import DECISION_ANNOTATION
+from berth.extender.store import ROUND_ANNOTATION
 from tests.extender.helpers import Harness, harness, node, pod, policy
 
 WEB = {"app": "web"}

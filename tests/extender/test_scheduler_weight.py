@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import orjson
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from berth.core.evaluate import MAX_PRIORITY, RUNNER_UP_MAX
 from berth.extender.scheduler_config import (
     DEFAULT_SCORE_PLUGIN_WEIGHTS,
     MAX_NODE_SCORE,
@@ -12,10 +16,6 @@ from berth.extender.scheduler_config import (
     minimum_weight,
     scheduler_config_yaml,
 )
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from berth.core.evaluate import MAX_PRIORITY, RUNNER_UP_MAX
 from tests.extender.helpers import harness, node, pod, policy
 
 WEB = {"app": "web"}

@@ -16,8 +16,8 @@ import httpx
 import orjson
 import pytest
 import uvicorn
-from berth.extender.server import build_app, serve
 
+from berth.extender.server import build_app, serve
 from tests.extender.helpers import args, bind_args, node, pod, policy
 
 WEB = {"app": "web"}

@@ -6,10 +6,10 @@ from __future__ import annotations
 import logging
 
 import pytest
-from berth.extender.settings import ExtenderSettings, load_settings
 
 from berth.core.policy import Strategy
 from berth.core.settings import Settings
+from berth.extender.settings import ExtenderSettings, load_settings
 
 CASES = [
     # (variable, value, field, expected)

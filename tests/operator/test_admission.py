@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 import yaml
-from berth.operator.admission import REFUSAL_CODE, admission_problem
 
+from berth.operator.admission import REFUSAL_CODE, admission_problem
 from tests.operator import objects as o
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,9 +65,10 @@ def test_other_operations_and_kinds_pass() -> None:
 
 def test_kopf_handler_refuses_with_422() -> None:
     import kopf
+    from kopf._core.engines import admission as kopf_admission
+
     from berth.operator.handlers import OperatorConfig, build_registry
     from berth.operator.webhook import WEBHOOK_ID, WebhookOptions
-    from kopf._core.engines import admission as kopf_admission
 
     registry, _ = build_registry(OperatorConfig(webhook=WebhookOptions(mode="dev")))
     (handler,) = registry._webhooks.get_all_handlers()

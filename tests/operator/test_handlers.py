@@ -8,6 +8,7 @@ from typing import Any
 
 import kopf
 import pytest
+
 from berth.operator.handlers import (
     LEASES_INDEX,
     NODES_INDEX,
@@ -20,7 +21,6 @@ from berth.operator.handlers import (
 from berth.operator.main import PROGRESS_PREFIX, operator_settings
 from berth.operator.patches import apply_merge_patch
 from berth.operator.records import lease_record, node_record, pod_record
-
 from tests.operator import objects as o
 
 

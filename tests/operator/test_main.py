@@ -6,6 +6,7 @@ from typing import Any
 
 import kopf
 import pytest
+
 from berth.operator import main as operator_main
 from berth.operator.handlers import OperatorConfig
 from berth.operator.webhook import WebhookOptions

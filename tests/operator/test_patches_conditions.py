@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from berth.operator import conditions as cond
-from berth.operator.patches import apply_merge_patch, merge_patch
 from hypothesis import given
 from hypothesis import strategies as st
+
+from berth.operator import conditions as cond
+from berth.operator.patches import apply_merge_patch, merge_patch
 
 leaf = st.one_of(st.integers(), st.text(max_size=3), st.booleans(), st.lists(st.integers(), max_size=2))
 tree = st.recursive(leaf, lambda inner: st.dictionaries(st.text("abc", max_size=2), inner, max_size=3), max_leaves=8)

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 import yaml
+
+from berth.core.settings import Settings
 from berth.operator.cluster import build_view
 from berth.operator.patches import apply_merge_patch, merge_patch
 from berth.operator.reconcile import Outcome, compute_status, rfc3339
 from berth.operator.records import lease_record, node_record, pod_record
 from berth.operator.status_model import LIST_LIMIT, PolicyStatus
-
-from berth.core.settings import Settings
 from tests.crd.schema_check import check
 from tests.operator import objects as o
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import kopf
 import pytest
+
 from berth.operator.webhook import (
     DEFAULT_CONFIG_NAME,
     WebhookConfigError,
