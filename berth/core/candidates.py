@@ -47,11 +47,11 @@ class Candidate:
     unverified: tuple[str, ...] = ()
     spread_score: int = 0  # ScheduleAnyway score, 0..100
 
-    def for_workload(self, count: int) -> Candidate:
-        """A copy for one evaluation, with the workload's count on this node."""
-        return Candidate(self.name, self.capacity, count, self.usage, self.rate, self.free_share_after,
+    def with_spread_score(self, score: int) -> Candidate:
+        """A copy for one evaluation (memoised candidates are shared and never changed)."""
+        return Candidate(self.name, self.capacity, self.count, self.usage, self.rate, self.free_share_after,
                          self.pod_count, self.cpu_after, self.memory_after, self.memory_after_discounted,
-                         self.disk_after, self.sleepy_memory, self.unverified)
+                         self.disk_after, self.sleepy_memory, self.unverified, score)
 
     @property
     def projected_use(self) -> float:
@@ -90,7 +90,8 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
     names = sorted(state.nodes) if nodes is None else list(nodes)
     result = CandidateSet(considered=names, candidates=[])
     need = demand(pod)
-    counts = state.matching_counts(pod.namespace, workload_selector(pod, policy))
+    workload = workload_selector(pod, policy)
+    counts = state.matching_counts(pod.namespace, workload)
     if spread is None:
         spread = spread_context(state, pod, policy)
     rules = policy.rules if policy is not None else ()
@@ -100,8 +101,12 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
     check_liveness = node_filter is None or not (node_filter.includes or node_filter.all)
     ceiling = policy.spec.nodes_limit if policy is not None and strategy is Strategy.AUTO else 0
     static_memo = state.memo(("static", pod.constraint_signature(), policy))
-    fit_memo = state.memo(("fit", tuple(sorted(need.items())), pod.sleepy, settings))
+    # The workload's count on a node changes only with the node's pods, so it is memoised too,
+    # and an unchanged node's candidate is reused as is (copied only to carry a spread score).
+    fit_memo = state.memo(("fit", tuple(sorted(need.items())), pod.sleepy, settings, pod.namespace,
+                           tuple(sorted(workload.match_labels.items())), workload.match_expressions))
     all_nodes = state.nodes
+    soft_spread = spread is not None and bool(spread.soft)
     passing: list[tuple[Candidate, NodeInfo]] = []
     deferred: list[tuple[NodeInfo, int, tuple[str, bool]]] = []  # broken rules: fitted only if needed
 
@@ -110,12 +115,12 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
         stamp = state.node_stamp(name)
         hit = fit_memo.get(name)
         if hit is None or hit[0] is not node or hit[1] != stamp:
-            hit = fit_memo[name] = (node, stamp, *_fit_and_figures(state, node, need, pod, settings))
-        fit, proto = hit[2], hit[3]
+            hit = fit_memo[name] = (node, stamp, *_fit_and_figures(state, node, need, pod, settings, count))
+        fit, candidate = hit[2], hit[3]
         if fit.refusal is not None and (require_fit or (fit.unverified and settings.reject_unknown_capacity)):
             result.refused[name] = Refusal(fit.refusal, True)
             return None
-        return proto.for_workload(count)
+        return candidate.with_spread_score(0) if soft_spread else candidate
 
     for name in names:
         node = all_nodes.get(name)
@@ -182,10 +187,10 @@ def _static_verdict(pod: PodInfo, node: NodeInfo, node_filter: NodeFilter | None
 
 
 def _fit_and_figures(state: ClusterState, node: NodeInfo, need: Mapping[str, int], pod: PodInfo,
-                     settings: Settings) -> tuple[Fit, Candidate]:
+                     settings: Settings, count: int) -> tuple[Fit, Candidate]:
     requested = state.requested(node.name)
     fit = check_fit(node.allocatable, requested, need, settings)
-    proto = _candidate(node, requested, need, fit.capacity if fit.refusal is None else 0, 0,
+    proto = _candidate(node, requested, need, fit.capacity if fit.refusal is None else 0, count,
                        state.pod_count(node.name), state.sleepy_memory(node.name), pod, settings)
     proto.unverified = fit.unverified
     return fit, proto
