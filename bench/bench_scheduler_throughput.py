@@ -1,0 +1,253 @@
+"""Throughput of a real kube-scheduler with berth in its profile, and without.
+
+One run starts a local control plane (etcd + kube-apiserver, tests/e2e/harness), 500 fake Ready
+nodes, berth's extender (``berth extender``, a process of its own) and then, one after the other,
+kube-schedulers with these configurations, each binding 1,000 pods:
+
+* ``default``: kube-scheduler's default profile, nothing else changed;
+* ``default-100``: the same with ``percentageOfNodesToScore: 100`` (berth's README sets it: this
+  row separates what scoring every node costs from what the extender costs);
+* ``berth``: extender/README.md's configuration (filter, prioritize, bind, weight 30,
+  ``nodeCacheCapable: true``, ``percentageOfNodesToScore: 100``), the pods governed by a
+  PlacementPolicy (``--strategy``, default Auto; ``none``: no policy, berth passes them through).
+
+In every configuration the scheduler's API client is set to ``qps: 1000, burst: 1000``
+(``clientConnection``; the default 50 QPS would cap every configuration at about 50 binds a
+second and hide the difference). berth's extender uses the Python client, which has no client-side
+rate limit.
+
+How it is measured: the 1,000 pods are created first, for a scheduler name no scheduler serves
+yet (for berth, until its view has them all); a watch on the namespace is opened; the scheduler is
+started; the watch notes when each pod is bound. pods/s = (pods - 1) / (last bind - first bind),
+i.e. the scheduling loop's steady rate, without the scheduler's start-up and informer sync (printed
+apart, as ``first bind after``). The pods of one configuration are deleted before the next.
+
+Usage (from the repository root; builds the Kubernetes binaries on first use, see hack/build-k8s.sh)::
+
+    .venv/bin/python bench/bench_scheduler_throughput.py
+    .venv/bin/python bench/bench_scheduler_throughput.py --nodes 500 --pods 1000 --strategy Spread
+
+Only 127.0.0.1 is used. The machine's load matters: run it on a quiet machine and compare ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import ssl
+import sys
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# The harness lives in tests/; append (not prepend) the repository root, so that the repository's
+# operator/ folder never shadows the standard library's operator module.
+if str(REPO_ROOT) not in sys.path:
+    sys.path.append(str(REPO_ROOT))
+
+import httpx  # noqa: E402
+import orjson  # noqa: E402
+import yaml  # noqa: E402
+from kubernetes import client as k8s  # noqa: E402
+
+from tests.e2e.harness import (  # noqa: E402
+    ControlPlane,
+    NodeSpec,
+    create_namespace,
+    create_node,
+    renew_node_lease,
+    simple_pod,
+    wait_for,
+)
+from tests.e2e.stack import CRD, Extender, berth_scheduler_config, policy_manifest  # noqa: E402
+
+CLIENT = {"qps": 1000, "burst": 1000}
+
+
+def log(msg: str) -> None:
+    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+class BindWatch:
+    """A raw watch on the namespace's pods (orjson, no client models: it must keep up), noting
+    the arrival time of each pod's first event with a ``spec.nodeName``."""
+
+    def __init__(self, cp: ControlPlane, namespace: str, resource_version: str) -> None:
+        assert cp.pki is not None
+        self.url = (f"{cp.server}/api/v1/namespaces/{namespace}/pods?watch=1&resourceVersion={resource_version}"
+                    "&timeoutSeconds=1800")
+        tls = ssl.create_default_context(cafile=str(cp.pki.ca_cert))
+        tls.load_cert_chain(str(cp.pki.admin_cert), str(cp.pki.admin_key))
+        self.client = httpx.Client(verify=tls, timeout=httpx.Timeout(10, read=None))
+        self.bound: dict[str, float] = {}
+        self.lock = threading.Lock()
+        self.stopping = False
+        self.error: Exception | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            with self.client.stream("GET", self.url) as resp:
+                if resp.status_code != 200:
+                    resp.read()
+                    raise RuntimeError(f"watch {self.url}: HTTP {resp.status_code}: {resp.text}")
+                for line in resp.iter_lines():
+                    if self.stopping:
+                        return
+                    if not line:
+                        continue
+                    event = orjson.loads(line)
+                    obj = event.get("object") or {}
+                    node = (obj.get("spec") or {}).get("nodeName")
+                    if node:
+                        name = obj["metadata"]["name"]
+                        with self.lock:
+                            self.bound.setdefault(name, time.monotonic())
+        except Exception as exc:
+            if not self.stopping:
+                self.error = exc
+                log(f"the watch failed: {exc!r}")
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.bound)
+
+    def stop(self) -> None:
+        self.stopping = True
+        self.client.close()
+
+
+def make_nodes(api: Any, count: int) -> list[str]:
+    names = [f"bench-node-{i:04d}" for i in range(count)]
+
+    def one(i: int) -> None:
+        name = names[i]
+        create_node(api, NodeSpec(name, cpu="32", memory="128Gi", pods=110,
+                                  labels={"topology.kubernetes.io/zone": f"zone-{i % 3}", "bench.berth.dev/node": "1"}))
+        renew_node_lease(api, name, duration_seconds=3600)
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(one, range(count)))
+    return names
+
+
+def create_pods(api: Any, namespace: str, count: int, scheduler: str) -> None:
+    core = k8s.CoreV1Api(api)
+    bodies = [simple_pod(f"p-{i:05d}", cpu="100m", memory="128Mi", labels={"app": "bench"},
+                         scheduler_name=scheduler) for i in range(count)]
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda b: core.create_namespaced_pod(namespace, b), bodies))
+
+
+def run_one(cp: ControlPlane, api: Any, label: str, config: dict[str, Any], pods: int,
+            extender: Extender | None, strategy: str | None, timeout: float) -> dict[str, Any]:
+    core = k8s.CoreV1Api(api)
+    namespace = f"bench-{label}-{uuid.uuid4().hex[:4]}"
+    create_namespace(api, namespace)
+    sched_name = f"bench-{label}"
+    config = {**config, "profiles": [{**p, "schedulerName": sched_name} for p in config.get("profiles") or [{}]]}
+    if extender is not None and strategy:
+        policy = policy_manifest("bench", {"app": "bench"}, strategy=strategy)
+        cp.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(policy))
+        wait_for(lambda: extender.get("/api/v1/nodes/allocations")["policies"],
+                 lambda got: f"{namespace}/bench" in got, timeout=60, what="the policy in berth's view")
+    started = time.monotonic()
+    create_pods(api, namespace, pods, sched_name)
+    log(f"{label}: {pods} pods created in {time.monotonic() - started:.1f}s")
+    if extender is not None:
+        wait_for(lambda: extender.view_count("pending"), lambda n: n >= pods, timeout=120,
+                 what="berth to see every pod pending")
+    rv = str(core.list_namespaced_pod(namespace, limit=1).metadata.resource_version)  # type: ignore[union-attr]
+    watch = BindWatch(cp, namespace, rv)
+    time.sleep(0.5)
+    t_start = time.monotonic()
+    sched = cp.start_scheduler(config, name=f"kube-scheduler-{label}", verbosity=1)
+    try:
+        wait_for(watch.count, lambda n: n >= pods or watch.error is not None, timeout=timeout, interval=0.2,
+                 what=f"{pods} pods bound by {label}", describe=lambda n: f"{n} bound")
+    finally:
+        sched.stop()
+        watch.stop()
+    if watch.error is not None:
+        raise RuntimeError(f"{label}: the watch failed") from watch.error
+    times = sorted(watch.bound.values())
+    first, last = times[0], times[-1]
+    rate = (len(times) - 1) / (last - first) if last > first else float("inf")
+    nodes_used = len({p["spec"]["nodeName"] for p in _pods(cp, namespace)})
+    core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+    result = {"config": label, "pods": len(times), "pods_per_second": round(rate, 1),
+              "bind_span_seconds": round(last - first, 2), "first_bind_after_start_seconds": round(first - t_start, 2),
+              "nodes_used": nodes_used}
+    log(json.dumps(result))
+    return result
+
+
+def _pods(cp: ControlPlane, namespace: str) -> list[dict[str, Any]]:
+    out = cp.kubectl("get", "pods", "-n", namespace, "-o", "json", timeout=120)
+    items: list[dict[str, Any]] = json.loads(out.stdout)["items"]
+    return items
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=500)
+    parser.add_argument("--pods", type=int, default=1000)
+    parser.add_argument("--strategy", default="Auto", help="the PlacementPolicy's strategy for berth's pods; "
+                        "'none': no policy (berth passes the pods through)")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for one configuration")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = parser.parse_args(argv)
+    strategy = None if args.strategy.lower() == "none" else args.strategy
+
+    with ControlPlane.start() as cp:
+        api = cp.api_client()
+        cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
+        wait_for(lambda: cp.kubectl("wait", "--for=condition=Established", "--timeout=30s",
+                                    "crd/placementpolicies.berth.dev", check=False),
+                 lambda out: out.returncode == 0, timeout=90, what="the CRD Established")
+        started = time.monotonic()
+        make_nodes(api, args.nodes)
+        log(f"{args.nodes} nodes created in {time.monotonic() - started:.1f}s")
+        # The nodes' Leases are written once: judge liveness over an hour so that they stay fresh.
+        extender = Extender(cp, env={"BERTH_LIVENESS_THRESHOLD_SECONDS": "3600", "BERTH_RECORD_EVENTS": "true"})
+        extender.start()
+        try:
+            wait_for(lambda: extender.view_count("nodes"), lambda n: n >= args.nodes, timeout=120,
+                     what="berth to see every node")
+            plain = {"clientConnection": dict(CLIENT)}
+            results = [
+                run_one(cp, api, "default", plain, args.pods, None, None, args.timeout),
+                run_one(cp, api, "default-100", {**plain, "percentageOfNodesToScore": 100}, args.pods, None, None,
+                        args.timeout),
+            ]
+            berth = berth_scheduler_config(extender.url, "bench-berth")
+            berth["clientConnection"] = dict(CLIENT)
+            results.append(run_one(cp, api, "berth", berth, args.pods, extender, strategy, args.timeout))
+        finally:
+            extender.stop()
+            api.close()
+
+    by = {r["config"]: r for r in results}
+    ratio = by["berth"]["pods_per_second"] / by["default"]["pods_per_second"]
+    if args.json:
+        print(json.dumps({"nodes": args.nodes, "strategy": strategy, "results": results,
+                          "berth_over_default": round(ratio, 3)}, indent=1))
+        return 0
+    print(f"kube-scheduler throughput, {args.pods} pods on {args.nodes} nodes, client qps/burst 1000/1000 "
+          f"(berth: strategy {strategy or 'none (pass-through)'})")
+    print(f"{'config':<12} {'pods/s':>8} {'bind span s':>12} {'first bind after s':>19} {'nodes used':>11}")
+    for r in results:
+        print(f"{r['config']:<12} {r['pods_per_second']:>8} {r['bind_span_seconds']:>12} "
+              f"{r['first_bind_after_start_seconds']:>19} {r['nodes_used']:>11}")
+    print(f"ratio berth / default: {ratio:.3f}  (berth / default-100: "
+          f"{by['berth']['pods_per_second'] / by['default-100']['pods_per_second']:.3f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
