@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from berth.core.decision import Refusal
 from berth.core.errors import ErrorCode, PlacementError
 from berth.core.fit import SHARE_DIMENSIONS, Fit, check_fit, demand, unverified_warning
-from berth.core.liveness import down_reason
+from berth.core.liveness import ALIVE, ASK_LEASE, lease_down_reason, node_liveness
 from berth.core.model import LabelSelector, NodeInfo, PodInfo
 from berth.core.node_filter import node_filter_refusal, pod_constraint_refusal
 from berth.core.placement_rules import RuleNode
@@ -107,6 +107,16 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
                            tuple(sorted(workload.match_labels.items())), workload.match_expressions))
     all_nodes = state.nodes
     soft_spread = spread is not None and bool(spread.soft)
+    refusals: dict[tuple[str, bool], Refusal] = {}
+
+    def refuse(name: str, reason: str, resolvable: bool) -> None:
+        """Record a refusal; thousands of nodes share a handful of reasons, so share the objects."""
+        key = (reason, resolvable)
+        shared = refusals.get(key)
+        if shared is None:
+            shared = refusals[key] = Refusal(reason, resolvable)
+        result.refused[name] = shared
+
     passing: list[tuple[Candidate, NodeInfo]] = []
     deferred: list[tuple[NodeInfo, int, tuple[str, bool]]] = []  # broken rules: fitted only if needed
 
@@ -118,37 +128,37 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
             hit = fit_memo[name] = (node, stamp, *_fit_and_figures(state, node, need, pod, settings, count))
         fit, candidate = hit[2], hit[3]
         if fit.refusal is not None and (require_fit or (fit.unverified and settings.reject_unknown_capacity)):
-            result.refused[name] = Refusal(fit.refusal, True)
+            refuse(name, fit.refusal, True)
             return None
         return candidate.with_spread_score(0) if soft_spread else candidate
 
     for name in names:
         node = all_nodes.get(name)
         if node is None:
-            result.refused[name] = Refusal("unknown node: berth has not seen it", False)
+            refuse(name, "unknown node: berth has not seen it", False)
             continue
         static = static_memo.get(name)
         if static is None or static[0] is not node:
             static = static_memo[name] = (node, *_static_verdict(pod, node, node_filter, rules, dynamic_rules,
                                                                  rule_ctx))
-        _, reason, rule_broken = static
-        if reason is None and check_liveness:
-            reason = down_reason(node, state, settings, now)
+        _, reason, rule_broken, liveness = static
+        if reason is None and check_liveness and liveness is not ALIVE:
+            reason = lease_down_reason(name, state, settings, now) if liveness is ASK_LEASE else liveness
         if reason is not None:
-            result.refused[name] = Refusal(reason, False)
+            refuse(name, reason, False)
             continue
         if quota is not None and quota.get(name, 0) <= 0:
-            result.refused[name] = Refusal("the round's plan places no more pods here", False)
+            refuse(name, "the round's plan places no more pods here", False)
             continue
         count = counts.get(name, 0)
         if ceiling and count >= ceiling:
-            result.refused[name] = Refusal(
-                f"nodesLimit: already holds {count} pods of this workload (per-node ceiling {ceiling})", False)
+            refuse(name, f"nodesLimit: already holds {count} pods of this workload (per-node ceiling {ceiling})",
+                   False)
             continue
         if spread is not None and spread.hard:
             spread_refusal = spread.refusal(node)
             if spread_refusal is not None:
-                result.refused[name] = Refusal(*spread_refusal)
+                refuse(name, *spread_refusal)
                 continue
         if dynamic_rules:
             assert rule_ctx is not None
@@ -160,7 +170,7 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
         if candidate is not None:
             passing.append((candidate, node))
     if deferred:
-        passing = _apply_rules(result, passing, deferred, policy, fitted)
+        passing = _apply_rules(result, passing, deferred, policy, fitted, refuse)
     if spread is not None and spread.soft:
         scores = spread.scores(node for _, node in passing)
         for candidate, _ in passing:
@@ -175,7 +185,8 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
 
 
 def _static_verdict(pod: PodInfo, node: NodeInfo, node_filter: NodeFilter | None, rules: tuple[RuleNode, ...],
-                    dynamic_rules: bool, rule_ctx: RuleContext | None) -> tuple[str | None, tuple[str, bool] | None]:
+                    dynamic_rules: bool, rule_ctx: RuleContext | None
+                    ) -> tuple[str | None, tuple[str, bool] | None, str]:
     reason = pod_constraint_refusal(pod, node)
     if reason is None and node_filter is not None:
         reason = node_filter_refusal(node_filter, node, lambda: None)
@@ -183,7 +194,7 @@ def _static_verdict(pod: PodInfo, node: NodeInfo, node_filter: NodeFilter | None
     if reason is None and rules and not dynamic_rules:
         assert rule_ctx is not None
         broken = first_broken(rules, node, rule_ctx)
-    return reason, broken
+    return reason, broken, node_liveness(node)
 
 
 def _fit_and_figures(state: ClusterState, node: NodeInfo, need: Mapping[str, int], pod: PodInfo,
@@ -205,12 +216,13 @@ def no_node_message(result: CandidateSet) -> str:
 
 def _apply_rules(result: CandidateSet, passing: list[tuple[Candidate, NodeInfo]],
                  deferred: list[tuple[NodeInfo, int, tuple[str, bool]]], policy: PlacementPolicy | None,
-                 fitted: Callable[[NodeInfo, int], Candidate | None]) -> list[tuple[Candidate, NodeInfo]]:
+                 fitted: Callable[[NodeInfo, int], Candidate | None],
+                 refuse: Callable[[str, str, bool], None]) -> list[tuple[Candidate, NodeInfo]]:
     """Seed 002: when a node that meets the rules has room, the others go; when none does,
     Enforced refuses with affinity_unsatisfied and Preferred ignores the rules."""
     if any(c.capacity > 0 for c, _ in passing):
         for node, _, (reason, resolvable) in deferred:
-            result.refused[node.name] = Refusal(reason, resolvable)
+            refuse(node.name, reason, resolvable)
         return passing
     assert policy is not None
     if policy.spec.affinity_matching is AffinityMatching.PREFERRED:
@@ -222,7 +234,7 @@ def _apply_rules(result: CandidateSet, passing: list[tuple[Candidate, NodeInfo]]
         passing.sort(key=lambda pair: pair[0].name)
         return passing
     for node, _, (reason, resolvable) in deferred:
-        result.refused[node.name] = Refusal(reason, resolvable)
+        refuse(node.name, reason, resolvable)
     result.error = PlacementError(
         ErrorCode.AFFINITY_UNSATISFIED,
         "no node that meets placementRules has room: "

@@ -4,31 +4,54 @@ A node is down when it is bypassed (annotation ``berth.dev/bypass: "true"``), no
 when berth tracks node Leases and its Lease in ``kube-node-lease`` is missing or older than
 the threshold (seed 002: a sample older than 2 minutes drops the host). Test nodes
 (label ``berth.dev/test-node: "true"``) skip the liveness check unless they are bypassed.
+
+The verdict has a part that depends only on the node object (memoised with it) and a part
+that depends on the Lease and the clock.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from berth.core.model import BYPASS_ANNOTATION, NodeInfo
 from berth.core.settings import Settings
 from berth.core.view import ClusterState
 
+ALIVE: Literal["alive"] = "alive"
+ASK_LEASE: Literal["lease"] = "lease"
 
-def down_reason(node: NodeInfo, state: ClusterState, settings: Settings, now: float) -> str | None:
-    """Why ``node`` counts as down, or None when it is up."""
+
+def node_liveness(node: NodeInfo) -> str:
+    """The part read off the node itself: a down reason, ALIVE (test node), or ASK_LEASE."""
     if node.bypassed:
         return f"node is down: bypassed ({BYPASS_ANNOTATION})"
     if node.is_test_node:
-        return None
+        return ALIVE
     if node.ready is None:
         return "node is down: it reports no Ready condition"
     if not node.ready:
         return "node is down: not Ready"
-    if state.leases_tracked:
-        renewed = state.leases.get(node.name)
-        if renewed is None:
-            return "node is down: no Lease in kube-node-lease"
-        age = now - renewed
-        if age > settings.liveness_threshold_seconds:
-            return (f"node is down: Lease not renewed for {age:.0f}s "
-                    f"(threshold {settings.liveness_threshold_seconds:.0f}s)")
+    return ASK_LEASE
+
+
+def lease_down_reason(name: str, state: ClusterState, settings: Settings, now: float) -> str | None:
+    if not state.leases_tracked:
+        return None
+    renewed = state.leases.get(name)
+    if renewed is None:
+        return "node is down: no Lease in kube-node-lease"
+    age = now - renewed
+    if age > settings.liveness_threshold_seconds:
+        return (f"node is down: Lease not renewed for {age:.0f}s "
+                f"(threshold {settings.liveness_threshold_seconds:.0f}s)")
     return None
+
+
+def down_reason(node: NodeInfo, state: ClusterState, settings: Settings, now: float) -> str | None:
+    """Why ``node`` counts as down, or None when it is up."""
+    verdict = node_liveness(node)
+    if verdict is ALIVE:
+        return None
+    if verdict is ASK_LEASE:
+        return lease_down_reason(node.name, state, settings, now)
+    return verdict

@@ -64,7 +64,7 @@ class RuleContext:
         nodes = self.state.nodes
         values = {nodes[n].labels[key] for n in with_pod if key in nodes[n].labels}
         has = frozenset().union(*(self.state.nodes_labelled(key, v) for v in values))
-        keyed = frozenset(n for n, node in nodes.items() if key in node.labels)
+        keyed = self.state.nodes_with_label_key(key)
         return has if rule.operator is Operator.HAS else keyed - has
 
 

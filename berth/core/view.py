@@ -44,6 +44,8 @@ class ClusterState(Protocol):
 
     def nodes_labelled(self, key: str, value: str) -> frozenset[str]: ...
 
+    def nodes_with_label_key(self, key: str) -> frozenset[str]: ...
+
     def node_stamp(self, node: str) -> object:
         """Changes whenever anything placed on ``node`` changes: a key for per-node memos."""
         ...
@@ -91,6 +93,7 @@ class ClusterView:
         # so that a scheduling cycle never rescans a namespace.
         self._counts: dict[tuple[str, object], tuple[LabelSelector, dict[str, int]]] = {}
         self._label_index: dict[tuple[str, str], frozenset[str]] | None = None
+        self._key_index: dict[str, frozenset[str]] = {}
         self._stamps: dict[str, int] = {}
         self._nodes_version = 0
         self._memos: OrderedDict[Hashable, dict[Any, Any]] = OrderedDict()
@@ -169,7 +172,17 @@ class ClusterView:
                 for pair in node.labels.items():
                     index.setdefault(pair, set()).add(node.name)
             self._label_index = {pair: frozenset(names) for pair, names in index.items()}
+            self._key_index = {}
         return self._label_index.get((key, value), frozenset())
+
+    def nodes_with_label_key(self, key: str) -> frozenset[str]:
+        """Nodes that carry the label ``key`` at all (a ``within`` rule's domain)."""
+        if self._label_index is None:
+            self.nodes_labelled(key, "")
+        hit = self._key_index.get(key)
+        if hit is None:
+            hit = self._key_index[key] = frozenset(n for n, node in self._nodes.items() if key in node.labels)
+        return hit
 
     def node_stamp(self, node: str) -> object:
         return self._stamps.get(node, 0)
@@ -356,6 +369,9 @@ class Overlay:
 
     def nodes_labelled(self, key: str, value: str) -> frozenset[str]:
         return self._base.nodes_labelled(key, value)
+
+    def nodes_with_label_key(self, key: str) -> frozenset[str]:
+        return self._base.nodes_with_label_key(key)
 
     def node_stamp(self, node: str) -> object:
         placed = self._placed.get(node)
