@@ -16,9 +16,9 @@ In every configuration the scheduler's API client is set to ``qps: 1000, burst: 
 second and hide the difference). berth's extender uses the Python client, which has no client-side
 rate limit.
 
-How it is measured: the 1,000 pods are created first, for a scheduler name no scheduler serves
-yet (for berth, until its view has them all); a watch on the namespace is opened; the scheduler is
-started; the watch notes when each pod is bound. pods/s = (pods - 1) / (last bind - first bind),
+How it is measured: a watch on the namespace is opened; the 1,000 pods are created for a scheduler
+name no scheduler serves yet (for berth, until its view has them all); the scheduler is started;
+the watch notes when each pod is bound. pods/s = (pods - 1) / (last bind - first bind),
 i.e. the scheduling loop's steady rate, without the scheduler's start-up and informer sync (printed
 apart, as ``first bind after``). The pods of one configuration are deleted before the next.
 
@@ -76,10 +76,9 @@ class BindWatch:
     """A raw watch on the namespace's pods (orjson, no client models: it must keep up), noting
     the arrival time of each pod's first event with a ``spec.nodeName``."""
 
-    def __init__(self, cp: ControlPlane, namespace: str, resource_version: str) -> None:
+    def __init__(self, cp: ControlPlane, namespace: str) -> None:
         assert cp.pki is not None
-        self.url = (f"{cp.server}/api/v1/namespaces/{namespace}/pods?watch=1&resourceVersion={resource_version}"
-                    "&timeoutSeconds=1800")
+        self.url = f"{cp.server}/api/v1/namespaces/{namespace}/pods?watch=1&timeoutSeconds=1800"
         tls = ssl.create_default_context(cafile=str(cp.pki.ca_cert))
         tls.load_cert_chain(str(cp.pki.admin_cert), str(cp.pki.admin_key))
         self.client = httpx.Client(verify=tls, timeout=httpx.Timeout(10, read=None))
@@ -91,23 +90,32 @@ class BindWatch:
         self.thread.start()
 
     def _run(self) -> None:
+        rv = ""
         try:
-            with self.client.stream("GET", self.url) as resp:
-                if resp.status_code != 200:
-                    resp.read()
-                    raise RuntimeError(f"watch {self.url}: HTTP {resp.status_code}: {resp.text}")
-                for line in resp.iter_lines():
-                    if self.stopping:
-                        return
-                    if not line:
-                        continue
-                    event = orjson.loads(line)
-                    obj = event.get("object") or {}
-                    node = (obj.get("spec") or {}).get("nodeName")
-                    if node:
-                        name = obj["metadata"]["name"]
-                        with self.lock:
-                            self.bound.setdefault(name, time.monotonic())
+            while not self.stopping:  # the API server may end a watch at any time: resume it
+                url = self.url + (f"&resourceVersion={rv}" if rv else "")
+                with self.client.stream("GET", url) as resp:
+                    if resp.status_code != 200:
+                        resp.read()
+                        raise RuntimeError(f"watch {url}: HTTP {resp.status_code}: {resp.text}")
+                    for line in resp.iter_lines():
+                        if self.stopping:
+                            return
+                        if not line:
+                            continue
+                        event = orjson.loads(line)
+                        obj = event.get("object") or {}
+                        if event.get("type") == "ERROR":
+                            if obj.get("code") == 410:  # too old: start again from the current state
+                                rv = ""
+                                break
+                            raise RuntimeError(f"watch error: {obj}")
+                        rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+                        node = (obj.get("spec") or {}).get("nodeName")
+                        if node:
+                            name = obj["metadata"]["name"]
+                            with self.lock:
+                                self.bound.setdefault(name, time.monotonic())
         except Exception as exc:
             if not self.stopping:
                 self.error = exc
@@ -156,14 +164,13 @@ def run_one(cp: ControlPlane, api: Any, label: str, config: dict[str, Any], pods
         cp.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(policy))
         wait_for(lambda: extender.get("/api/v1/nodes/allocations")["policies"],
                  lambda got: f"{namespace}/bench" in got, timeout=60, what="the policy in berth's view")
+    watch = BindWatch(cp, namespace)  # opened before the pods exist: it sees every change
     started = time.monotonic()
     create_pods(api, namespace, pods, sched_name)
     log(f"{label}: {pods} pods created in {time.monotonic() - started:.1f}s")
     if extender is not None:
         wait_for(lambda: extender.view_count("pending"), lambda n: n >= pods, timeout=120,
                  what="berth to see every pod pending")
-    rv = str(core.list_namespaced_pod(namespace, limit=1).metadata.resource_version)  # type: ignore[union-attr]
-    watch = BindWatch(cp, namespace, rv)
     time.sleep(0.5)
     t_start = time.monotonic()
     sched = cp.start_scheduler(config, name=f"kube-scheduler-{label}", verbosity=1)
