@@ -71,20 +71,14 @@ class KubeBinder:
     def _bind(self, pod: PodInfo, node: str, annotations: dict[str, str], message: str) -> None:
         from kubernetes.client.exceptions import ApiException
 
-        if annotations:
-            # metadata.uid in a merge patch is a precondition: a recreated pod of the same name is not touched.
-            patch = {"metadata": {"uid": pod.uid, "annotations": annotations}}
-            try:
-                self.core.patch_namespaced_pod(pod.name, pod.namespace, patch, _preload_content=False,
-                                               _content_type="application/merge-patch+json")
-            except ApiException as exc:
-                raise BindError(f"cannot annotate pod {pod.key}: {_api_reason(exc)}") from None
-        if self.record_events and message:
-            self._event(pod, node, message)
+        # The Binding carries the decision annotation: the API server copies a Binding's annotations
+        # onto the pod as it sets spec.nodeName, so one write both binds and records (no PATCH), and
+        # metadata.uid makes it a precondition (a recreated pod of the same name is not touched).
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid,
+                         "annotations": dict(annotations)},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:
@@ -92,6 +86,8 @@ class KubeBinder:
             self.core.create_namespaced_pod_binding(pod.name, pod.namespace, body, _preload_content=False)
         except ApiException as exc:
             raise BindError(f"cannot bind pod {pod.key} to {node}: {_api_reason(exc)}") from None
+        if self.record_events and message:
+            self._event(pod, node, message)
 
     def _event(self, pod: PodInfo, node: str, message: str) -> None:
         from kubernetes.client.exceptions import ApiException

@@ -11,7 +11,7 @@ NODE_LEASES = "kube-node-lease"
 
 EXTENDER_CLUSTER = {
     ("", "nodes", "list", ""), ("", "nodes", "watch", ""),
-    ("", "pods", "get", ""), ("", "pods", "list", ""), ("", "pods", "watch", ""), ("", "pods", "patch", ""),
+    ("", "pods", "get", ""), ("", "pods", "list", ""), ("", "pods", "watch", ""),
     ("", "pods/binding", "create", ""),
     ("", "events", "create", ""),
     ("berth.dev", "placementpolicies", "list", ""), ("berth.dev", "placementpolicies", "watch", ""),
@@ -53,6 +53,7 @@ def scheduler_lease(name: str) -> set[tuple[str, str, str, str]]:
 FORBIDDEN = {
     "extender": [
         ("get", "secrets", "default"), ("list", "secrets", ""), ("delete", "pods", "default"),
+        ("patch", "pods", "default"),
         ("create", "pods", "default"), ("update", "pods", "default"), ("patch", "nodes", ""),
         ("patch", "placementpolicies.berth.dev", "default"), ("create", "leases.coordination.k8s.io", NODE_LEASES),
         ("list", "leases.coordination.k8s.io", "kube-system"), ("create", "pods/eviction", "default"),
