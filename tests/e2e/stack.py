@@ -40,13 +40,13 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from berth.extender.scheduler_config import scheduler_config  # type: ignore[import-not-found,unused-ignore]
 from kubernetes import client as k8s
 
 from berth.core.kube import pod_from_object
 from berth.core.plan import plan_round
 from berth.core.policy import ROUND_STRATEGIES, policy_from_manifest
 from berth.core.settings import Settings
+from berth.extender.scheduler_config import scheduler_config  # type: ignore[import-not-found,unused-ignore]
 from berth.snapshot import snapshot_from_documents
 from tests.e2e.harness import ControlPlane, HarnessError, create_namespace, delete_namespace, wait_for
 from tests.e2e.harness.fixtures import control_plane, kube_api  # noqa: F401  (pytest fixtures)
