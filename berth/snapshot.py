@@ -104,6 +104,13 @@ def read_documents(path: str) -> list[Any]:
     return parse_documents(read_text(path), path)
 
 
+def read_objects(path: str) -> list[Mapping[str, Any]]:
+    """Every object of a snapshot file, Lists flattened: for shells that keep raw objects (the
+    extender's offline mode) rather than the core's data."""
+    docs = read_documents(path)
+    return [obj for _, obj in _flatten(docs, path, len(docs) > 1)]
+
+
 def read_manifest(path: str, kind: str) -> Mapping[str, Any]:
     """The single object of kind ``kind`` that ``path`` holds."""
     docs = read_documents(path)
@@ -266,10 +273,13 @@ def _flatten(docs: Sequence[Any], source: str, many: bool) -> Iterator[tuple[str
                 items = []
             if not isinstance(items, list):
                 raise SnapshotError(f"{source}: {_join(prefix, 'items')}: must be a list")
+            item_kind = kind[: -len("List")] if isinstance(kind, str) and kind != "List" else None
             for j, item in enumerate(items):
                 where = _join(prefix, f"items[{j}]")
                 if not isinstance(item, Mapping):
                     raise SnapshotError(f"{source}: {where}: expected an object, found {_type_name(item)}")
+                if item_kind and "kind" not in item:
+                    item = {**item, "kind": item_kind}  # a NodeList's items may omit their kind
                 yield where, item
         else:
             yield prefix or "document", doc
