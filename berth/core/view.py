@@ -130,9 +130,6 @@ class ClusterView:
     def is_assumed(self, uid: str) -> bool:
         return uid in self._assumed
 
-    def assumed_uids(self) -> frozenset[str]:
-        return frozenset(self._assumed)
-
     def all_pods(self) -> Iterator[PodInfo]:
         return iter(self._pods.values())
 
@@ -318,10 +315,6 @@ class Overlay:
     @property
     def leases_tracked(self) -> bool:
         return self._base.leases_tracked
-
-    @property
-    def placed(self) -> Mapping[str, list[PodInfo]]:
-        return self._placed
 
     def place(self, pod: PodInfo, node: str) -> None:
         placed = _with_node(pod, node)
