@@ -130,6 +130,9 @@ class ClusterView:
     def is_assumed(self, uid: str) -> bool:
         return uid in self._assumed
 
+    def assumed_uids(self) -> frozenset[str]:
+        return frozenset(self._assumed)
+
     def all_pods(self) -> Iterator[PodInfo]:
         return iter(self._pods.values())
 
