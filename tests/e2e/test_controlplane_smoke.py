@@ -57,7 +57,7 @@ def test_scheduler_binds_pods_to_ready_nodes(
     e2e_namespace: str,  # noqa: F811
     start_scheduler: Callable[..., Scheduler],  # noqa: F811
 ) -> None:
-    run = uuid.uuid4().hex[:6]
+    run = "r" + uuid.uuid4().hex[:6]  # a letter first: never read back as a number
     selector = {"berth.e2e/smoke": run}
     # The default profile (default plugins, no extender) under a name of its own, so that no
     # other scheduler of the session (or of an existing cluster) competes for these pods.
@@ -127,7 +127,7 @@ def test_node_lease_ages_when_not_renewed(
     make_nodes: Callable[..., list[str]],  # noqa: F811
     node_leases: NodeLeaseRenewer,  # noqa: F811
 ) -> None:
-    run = uuid.uuid4().hex[:6]
+    run = "r" + uuid.uuid4().hex[:6]  # a letter first: never read back as a number
     alive, dead = make_nodes(NodeSpec(f"lease-{run}-alive"), NodeSpec(f"lease-{run}-dead"))
     node_leases.pause(dead)
     frozen = wait_for(
@@ -167,7 +167,7 @@ def test_kubectl_with_generated_kubeconfig(
     control_plane: ControlPlane,  # noqa: F811
     make_nodes: Callable[..., list[str]],  # noqa: F811
 ) -> None:
-    run = uuid.uuid4().hex[:6]
+    run = "r" + uuid.uuid4().hex[:6]  # a letter first: never read back as a number
     names = make_nodes(NodeSpec(f"kubectl-{run}-a"), NodeSpec(f"kubectl-{run}-b"))
 
     out = control_plane.kubectl("get", "nodes", "-o", "name").stdout.split()

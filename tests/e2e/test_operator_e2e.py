@@ -222,7 +222,7 @@ def test_webhook_refusal_reads_as_the_issue_says(control_plane: ControlPlane, op
 def test_status_after_pods_are_placed(control_plane: ControlPlane, operator: Operator,
                                       e2e_namespace: str, kube_api: Any,
                                       make_nodes: Callable[..., list[str]]) -> None:
-    run = uuid.uuid4().hex[:6]
+    run = "r" + uuid.uuid4().hex[:6]  # a letter first: never read back as a number
     a, b = make_nodes(NodeSpec(f"op-{run}-a", cpu="4", labels={"berth.e2e/run": run}),
                       NodeSpec(f"op-{run}-b", cpu="4", labels={"berth.e2e/run": run}))
     core = k8s.CoreV1Api(kube_api)

@@ -104,7 +104,8 @@ class Env:
                  make_nodes: Callable[..., list[str]], leases: NodeLeaseRenewer) -> None:
         self.cp, self.api, self.ns, self.extender, self.sched = cp, api, namespace, extender, sched
         self.core: Any = k8s.CoreV1Api(api)
-        self.run = uuid.uuid4().hex[:6]
+        # A letter first: a hex id such as "1e5432" would be dumped unquoted and read back as a number.
+        self.run = "r" + uuid.uuid4().hex[:6]
         self._make_nodes = make_nodes
         self.leases = leases
         self.policies: list[str] = []
