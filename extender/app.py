@@ -13,6 +13,7 @@ event); nothing a client sends makes a 500.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -143,62 +144,51 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
 
     # -- kube-scheduler's verbs ----------------------------------------------------------
 
+    async def scheduler_verb(verb: str, request: Request, model: type[Any],
+                             handle: Callable[[Any, float], Any], *, failure: dict[str, Any],
+                             failure_status: int = 200,
+                             client_errors: tuple[type[Exception], ...] = (BadRequest,)) -> Response:
+        """One shape for every verb kube-scheduler calls: decode fast, answer, time it, and turn bad
+        input into a 400 and an unexpected failure into the verb's own error reply (never a 500).
+        filter and bind carry the failure in the protocol's ``Error``, which kube-scheduler reports
+        on the pod; prioritize and preempt failures are only logged by the scheduler."""
+        started = time.perf_counter()
+        try:
+            args = decode(await request.body(), model)
+            result = handle(args, started)
+            if inspect.isawaitable(result):
+                result = await result
+            return _json(result)
+        except client_errors as exc:
+            metrics.observe(verb, time.perf_counter() - started, "bad_request")
+            return _json({"Error": str(exc)}, 400)
+        except Exception as exc:
+            log.exception("%s failed", verb)
+            metrics.observe(verb, time.perf_counter() - started, "internal_error")
+            return _json({**failure, "Error": f"berth internal error: {exc}"}, failure_status)
+
     @app.post("/filter", response_model=ExtenderFilterResult, responses=bad,  # type: ignore[arg-type]
               openapi_extra=_body_schema(ExtenderArgs), tags=["scheduler"])
     async def filter_(request: Request) -> Response:
-        started = time.perf_counter()
-        try:
-            args = decode(await request.body(), ExtenderArgs)
-            return _json(engine.filter(args, started))
-        except BadRequest as exc:
-            metrics.observe("filter", time.perf_counter() - started, "bad_request")
-            return _json({"Error": str(exc)}, 400)
-        except Exception as exc:
-            log.exception("filter failed")
-            metrics.observe("filter", time.perf_counter() - started, "internal_error")
-            return _json({"NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {},
-                          "Error": f"berth internal error: {exc}"})
+        return await scheduler_verb("filter", request, ExtenderArgs, engine.filter,
+                                    failure={"NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}})
 
     @app.post("/prioritize", response_model=list[HostPriority], responses=bad,  # type: ignore[arg-type]
               openapi_extra=_body_schema(ExtenderArgs), tags=["scheduler"])
     async def prioritize(request: Request) -> Response:
-        started = time.perf_counter()
-        try:
-            args = decode(await request.body(), ExtenderArgs)
-            return _json(engine.prioritize(args, started))
-        except (BadRequest, PodUnreadable) as exc:
-            metrics.observe("prioritize", time.perf_counter() - started, "bad_request")
-            return _json({"Error": str(exc)}, 400)
-        except Exception as exc:
-            log.exception("prioritize failed")
-            metrics.observe("prioritize", time.perf_counter() - started, "internal_error")
-            return _json({"Error": f"berth internal error: {exc}"}, 503)
+        return await scheduler_verb("prioritize", request, ExtenderArgs, engine.prioritize, failure={},
+                                    failure_status=503, client_errors=(BadRequest, PodUnreadable))
 
     @app.post("/bind", response_model=ExtenderBindingResult, responses=bad,  # type: ignore[arg-type]
               openapi_extra=_body_schema(ExtenderBindingArgs), tags=["scheduler"])
     async def bind(request: Request) -> Response:
-        started = time.perf_counter()
-        try:
-            args = decode(await request.body(), ExtenderBindingArgs)
-            return _json(await engine.bind(args, started))
-        except BadRequest as exc:
-            metrics.observe("bind", time.perf_counter() - started, "bad_request")
-            return _json({"Error": str(exc)}, 400)
-        except Exception as exc:
-            log.exception("bind failed")
-            metrics.observe("bind", time.perf_counter() - started, "internal_error")
-            return _json({"Error": f"berth internal error: {exc}"})
+        return await scheduler_verb("bind", request, ExtenderBindingArgs, engine.bind, failure={})
 
     @app.post("/preempt", response_model=ExtenderPreemptionResult, responses=bad,  # type: ignore[arg-type]
               openapi_extra=_body_schema(ExtenderPreemptionArgs), tags=["scheduler"])
     async def preempt(request: Request) -> Response:
-        started = time.perf_counter()
-        try:
-            args = decode(await request.body(), ExtenderPreemptionArgs)
-            return _json(engine.preempt(args, started))
-        except BadRequest as exc:
-            metrics.observe("preempt", time.perf_counter() - started, "bad_request")
-            return _json({"Error": str(exc)}, 400)
+        return await scheduler_verb("preempt", request, ExtenderPreemptionArgs, engine.preempt, failure={},
+                                    failure_status=503)
 
     # -- explain API ----------------------------------------------------------------------
 

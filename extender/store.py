@@ -38,6 +38,9 @@ from berth.core.model import NodeInfo, PodInfo
 from berth.core.policy import PlacementPolicy, policy_from_manifest
 from berth.core.view import ClusterView
 
+_ParsedPod = tuple[PodInfo, tuple[str, dict[str, int] | None, float | None] | None, str | None]
+"""A pod as read from the API: the pod, its round record when bound, its nominated node when pending."""
+
 log = logging.getLogger("berth.extender.store")
 
 ROUND_ANNOTATION = "berth.dev/round"
@@ -240,18 +243,27 @@ class ClusterStore:
         if is_terminal(obj):
             self.delete_pod(obj)
             return
+        parsed = self._parse_pod(obj)
+        if parsed is None:
+            return
+        pod, record, nominated = parsed
+        with self.lock:
+            self._apply_pod_locked(pod, nominated)
+            if record is not None:
+                self._note_round(pod, *record)
+
+    def _parse_pod(self, obj: Mapping[str, Any]) -> _ParsedPod | None:
+        """The pod, its round record (bound pods) and its nominated node (pending pods); None
+        (counted and logged) for a pod berth cannot read."""
         try:
             pod = pod_from_object(obj)
         except ObjectError as exc:
             self.bad_objects += 1
             log.warning("ignoring a pod berth cannot read: %s", exc)
-            return
-        record = _round_annotation(obj) if pod.node_name else None
-        nominated = None if pod.node_name else _nominated_node(obj)
-        with self.lock:
-            self._apply_pod_locked(pod, nominated)
-            if record is not None:
-                self._note_round(pod, *record)
+            return None
+        if pod.node_name:
+            return pod, _round_annotation(obj), None
+        return pod, None, _nominated_node(obj)
 
     def _apply_pod_locked(self, pod: PodInfo, nominated: str | None = None) -> None:
         uid = pod.uid
@@ -442,20 +454,15 @@ class ClusterStore:
 
     def _apply_pods_batch(self, batch: list[Mapping[str, Any]], seen: set[str]) -> None:
         """Pods are parsed outside the lock (the costly part of a large list)."""
-        parsed: list[tuple[PodInfo, tuple[str, dict[str, int] | None, float | None] | None, str | None]] = []
+        parsed: list[_ParsedPod] = []
         terminal: list[Mapping[str, Any]] = []
         for obj in batch:
             if is_terminal(obj):
                 terminal.append(obj)
                 continue
-            try:
-                pod = pod_from_object(obj)
-            except ObjectError as exc:
-                self.bad_objects += 1
-                log.warning("ignoring a pod berth cannot read: %s", exc)
-                continue
-            parsed.append((pod, _round_annotation(obj) if pod.node_name else None,
-                           None if pod.node_name else _nominated_node(obj)))
+            one = self._parse_pod(obj)
+            if one is not None:
+                parsed.append(one)
         with self.lock:
             for pod, record, nominated in parsed:
                 self._apply_pod_locked(pod, nominated)

@@ -231,7 +231,6 @@ def _apply_rules(result: CandidateSet, passing: list[tuple[Candidate, NodeInfo]]
             candidate = fitted(node, count)
             if candidate is not None:
                 passing.append((candidate, node))
-        passing.sort(key=lambda pair: pair[0].name)
         return passing
     for node, _, (reason, resolvable) in deferred:
         refuse(node.name, reason, resolvable)
