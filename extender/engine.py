@@ -16,10 +16,11 @@ ask the core, which nodes and quota to hand it, and what to count where.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -41,7 +42,6 @@ from berth.extender.metrics import Metrics
 from berth.extender.settings import ExtenderSettings
 from berth.extender.store import ROUND_ANNOTATION, ClusterStore, Round, round_id_for
 from berth.extender.wire import (
-    MAX_EXTENDER_PRIORITY,
     BadRequest,
     ExtenderArgs,
     ExtenderBindingArgs,
@@ -60,7 +60,6 @@ RECORD_LIMIT = 100
 ANNOTATION_LIMIT = 20
 """The same in the pod annotation: a pod's metadata must stay small whatever the size of the cluster."""
 
-_SCORES = [f"{score}}}".encode() for score in range(MAX_EXTENDER_PRIORITY + 1)]
 
 REUSE_SECONDS = 2.0
 """prioritize reuses filter's evaluation of the same pod and nodes made this recently."""
@@ -84,9 +83,13 @@ class RequestNodes:
 
     def __init__(self, view: ClusterView, nodes: Mapping[str, NodeInfo]) -> None:
         self._view = view
-        merged = dict(view.nodes)
-        merged.update(nodes)
+        own = view.nodes
+        # A request's Node equal to the view's is the view's: its verdicts come from the view's tables.
+        local = {name: node for name, node in nodes.items() if own.get(name) != node}
+        merged = dict(own)
+        merged.update(local)
         self._nodes = merged
+        self._local = frozenset(local)
 
     @property
     def nodes(self) -> Mapping[str, NodeInfo]:
@@ -95,6 +98,13 @@ class RequestNodes:
     @property
     def leases(self) -> Mapping[str, float | None]:
         return self._view.leases
+
+    @property
+    def base(self) -> ClusterView:
+        return self._view
+
+    def local_nodes(self) -> Collection[str]:
+        return self._local
 
     @property
     def leases_tracked(self) -> bool:
@@ -135,7 +145,7 @@ def decision_record(decision: Decision, *, limit: int = RECORD_LIMIT) -> dict[st
     considered, refused = decision.considered, decision.refused
     if len(considered) <= limit and len(refused) <= limit:
         return decision.to_dict()
-    kept = sorted(refused)[:limit] if len(refused) > limit else refused
+    kept = heapq.nsmallest(limit, refused) if len(refused) > limit else refused
     data = replace(decision, considered=considered[:limit], refused={n: refused[n] for n in kept}).to_dict()
     if len(considered) > limit:
         data["consideredTotal"] = len(considered)
@@ -171,7 +181,6 @@ class Extender:
         self._filter_decisions: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._recent: _Recent | None = None
         self._encoded_nodes: dict[str, tuple[str, orjson.Fragment]] = {}
-        self._host_prefixes: dict[str, bytes] = {}
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -327,17 +336,23 @@ class Extender:
             if not governed:
                 self.metrics.observe("filter", time.perf_counter() - started, "passthrough")
                 return self._filter_reply(cache_capable, [n for n in names if n not in bad_nodes], {},
-                                          {n: bad_nodes[n] for n in names if n in bad_nodes}, raw_nodes)
+                                          {n: scheduler_text(bad_nodes[n]) for n in names if n in bad_nodes},
+                                          raw_nodes)
             eval_now = self.eval_clock()
             state = self._state(overrides)
-            judged = [n for n in names if n not in bad_nodes]
+            judged = [n for n in names if n not in bad_nodes] if bad_nodes else names
             ev, rnd = self._evaluate(state, pod, policy, strategy, judged, now, eval_now)
             decision = self._stamp(ev.decision, "filter")
             failed: dict[str, str] = {}
-            unresolvable = dict(bad_nodes)
+            unresolvable = {n: scheduler_text(r) for n, r in bad_nodes.items()}
+            texts: dict[int, str] = {}  # refusals are shared by the nodes refused for one reason
             for node, refusal in decision.refused.items():
-                (failed if refusal.resolvable else unresolvable)[node] = refusal.reason
-            passing = [n for n in judged if n not in decision.refused]
+                text = texts.get(id(refusal))
+                if text is None:
+                    text = texts[id(refusal)] = scheduler_text(refusal.reason)
+                (failed if refusal.resolvable else unresolvable)[node] = text
+            refused = decision.refused
+            passing = [n for n in judged if n not in refused]
             winner = decision.winner
             if winner is not None and winner in passing:
                 store.assume(pod, winner, bound=False, deadline=now + self.settings.tentative_ttl_seconds,
@@ -354,14 +369,15 @@ class Extender:
     def _filter_reply(self, cache_capable: bool, passing: list[str], failed: dict[str, str],
                       unresolvable: dict[str, str], raw_nodes: Mapping[str, dict[str, Any]],
                       error: str = "") -> dict[str, Any]:
+        """``failed`` and ``unresolvable`` carry reasons already in the scheduler's spelling."""
         out: dict[str, Any] = {}
         if cache_capable:
             out["NodeNames"] = passing
         else:
             out["Nodes"] = {"metadata": {}, "items": [self._encoded_node(raw_nodes[n]) for n in passing
                                                       if n in raw_nodes]}
-        out["FailedNodes"] = {n: scheduler_text(r) for n, r in failed.items()}
-        out["FailedAndUnresolvableNodes"] = {n: scheduler_text(r) for n, r in unresolvable.items()}
+        out["FailedNodes"] = failed
+        out["FailedAndUnresolvableNodes"] = unresolvable
         out["Error"] = scheduler_text(error)
         return out
 
@@ -396,7 +412,7 @@ class Extender:
                 self.metrics.observe("prioritize", time.perf_counter() - started, "passthrough")
                 return self._priorities(names, {})
             recent = self._recent
-            judged = tuple(n for n in names if n not in bad_nodes)
+            judged = tuple(n for n in names if n not in bad_nodes) if bad_nodes else tuple(names)
             if (recent is not None and recent.uid == pod.uid and recent.nodes == judged
                     and recent.resource_version == _resource_version(args.Pod)
                     and time.monotonic() - recent.at <= REUSE_SECONDS):
@@ -421,17 +437,9 @@ class Extender:
 
     def _priorities(self, names: Sequence[str], scores: Mapping[str, int]) -> orjson.Fragment:
         """The HostPriorityList, encoded: ``[{"Host": ..., "Score": ...}, ...]`` in the request's order
-        (a node's ``{"Host":"<name>","Score":`` is encoded once and kept)."""
-        prefixes = self._host_prefixes
-        if len(prefixes) > 4 * max(len(self.store.view.nodes), 1000):
-            prefixes.clear()
-        parts = []
-        for name in names:
-            prefix = prefixes.get(name)
-            if prefix is None:
-                prefix = prefixes[name] = b'{"Host":' + orjson.dumps(name) + b',"Score":'
-            parts.append(prefix + _SCORES[min(max(scores.get(name, 0), 0), MAX_EXTENDER_PRIORITY)])
-        return orjson.Fragment(b"[" + b",".join(parts) + b"]")
+        (the core's scores are 0..MaxExtenderPriority)."""
+        get = scores.get
+        return orjson.Fragment(orjson.dumps([{"Host": name, "Score": get(name, 0)} for name in names]))
 
     # -- bind ------------------------------------------------------------------------------
 

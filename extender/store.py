@@ -22,6 +22,7 @@ rounds from the API server alone.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import threading
 from collections import OrderedDict
@@ -127,6 +128,8 @@ class ClusterStore:
         self.pending: dict[str, PodInfo] = {}
         self._pending_by_ns: dict[str, dict[str, PodInfo]] = {}
         self.assumed: dict[str, Assumption] = {}
+        self._deadlines: list[tuple[float, int, str, Assumption]] = []  # min-heap; stale entries skipped
+        self._assumptions_made = 0
         self.rounds: dict[str, Round] = {}
         self.round_records: dict[str, RoundRecord] = {}
         self.decisions: OrderedDict[str, bytes] = OrderedDict()  # pod key -> the latest decision, as JSON
@@ -339,7 +342,12 @@ class ClusterStore:
         """Count ``pod`` on ``node`` now (replacing an earlier assumption of it)."""
         self.release(pod.uid)
         placed = self.view.assume(pod, node)
-        self.assumed[pod.uid] = Assumption(placed, bound, deadline, round_key, nominated)
+        entry = self.assumed[pod.uid] = Assumption(placed, bound, deadline, round_key, nominated)
+        self._assumptions_made += 1
+        heapq.heappush(self._deadlines, (deadline, self._assumptions_made, pod.uid, entry))
+        if len(self._deadlines) > 2 * len(self.assumed) + 1024:  # drop entries of assumptions gone
+            self._deadlines = [item for item in self._deadlines if self.assumed.get(item[2]) is item[3]]
+            heapq.heapify(self._deadlines)
         if round_key is not None:
             rnd = self.rounds.get(round_key)
             if rnd is not None:
@@ -368,7 +376,11 @@ class ClusterStore:
     def expire(self, now: float) -> list[Assumption]:
         """Release the assumptions past their deadline."""
         released = []
-        for uid in [uid for uid, entry in self.assumed.items() if entry.deadline <= now]:
+        heap = self._deadlines
+        while heap and heap[0][0] <= now:
+            _, _, uid, made = heapq.heappop(heap)
+            if self.assumed.get(uid) is not made:
+                continue  # released, replaced or confirmed since
             entry = self.release(uid)
             if entry is not None:
                 released.append(entry)

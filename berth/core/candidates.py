@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from berth.core.decision import Refusal
 from berth.core.errors import ErrorCode, PlacementError
 from berth.core.fit import SHARE_DIMENSIONS, Fit, check_fit, demand, unverified_warning
-from berth.core.liveness import ALIVE, ASK_LEASE, lease_down_reason, node_liveness
+from berth.core.liveness import ALIVE, ASK_LEASE, lease_refusals, node_liveness
 from berth.core.model import LabelSelector, NodeInfo, PodInfo
 from berth.core.node_filter import node_filter_refusal, pod_constraint_refusal
-from berth.core.placement_rules import RuleNode
+from berth.core.node_verdicts import Judged, VerdictTable
 from berth.core.policy import AffinityMatching, NodeFilter, PlacementPolicy, Strategy
 from berth.core.quantity import CPU, DISK, MEMORY, PODS
-from berth.core.rule_matching import RuleContext, first_broken, reads_pods
+from berth.core.rule_matching import rule_context
 from berth.core.settings import Settings
 from berth.core.topology import SpreadContext, spread_context
 from berth.core.view import ClusterState
@@ -46,12 +46,21 @@ class Candidate:
     sleepy_memory: int
     unverified: tuple[str, ...] = ()
     spread_score: int = 0  # ScheduleAnyway score, 0..100
+    keys: dict[Callable[[Candidate], tuple[object, ...]], tuple[object, ...]] = field(
+        default_factory=dict, repr=False, compare=False)  # strategy sort keys worked out (candidates are shared)
 
     def with_spread_score(self, score: int) -> Candidate:
         """A copy for one evaluation (memoised candidates are shared and never changed)."""
         return Candidate(self.name, self.capacity, self.count, self.usage, self.rate, self.free_share_after,
                          self.pod_count, self.cpu_after, self.memory_after, self.memory_after_discounted,
                          self.disk_after, self.sleepy_memory, self.unverified, score)
+
+    def sort_key(self, strategy_key: Callable[[Candidate], tuple[object, ...]]) -> tuple[object, ...]:
+        """``strategy_key(self)``, worked out once: a candidate outlives evaluations until its node changes."""
+        hit = self.keys.get(strategy_key)
+        if hit is None:
+            hit = self.keys[strategy_key] = strategy_key(self)
+        return hit
 
     @property
     def projected_use(self) -> float:
@@ -83,118 +92,160 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
     overrides. With ``require_fit=False`` nodes that cannot take one pod stay candidates with
     capacity 0 (round strategies and the capacity query judge capacity themselves).
 
-    What depends only on the node and the policy (the pod's own constraints, the node filter,
-    node-label rules) and what depends only on the node's pods and the pod's shape (the fit and
-    the per-node figures) is memoised on the view, keyed by the node object and its stamp, so a
-    scheduling cycle recomputes only the nodes whose pods changed since the last one."""
+    Each check takes the set of nodes still standing and refuses a subset of it. What depends
+    only on the node and the policy (the pod's own constraints, the node filter, the node's own
+    liveness) and what depends only on the node's pods and the pod's shape (the fit and the
+    per-node figures) come from verdict tables kept on the view (:mod:`berth.core.node_verdicts`),
+    so a scheduling cycle re-judges only the nodes that changed since the last one."""
     names = sorted(state.nodes) if nodes is None else list(nodes)
     result = CandidateSet(considered=names, candidates=[])
-    need = demand(pod)
     workload = workload_selector(pod, policy)
     counts = state.matching_counts(pod.namespace, workload)
     if spread is None:
         spread = spread_context(state, pod, policy)
     rules = policy.rules if policy is not None else ()
-    dynamic_rules = bool(rules) and reads_pods(rules)
-    rule_ctx = RuleContext(state, pod) if rules else None
     node_filter = policy.spec.node_filter if policy is not None else None
     check_liveness = node_filter is None or not (node_filter.includes or node_filter.all)
     ceiling = policy.spec.nodes_limit if policy is not None and strategy is Strategy.AUTO else 0
-    static_memo = state.memo(("static", pod.constraint_signature(), policy))
-    # The workload's count on a node changes only with the node's pods, so it is memoised too,
-    # and an unchanged node's candidate is reused as is (copied only to carry a spread score).
-    fit_memo = state.memo(("fit", tuple(sorted(need.items())), pod.sleepy, settings, pod.namespace,
-                           tuple(sorted(workload.match_labels.items())), workload.match_expressions))
-    all_nodes = state.nodes
-    soft_spread = spread is not None and bool(spread.soft)
-    refusals: dict[tuple[str, bool], Refusal] = {}
 
-    def refuse(name: str, reason: str, resolvable: bool) -> None:
-        """Record a refusal; thousands of nodes share a handful of reasons, so share the objects."""
-        key = (reason, resolvable)
-        shared = refusals.get(key)
-        if shared is None:
-            shared = refusals[key] = Refusal(reason, resolvable)
-        result.refused[name] = shared
-
-    passing: list[tuple[Candidate, NodeInfo]] = []
-    deferred: list[tuple[NodeInfo, int, tuple[str, bool]]] = []  # broken rules: fitted only if needed
-
-    def fitted(node: NodeInfo, count: int) -> Candidate | None:
-        name = node.name
-        stamp = state.node_stamp(name)
-        hit = fit_memo.get(name)
-        if hit is None or hit[0] is not node or hit[1] != stamp:
-            hit = fit_memo[name] = (node, stamp, *_fit_and_figures(state, node, need, pod, settings, count))
-        fit, candidate = hit[2], hit[3]
-        if fit.refusal is not None and (require_fit or (fit.unverified and settings.reject_unknown_capacity)):
-            refuse(name, fit.refusal, True)
-            return None
-        return candidate.with_spread_score(0) if soft_spread else candidate
-
-    for name in names:
-        node = all_nodes.get(name)
-        if node is None:
-            refuse(name, "unknown node: berth has not seen it", False)
-            continue
-        static = static_memo.get(name)
-        if static is None or static[0] is not node:
-            static = static_memo[name] = (node, *_static_verdict(pod, node, node_filter, rules, dynamic_rules,
-                                                                 rule_ctx))
-        _, reason, rule_broken, liveness = static
-        if reason is None and check_liveness and liveness is not ALIVE:
-            reason = lease_down_reason(name, state, settings, now) if liveness is ASK_LEASE else liveness
-        if reason is not None:
-            refuse(name, reason, False)
-            continue
-        if quota is not None and quota.get(name, 0) <= 0:
-            refuse(name, "the round's plan places no more pods here", False)
-            continue
-        count = counts.get(name, 0)
-        if ceiling and count >= ceiling:
-            refuse(name, f"nodesLimit: already holds {count} pods of this workload (per-node ceiling {ceiling})",
-                   False)
-            continue
-        if spread is not None and spread.hard:
-            spread_refusal = spread.refusal(node)
-            if spread_refusal is not None:
-                refuse(name, *spread_refusal)
-                continue
-        if dynamic_rules:
-            assert rule_ctx is not None
-            rule_broken = first_broken(rules, node, rule_ctx)
-        if rule_broken is not None:
-            deferred.append((node, count, rule_broken))
-            continue
-        candidate = fitted(node, count)
-        if candidate is not None:
-            passing.append((candidate, node))
-    if deferred:
-        passing = _apply_rules(result, passing, deferred, policy, fitted, refuse)
+    standing = set(names)  # the nodes no check has refused yet; every refusal takes its node out
+    refused = _Refusals(result.refused, standing)
+    refused.group(standing - state.nodes.keys(), "unknown node: berth has not seen it", False)
+    static = _static_reading(state, pod, policy, node_filter, standing)
+    for name in static.among("refused", standing):
+        refused.one(name, static[name].reason or "", False)
+    if check_liveness:
+        for name in static.among("down", standing):
+            refused.one(name, static[name].liveness, False)
+        for name, reason in lease_refusals(state, static.among("asking", standing), settings, now).items():
+            refused.one(name, reason, False)
+    if quota is not None:
+        refused.group(standing - {n for n, left in quota.items() if left > 0},
+                      "the round's plan places no more pods here", False)
+    if ceiling:
+        for name in [n for n, count in counts.items() if count >= ceiling and n in standing]:
+            refused.one(name, f"nodesLimit: already holds {counts[name]} pods of this workload (per-node ceiling "
+                              f"{ceiling})", False)
+    if spread is not None and spread.hard:
+        for group, (reason, resolvable) in spread.refusals(state, standing):
+            refused.group(group, reason, resolvable)
+    broken: dict[str, tuple[str, bool]] = {}  # nodes breaking a rule: fitted only if needed
+    if rules:
+        ctx = rule_context(state, pod, policy)
+        for index, rule in enumerate(rules):
+            breaking = standing - ctx.passing(rule)
+            if breaking:
+                broken.update(dict.fromkeys(breaking, ctx.refusal(index, rule)))
+                standing -= breaking
+    fit = _fit_reading(state, pod, policy, settings, counts, standing | broken.keys())
+    for name in fit.among("refused" if require_fit else "refused-anyway", standing):
+        refused.one(name, fit[name].fit.refusal or "", True)
+    passing = [v.candidate for v in fit.each([n for n in names if n in standing])]
+    if broken:
+        passing = _apply_rules(result, passing, broken, policy, fit, require_fit, refused)
     if spread is not None and spread.soft:
-        scores = spread.scores(node for _, node in passing)
-        for candidate, _ in passing:
-            candidate.spread_score = scores.get(candidate.name, 0)
-    result.candidates = [c for c, _ in passing]
-    for c in result.candidates:
-        if c.unverified:
-            result.warnings.append(unverified_warning(c.name, c.unverified))
+        scores = spread.scores(state.nodes[c.name] for c in passing)
+        passing = [c.with_spread_score(scores.get(c.name, 0)) for c in passing]
+    result.candidates = passing
+    result.warnings.extend(unverified_warning(c.name, c.unverified) for c in passing if c.unverified)
     if not result.candidates and result.error is None:
         result.error = PlacementError(ErrorCode.INSUFFICIENT_RESOURCE, no_node_message(result))
     return result
 
 
-def _static_verdict(pod: PodInfo, node: NodeInfo, node_filter: NodeFilter | None, rules: tuple[RuleNode, ...],
-                    dynamic_rules: bool, rule_ctx: RuleContext | None
-                    ) -> tuple[str | None, tuple[str, bool] | None, str]:
-    reason = pod_constraint_refusal(pod, node)
-    if reason is None and node_filter is not None:
-        reason = node_filter_refusal(node_filter, node, lambda: None)
-    broken = None
-    if reason is None and rules and not dynamic_rules:
-        assert rule_ctx is not None
-        broken = first_broken(rules, node, rule_ctx)
-    return reason, broken, node_liveness(node)
+class _Refusals:
+    """Records refusals and takes the refused nodes out of ``standing``. Thousands of nodes
+    share a handful of reasons, so they share the objects."""
+
+    def __init__(self, into: dict[str, Refusal], standing: set[str]) -> None:
+        self._into = into
+        self._standing = standing
+        self._shared: dict[tuple[str, bool], Refusal] = {}
+
+    def _refusal(self, reason: str, resolvable: bool) -> Refusal:
+        key = (reason, resolvable)
+        shared = self._shared.get(key)
+        if shared is None:
+            shared = self._shared[key] = Refusal(reason, resolvable)
+        return shared
+
+    def one(self, name: str, reason: str, resolvable: bool) -> None:
+        self._into[name] = self._refusal(reason, resolvable)
+        self._standing.discard(name)
+
+    def group(self, names: set[str], reason: str, resolvable: bool) -> None:
+        if names:
+            self._into.update(dict.fromkeys(names, self._refusal(reason, resolvable)))
+            self._standing -= names
+
+
+@dataclass(frozen=True, slots=True)
+class _Static:
+    """A node's verdict that depends only on the node object and the policy."""
+
+    node: NodeInfo
+    reason: str | None  # the pod's own constraints or the node filter refuse the node
+    liveness: str  # ALIVE, ASK_LEASE, or why the node itself says it is down
+
+
+def _static_tags(v: _Static) -> tuple[str, ...]:
+    if v.reason is not None:
+        return ("refused",)
+    if v.liveness is ASK_LEASE:
+        return ("asking",)
+    return () if v.liveness is ALIVE else ("down",)
+
+
+def _static_reading(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | None,
+                    node_filter: NodeFilter | None, standing: set[str]) -> Judged[_Static]:
+    def judge(node: NodeInfo) -> _Static:
+        reason = pod_constraint_refusal(pod, node)
+        if reason is None and node_filter is not None:
+            reason = node_filter_refusal(node_filter, node, lambda: None)
+        return _Static(node, reason, node_liveness(node))
+
+    table = state.base.table(("static", pod.constraint_signature(), policy), lambda: VerdictTable(_static_tags))
+    table.sync(state.base, judge, keep=lambda v, node: v.node is node)
+    nodes, verdicts = state.nodes, table.verdicts
+    fresh = {n: judge(nodes[n]) for n in state.local_nodes()
+             if n in standing and (n not in verdicts or verdicts[n].node is not nodes[n])}
+    return table.reading(fresh)
+
+
+@dataclass(frozen=True, slots=True)
+class _Fitted:
+    """A node's verdict that depends only on its pods and the pod's shape."""
+
+    fit: Fit
+    candidate: Candidate
+
+
+def _fit_reading(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | None, settings: Settings,
+                 counts: Mapping[str, int], standing: set[str]) -> Judged[_Fitted]:
+    need = demand(pod)
+    reject_unknown = settings.reject_unknown_capacity
+
+    def tags(v: _Fitted) -> tuple[str, ...]:
+        if v.fit.refusal is None:
+            return ()
+        if v.fit.unverified and reject_unknown:
+            return ("refused", "refused-anyway")  # refused even where the caller judges capacity itself
+        return ("refused",)
+
+    def judge_in(where: ClusterState, where_counts: Mapping[str, int]) -> Callable[[NodeInfo], _Fitted]:
+        def judge(node: NodeInfo) -> _Fitted:
+            return _Fitted(*_fit_and_figures(where, node, need, pod, settings, where_counts.get(node.name, 0)))
+        return judge
+
+    workload = workload_selector(pod, policy)
+    table = state.base.table(("fit", tuple(sorted(need.items())), pod.sleepy, settings, pod.namespace,
+                              tuple(sorted(workload.match_labels.items())), workload.match_expressions),
+                             lambda: VerdictTable(tags))
+    base = state.base
+    table.sync(base, judge_in(base, base.matching_counts(pod.namespace, workload)))
+    judge_here = judge_in(state, counts)
+    fresh = {n: judge_here(state.nodes[n]) for n in state.local_nodes() if n in standing}
+    return table.reading(fresh)
 
 
 def _fit_and_figures(state: ClusterState, node: NodeInfo, need: Mapping[str, int], pod: PodInfo,
@@ -214,30 +265,31 @@ def no_node_message(result: CandidateSet) -> str:
     return f"0/{len(result.considered)} nodes can take the pod: " + "; ".join(lines)
 
 
-def _apply_rules(result: CandidateSet, passing: list[tuple[Candidate, NodeInfo]],
-                 deferred: list[tuple[NodeInfo, int, tuple[str, bool]]], policy: PlacementPolicy | None,
-                 fitted: Callable[[NodeInfo, int], Candidate | None],
-                 refuse: Callable[[str, str, bool], None]) -> list[tuple[Candidate, NodeInfo]]:
+def _apply_rules(result: CandidateSet, passing: list[Candidate], broken: Mapping[str, tuple[str, bool]],
+                 policy: PlacementPolicy | None, fit: Judged[_Fitted], require_fit: bool,
+                 refused: _Refusals) -> list[Candidate]:
     """Seed 002: when a node that meets the rules has room, the others go; when none does,
     Enforced refuses with affinity_unsatisfied and Preferred ignores the rules."""
-    if any(c.capacity > 0 for c, _ in passing):
-        for node, _, (reason, resolvable) in deferred:
-            refuse(node.name, reason, resolvable)
+    if any(c.capacity > 0 for c in passing):
+        for name, (reason, resolvable) in broken.items():
+            refused.one(name, reason, resolvable)
         return passing
     assert policy is not None
     if policy.spec.affinity_matching is AffinityMatching.PREFERRED:
         result.warnings.append("no node that meets placementRules has room; Preferred matching ignores the rules")
-        for node, count, _ in deferred:
-            candidate = fitted(node, count)
-            if candidate is not None:
-                passing.append((candidate, node))
+        unfit = fit.among("refused" if require_fit else "refused-anyway", set(broken))
+        for name in [n for n in result.considered if n in broken]:
+            if name in unfit:
+                refused.one(name, fit[name].fit.refusal or "", True)
+            else:
+                passing.append(fit[name].candidate)
         return passing
-    for node, _, (reason, resolvable) in deferred:
-        refuse(node.name, reason, resolvable)
+    for name, (reason, resolvable) in broken.items():
+        refused.one(name, reason, resolvable)
     result.error = PlacementError(
         ErrorCode.AFFINITY_UNSATISFIED,
         "no node that meets placementRules has room: "
-        + "; ".join(f"{node.name}: {reason}" for node, _, (reason, _r) in deferred))
+        + "; ".join(f"{name}: {reason}" for name, (reason, _r) in broken.items()))
     return []
 
 

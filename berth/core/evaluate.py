@@ -12,7 +12,7 @@ from berth.core.model import PodInfo
 from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy
 from berth.core.round_plan import plan_fixed_round
 from berth.core.settings import Settings
-from berth.core.strategies import rank_key
+from berth.core.strategies import ranked
 from berth.core.view import ClusterState
 
 MAX_PRIORITY = 10  # kube-scheduler's MaxExtenderPriority
@@ -70,14 +70,20 @@ def rank(result: CandidateSet, pod: PodInfo, strategy: Strategy | None,
     if quota is not None:
         order = {name: i for i, name in enumerate(quota)}
         return [c.name for c in sorted(result.candidates, key=lambda c: (order.get(c.name, len(order)), c.name))]
-    key = rank_key(strategy if strategy not in ROUND_STRATEGIES else None, pod)
-    return [c.name for c in sorted(result.candidates, key=key)]
+    return [c.name for c in ranked(result.candidates, strategy if strategy not in ROUND_STRATEGIES else None, pod)]
 
 
 def scores(ranking: Sequence[str]) -> dict[str, int]:
-    """The winner scores 10; the rest descend from 4 towards 0 in ranking order."""
+    """The winner scores 10; the rest descend from 4 towards 0 in ranking order: the node at
+    position i scores ``4 * (n - i) // n``, so each score is a run of the ranking."""
     n = len(ranking)
-    out = {name: RUNNER_UP_MAX * (n - i) // n for i, name in enumerate(ranking)}
+    out: dict[str, int] = {}
+    start = 0
+    for score in range(RUNNER_UP_MAX, -1, -1):
+        # the last position with RUNNER_UP_MAX * (n - i) >= score * n
+        end = n - (score * n + RUNNER_UP_MAX - 1) // RUNNER_UP_MAX + 1
+        out.update(dict.fromkeys(ranking[start:end], score))
+        start = max(start, end)
     if ranking:
         out[ranking[0]] = MAX_PRIORITY
     return out

@@ -9,6 +9,7 @@ and the pod being placed do not. A node without the ``within`` key fails both op
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from berth.core.model import NodeInfo, PodInfo
 from berth.core.placement_rules import Group, Operator, Resource, RuleNode
@@ -22,19 +23,26 @@ class RuleContext:
 
     state: ClusterState
     pod: PodInfo
+    node_rules: dict[Any, Any] = field(default_factory=dict)
+    """Sets of rules that read only node labels, shared by evaluations until a node changes."""
     _passing: dict[int, frozenset[str]] = field(default_factory=dict)
     _refusals: dict[int, tuple[str, bool]] = field(default_factory=dict)
-    _all: frozenset[str] | None = None
 
     def all_nodes(self) -> frozenset[str]:
-        if self._all is None:
-            self._all = frozenset(self.state.nodes)
-        return self._all
+        hit: frozenset[str] | None = self.node_rules.get("all")
+        if hit is None:
+            hit = self.node_rules["all"] = frozenset(self.state.nodes)
+        return hit
 
     def passing(self, rule: RuleNode) -> frozenset[str]:
         hit = self._passing.get(id(rule))
         if hit is None:
-            hit = self._passing[id(rule)] = self._compute(rule)
+            hit = self.node_rules.get(id(rule))
+            if hit is None:
+                hit = self._compute(rule)
+                if not reads_pods((rule,)):
+                    self.node_rules[id(rule)] = hit
+            self._passing[id(rule)] = hit
         return hit
 
     def refusal(self, index: int, rule: RuleNode) -> tuple[str, bool]:
@@ -66,6 +74,16 @@ class RuleContext:
         has = frozenset().union(*(self.state.nodes_labelled(key, v) for v in values))
         keyed = self.state.nodes_with_label_key(key)
         return has if rule.operator is Operator.HAS else keyed - has
+
+
+def rule_context(state: ClusterState, pod: PodInfo, rules_owner: object) -> RuleContext:
+    """A context for ``pod`` whose node-label rule sets are kept, per owner of the rule objects
+    (the policy), until a node changes."""
+    memo = state.memo(("node-rules", rules_owner))
+    if memo.get("version") != state.nodes_version:
+        memo.clear()
+        memo["version"] = state.nodes_version
+    return RuleContext(state, pod, memo)
 
 
 def holds(rule: RuleNode, node: NodeInfo, ctx: RuleContext) -> bool:

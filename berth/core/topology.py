@@ -11,13 +11,13 @@ pods in the domain scoring higher, as kube-scheduler normalises it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from berth.core.model import SCHEDULING_EFFECTS, LabelSelector, NodeInfo, PodInfo
 from berth.core.node_filter import in_node_filter
 from berth.core.policy import PlacementPolicy, TopologySpreadConstraint
-from berth.core.view import ClusterState
+from berth.core.view import ClusterState, selector_key
 
 HOSTNAME_KEY = "kubernetes.io/hostname"
 MAX_SCORE = 100
@@ -42,20 +42,27 @@ class SpreadContext:
     hard: tuple[_Constraint, ...]
     soft: tuple[_Constraint, ...]
     node_counts: tuple[Mapping[str, int], ...]  # per soft constraint: matching pods per node
-    _verdicts: tuple[dict[str | None, tuple[str, bool] | None], ...] = ()  # per hard constraint, per domain
 
-    def refusal(self, node: NodeInfo) -> tuple[str, bool] | None:
-        """(reason, resolvable) when a DoNotSchedule constraint refuses ``node``."""
-        for i, c in enumerate(self.hard):
-            domain = node.labels.get(c.spec.topology_key)
-            verdicts = self._verdicts[i]
-            if domain in verdicts:
-                verdict = verdicts[domain]
-            else:
-                verdict = verdicts[domain] = _domain_verdict(c, domain)
-            if verdict is not None:
-                return verdict
-        return None
+    def refusals(self, state: ClusterState, nodes: Iterable[str]) -> Iterator[tuple[set[str], tuple[str, bool]]]:
+        """The nodes of ``nodes`` that DoNotSchedule constraints refuse, grouped by (reason,
+        resolvable), the first constraint first. A domain is refused only when it holds more
+        matching pods than ``maxSkew + globalMin - self``, so only such domains are visited."""
+        left = set(nodes)
+        for c in self.hard:
+            key = c.spec.topology_key
+            unkeyed = left - state.nodes_with_label_key(key)
+            if unkeyed:
+                yield unkeyed, (f"topology spread: node has no label {key}", False)
+                left -= unkeyed
+            limit = c.spec.max_skew + c.global_min - c.self_match
+            for domain, count in c.domain_counts.items():
+                if count > limit and left:
+                    hit = left & state.nodes_labelled(key, domain)
+                    if hit:
+                        skew = c.skew_if_placed(domain)
+                        yield hit, (f"topology spread: placing here makes skew {skew} in {key}={domain} "
+                                    f"(maxSkew {c.spec.max_skew})", True)
+                        left -= hit
 
     def scores(self, nodes: Iterable[NodeInfo]) -> dict[str, int]:
         """ScheduleAnyway scores 0..100 for the given (passing) nodes; higher is better."""
@@ -101,11 +108,7 @@ def spread_context(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | 
         per_node = state.matching_counts(pod.namespace, selector)
         is_hard = spec.when_unsatisfiable == "DoNotSchedule"
         domain_of = _domains(state, index, pod, policy, hard_keys if is_hard else [spec.topology_key])
-        counts = dict.fromkeys(domain_of.values(), 0)
-        for node_name, n in per_node.items():
-            domain = domain_of.get(node_name)
-            if domain is not None:
-                counts[domain] += n
+        counts = _domain_counts(state, pod.namespace, selector, domain_of, (policy, index, pod.constraint_signature()))
         global_min = min(counts.values()) if counts else 0
         if spec.min_domains is not None and len(counts) < spec.min_domains:
             global_min = 0
@@ -115,17 +118,45 @@ def spread_context(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | 
         else:
             soft.append(c)
             node_counts.append(per_node)
-    return SpreadContext(tuple(hard), tuple(soft), tuple(node_counts), tuple({} for _ in hard))
+    return SpreadContext(tuple(hard), tuple(soft), tuple(node_counts))
 
 
-def _domain_verdict(c: _Constraint, domain: str | None) -> tuple[str, bool] | None:
-    if domain is None:
-        return f"topology spread: node has no label {c.spec.topology_key}", False
-    skew = c.skew_if_placed(domain)
-    if skew > c.spec.max_skew:
-        return (f"topology spread: placing here makes skew {skew} in {c.spec.topology_key}={domain} "
-                f"(maxSkew {c.spec.max_skew})", True)
-    return None
+def _domain_counts(state: ClusterState, namespace: str, selector: LabelSelector, domain_of: Mapping[str, str],
+                   key: Hashable) -> dict[str, int]:
+    """Matching pods per domain. The sums are kept on the view and caught up with the nodes whose
+    counts changed since (an overlay's simulated pods added on top), not recounted every time."""
+    base = state.base
+    per_node = base.matching_counts(namespace, selector)
+    changes = base.count_changes(namespace, selector)
+    memo = base.memo(("domain-counts", key, namespace, selector_key(selector)))
+    changed = changes.since(memo["token"]) if memo.get("domains") is domain_of else None
+    if changed is None:
+        counts = dict.fromkeys(domain_of.values(), 0)
+        for node, n in per_node.items():
+            domain = domain_of.get(node)
+            if domain is not None:
+                counts[domain] += n
+        memo.update(domains=domain_of, counts=counts, seen=dict(per_node))
+    else:
+        counts, seen = memo["counts"], memo["seen"]
+        for node in changed:
+            delta = per_node.get(node, 0) - seen.get(node, 0)
+            if delta:
+                seen[node] = per_node.get(node, 0)
+                domain = domain_of.get(node)
+                if domain is not None:
+                    counts[domain] += delta
+    memo["token"] = changes.token
+    out = dict(counts)
+    local = state.local_nodes()
+    if local:
+        here = state.matching_counts(namespace, selector)
+        for node in local:
+            delta = here.get(node, 0) - per_node.get(node, 0)
+            domain = domain_of.get(node)
+            if delta and domain is not None:
+                out[domain] += delta
+    return out
 
 
 def _selector(spec: TopologySpreadConstraint, pod: PodInfo, policy: PlacementPolicy) -> LabelSelector:

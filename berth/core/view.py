@@ -2,17 +2,17 @@
 
 One mutable structure, updated by the extender's watches or filled once from a snapshot.
 Per-node requested totals are kept incrementally so that a fit check costs a few dict
-reads. Plans simulate pods on an :class:`Overlay`, which reads through to the view and
-never changes it.
+reads, and every change is logged by node name so that per-node verdict tables
+(:mod:`berth.core.node_verdicts`) re-judge only the nodes that changed. Plans simulate pods on
+an :class:`Overlay`, which reads through to the view and never changes it.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from berth.core.model import LabelSelector, NodeInfo, PodInfo
 from berth.core.quantity import PODS
@@ -46,15 +46,22 @@ class ClusterState(Protocol):
 
     def nodes_with_label_key(self, key: str) -> frozenset[str]: ...
 
-    def node_stamp(self, node: str) -> object:
-        """Changes whenever anything placed on ``node`` changes: a key for per-node memos."""
-        ...
-
     @property
     def nodes_version(self) -> int: ...
 
     def memo(self, key: Hashable) -> dict[Any, Any]:
-        """A scratch table for per-node results that stay valid while the node's stamp holds."""
+        """A scratch table for results that stay valid while ``nodes_version`` holds."""
+        ...
+
+    @property
+    def base(self) -> ClusterView:
+        """The view whose change log keeps per-node verdict tables in step (the view itself, or
+        the view under an overlay)."""
+        ...
+
+    def local_nodes(self) -> Collection[str]:
+        """Nodes shown here differently from ``base`` (an overlay's simulated placements, a
+        request's own Node objects): judged afresh, never read from ``base``'s tables."""
         ...
 
 
@@ -74,7 +81,39 @@ def _add_requests(totals: _NodeTotals, pod: PodInfo, sign: int) -> None:
         totals.sleepy_memory += sign * pod.requests.get("memory", 0)
 
 
-MEMO_TABLES = 256
+MEMO_TABLES = 128
+"""Memo tables kept (least recently used dropped): one per evaluation signature in use, each
+holding a verdict per node, so this bounds their memory."""
+
+T = TypeVar("T")
+
+
+class ChangeLog:
+    """Names touched, in order: a table built at one token catches up on what changed since,
+    rather than re-judging every node. Old entries are dropped; a token from before them
+    gets ``None`` (start over)."""
+
+    LIMIT = 1 << 16
+
+    def __init__(self) -> None:
+        self._names: list[str] = []
+        self._start = 0
+
+    @property
+    def token(self) -> int:
+        return self._start + len(self._names)
+
+    def append(self, name: str) -> None:
+        self._names.append(name)
+        if len(self._names) > self.LIMIT:
+            half = len(self._names) // 2
+            del self._names[:half]
+            self._start += half
+
+    def since(self, token: int) -> set[str] | None:
+        if token < self._start:
+            return None
+        return set(self._names[token - self._start:])
 
 
 class ClusterView:
@@ -91,12 +130,13 @@ class ClusterView:
         self.version = 0
         # Per (namespace, selector): matching live pods per node, kept up to date on every pod change
         # so that a scheduling cycle never rescans a namespace.
-        self._counts: dict[tuple[str, object], tuple[LabelSelector, dict[str, int]]] = {}
+        self._counts: dict[tuple[str, object], tuple[LabelSelector, dict[str, int], ChangeLog]] = {}
         self._label_index: dict[tuple[str, str], frozenset[str]] | None = None
         self._key_index: dict[str, frozenset[str]] = {}
-        self._stamps: dict[str, int] = {}
+        self.node_log = ChangeLog()  # a node, or anything placed on it, changed
+        self.lease_log = ChangeLog()
         self._nodes_version = 0
-        self._memos: OrderedDict[Hashable, dict[Any, Any]] = OrderedDict()
+        self._memos: OrderedDict[Hashable, Any] = OrderedDict()
 
     # -- reads ------------------------------------------------------------------------
 
@@ -141,17 +181,24 @@ class ClusterView:
 
     def matching_counts(self, namespace: str, selector: LabelSelector) -> Mapping[str, int]:
         """Per node, how many live pods of ``namespace`` match ``selector`` (terminating excluded)."""
-        key = (namespace, _selector_key(selector))
+        return self._matching(namespace, selector)[1]
+
+    def count_changes(self, namespace: str, selector: LabelSelector) -> ChangeLog:
+        """The nodes whose ``matching_counts`` entry changed, in order (for sums kept over it)."""
+        return self._matching(namespace, selector)[2]
+
+    def _matching(self, namespace: str, selector: LabelSelector) -> tuple[LabelSelector, dict[str, int], ChangeLog]:
+        key = (namespace, selector_key(selector))
         hit = self._counts.get(key)
         if hit is not None:
-            return hit[1]
+            return hit
         counts: dict[str, int] = {}
         for pod in self.pods_in_namespace(namespace):
             if _counts_for(pod, selector):
                 node = pod.node_name or ""
                 counts[node] = counts.get(node, 0) + 1
-        self._counts[key] = (selector, counts)
-        return counts
+        hit = self._counts[key] = (selector, counts, ChangeLog())
+        return hit
 
     def nodes_with_pod(self, namespace: str, labels: Mapping[str, str], exclude_uid: str) -> frozenset[str]:
         """Nodes running a live pod of ``namespace`` that carries every pair of ``labels``, not
@@ -184,39 +231,50 @@ class ClusterView:
             hit = self._key_index[key] = frozenset(n for n, node in self._nodes.items() if key in node.labels)
         return hit
 
-    def node_stamp(self, node: str) -> object:
-        return self._stamps.get(node, 0)
-
     @property
     def nodes_version(self) -> int:
         return self._nodes_version
 
+    @property
+    def base(self) -> ClusterView:
+        return self
+
+    def local_nodes(self) -> Collection[str]:
+        return ()
+
     def memo(self, key: Hashable) -> dict[Any, Any]:
+        return self.table(("memo", key), dict)
+
+    def table(self, key: Hashable, factory: Callable[[], T]) -> T:
+        """The table under ``key``, made by ``factory`` when missing; the least recently used go."""
         table = self._memos.get(key)
         if table is None:
-            table = self._memos[key] = {}
+            table = self._memos[key] = factory()
             if len(self._memos) > MEMO_TABLES:
                 self._memos.popitem(last=False)
         else:
             self._memos.move_to_end(key)
-        return table
+        return table  # type: ignore[no-any-return]
 
     def _touch(self, node: str | None) -> None:
         if node:
-            self._stamps[node] = self._stamps.get(node, 0) + 1
+            self.node_log.append(node)
 
     def _track(self, pod: PodInfo, sign: int) -> None:
-        for (namespace, _), (selector, counts) in self._counts.items():
+        for (namespace, _), (selector, counts, changes) in self._counts.items():
             if namespace == pod.namespace and _counts_for(pod, selector):
                 node = pod.node_name or ""
                 counts[node] = counts.get(node, 0) + sign
                 if counts[node] <= 0:
                     del counts[node]
+                changes.append(node)
 
     # -- writes -----------------------------------------------------------------------
 
     def upsert_node(self, node: NodeInfo) -> None:
         old = self._nodes.get(node.name)
+        if old == node:
+            return  # a status update that changes nothing berth reads (most of them): every verdict stands
         if old is None or old.labels != node.labels:
             self._label_index = None
         self._nodes[node.name] = node
@@ -234,10 +292,12 @@ class ClusterView:
 
     def set_lease(self, node: str, renew_seconds: float | None) -> None:
         self._leases[node] = renew_seconds
+        self.lease_log.append(node)
         self.version += 1
 
     def remove_lease(self, node: str) -> None:
         self._leases.pop(node, None)
+        self.lease_log.append(node)
         self.version += 1
 
     def upsert_pod(self, pod: PodInfo) -> None:
@@ -289,11 +349,8 @@ def _counts_for(pod: PodInfo, selector: LabelSelector) -> bool:
     return bool(pod.node_name) and not pod.terminating and selector.matches(pod.labels)
 
 
-def _selector_key(selector: LabelSelector) -> object:
+def selector_key(selector: LabelSelector) -> object:
     return (tuple(sorted(selector.match_labels.items())), selector.match_expressions)
-
-
-_overlay_ids = itertools.count(1)
 
 
 class Overlay:
@@ -305,7 +362,6 @@ class Overlay:
         self._requested: dict[str, dict[str, int]] = {}
         self._sleepy: dict[str, int] = {}
         self._counts: dict[tuple[str, object], tuple[LabelSelector, dict[str, int]]] = {}
-        self._id = next(_overlay_ids)
 
     @property
     def nodes(self) -> Mapping[str, NodeInfo]:
@@ -351,7 +407,7 @@ class Overlay:
         return self._sleepy.get(node, self._base.sleepy_memory(node))
 
     def matching_counts(self, namespace: str, selector: LabelSelector) -> Mapping[str, int]:
-        key = (namespace, _selector_key(selector))
+        key = (namespace, selector_key(selector))
         hit = self._counts.get(key)
         if hit is not None:
             return hit[1]
@@ -369,14 +425,16 @@ class Overlay:
     def nodes_with_label_key(self, key: str) -> frozenset[str]:
         return self._base.nodes_with_label_key(key)
 
-    def node_stamp(self, node: str) -> object:
-        placed = self._placed.get(node)
-        base = self._base.node_stamp(node)
-        return (base, self._id, len(placed)) if placed else base
-
     @property
     def nodes_version(self) -> int:
         return self._base.nodes_version
+
+    @property
+    def base(self) -> ClusterView:
+        return self._base
+
+    def local_nodes(self) -> Collection[str]:
+        return self._placed.keys()
 
     def memo(self, key: Hashable) -> dict[Any, Any]:
         return self._base.memo(key)

@@ -7,9 +7,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from berth.core.liveness import lease_refusals
 from berth.core.model import NodeAffinity, Requirement, Taint, Toleration
 from berth.core.settings import Settings
+from berth.core.view import ClusterView
 
 from .builders import NOW, Scenario, cluster, evaluate, node, pod, policy, run, web
 
@@ -226,3 +230,33 @@ REQUIREMENTS = [
 @pytest.mark.parametrize(("name", "req", "labels", "expected"), REQUIREMENTS, ids=[c[0] for c in REQUIREMENTS])
 def test_requirement_operators(name: str, req: Requirement, labels: dict[str, str], expected: bool) -> None:
     assert req.matches(labels) is expected
+
+
+LEASE_EVENTS = st.lists(st.tuples(
+    st.sampled_from(["renew", "unreadable", "remove", "evaluate"]),
+    st.sampled_from(["a", "b", "c"]),
+    st.sampled_from([NOW - 100, NOW - 41, NOW - 40, NOW - 5, NOW, NOW + 30]),
+), max_size=25)
+
+
+@settings(max_examples=200, deadline=None)
+@given(events=LEASE_EVENTS)
+def test_stale_leases_found_incrementally_match_a_fresh_reading(events: list[tuple[str, str, float]]) -> None:
+    """The stale-lease heap a long-lived view keeps, caught up from its lease log while the clock
+    moves on and back, finds exactly the nodes a freshly built view finds."""
+    view = ClusterView(leases_tracked=True)
+    for name in "abc":
+        view.upsert_node(node(name))
+    s = Settings()
+    for kind, name, t in events:
+        if kind == "renew":
+            view.set_lease(name, t)
+        elif kind == "unreadable":
+            view.set_lease(name, None)
+        elif kind == "remove":
+            view.remove_lease(name)
+        fresh = ClusterView(leases_tracked=True)
+        for n, renewed in view.leases.items():
+            fresh.set_lease(n, renewed)
+        at = t if kind == "evaluate" else NOW
+        assert lease_refusals(view, {"a", "b", "c"}, s, at) == lease_refusals(fresh, {"a", "b", "c"}, s, at)

@@ -12,5 +12,9 @@ from berth.core.candidates import Candidate
 from berth.core.model import PodInfo
 
 
+def _key(c: Candidate) -> tuple[object, ...]:
+    return (c.count, -c.capacity, c.name)
+
+
 def key(pod: PodInfo) -> Callable[[Candidate], tuple[object, ...]]:
-    return lambda c: (c.count, -c.capacity, c.name)
+    return _key

@@ -18,7 +18,13 @@ def memory_band(share: float) -> int:
     return math.floor(share / BAND + 1e-9)
 
 
+def _key(c: Candidate) -> tuple[object, ...]:
+    return (memory_band(c.memory_after), c.disk_after, c.cpu_after, c.name)
+
+
+def _sleepy_key(c: Candidate) -> tuple[object, ...]:
+    return (memory_band(c.memory_after_discounted), c.disk_after, c.cpu_after, c.name)
+
+
 def key(pod: PodInfo) -> Callable[[Candidate], tuple[object, ...]]:
-    if pod.sleepy:
-        return lambda c: (memory_band(c.memory_after_discounted), c.disk_after, c.cpu_after, c.name)
-    return lambda c: (memory_band(c.memory_after), c.disk_after, c.cpu_after, c.name)
+    return _sleepy_key if pod.sleepy else _key

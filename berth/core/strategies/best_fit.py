@@ -10,7 +10,9 @@ from berth.core.model import PodInfo
 from berth.core.strategies.spread import sleepy_key
 
 
+def _key(c: Candidate) -> tuple[object, ...]:
+    return (-c.projected_use, c.name)
+
+
 def key(pod: PodInfo) -> Callable[[Candidate], tuple[object, ...]]:
-    if pod.sleepy:
-        return sleepy_key
-    return lambda c: (-c.projected_use, c.name)
+    return sleepy_key if pod.sleepy else _key

@@ -10,5 +10,9 @@ from berth.core.candidates import Candidate
 from berth.core.model import PodInfo
 
 
+def _key(c: Candidate) -> tuple[object, ...]:
+    return (-c.free_share_after, c.pod_count, c.name)
+
+
 def key(pod: PodInfo) -> Callable[[Candidate], tuple[object, ...]]:
-    return lambda c: (-c.free_share_after, c.pod_count, c.name)
+    return _key

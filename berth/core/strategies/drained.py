@@ -9,5 +9,9 @@ from berth.core.candidates import Candidate
 from berth.core.model import PodInfo
 
 
+def _key(c: Candidate) -> tuple[object, ...]:
+    return (c.capacity, -c.usage, c.name)
+
+
 def key(pod: PodInfo) -> Callable[[Candidate], tuple[object, ...]]:
-    return lambda c: (c.capacity, -c.usage, c.name)
+    return _key

@@ -14,7 +14,9 @@ def sleepy_key(c: Candidate) -> tuple[object, ...]:
     return (-c.sleepy_memory, -c.projected_use, c.name)
 
 
+def _key(c: Candidate) -> tuple[object, ...]:
+    return (c.projected_use, c.name)
+
+
 def key(pod: PodInfo) -> Callable[[Candidate], tuple[object, ...]]:
-    if pod.sleepy:
-        return sleepy_key
-    return lambda c: (c.projected_use, c.name)
+    return sleepy_key if pod.sleepy else _key
