@@ -254,7 +254,7 @@ class ClusterView:
                 self._memos.popitem(last=False)
         else:
             self._memos.move_to_end(key)
-        return table  # type: ignore[no-any-return]
+        return table
 
     def _touch(self, node: str | None) -> None:
         if node:
