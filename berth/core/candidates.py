@@ -129,15 +129,15 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
     if spread is not None and spread.hard:
         for group, (reason, resolvable) in spread.refusals(state, standing):
             refused.group(group, reason, resolvable)
-    broken: dict[str, tuple[str, bool]] = {}  # nodes breaking a rule: fitted only if needed
+    broken: list[tuple[set[str], tuple[str, bool]]] = []  # nodes breaking each rule: fitted only if needed
     if rules:
         ctx = rule_context(state, pod, policy)
         for index, rule in enumerate(rules):
             breaking = standing - ctx.passing(rule)
             if breaking:
-                broken.update(dict.fromkeys(breaking, ctx.refusal(index, rule)))
+                broken.append((breaking, ctx.refusal(index, rule)))
                 standing -= breaking
-    fit = _fit_reading(state, pod, policy, settings, counts, standing | broken.keys())
+    fit = _fit_reading(state, pod, policy, settings, counts, standing.union(*(group for group, _ in broken)))
     for name in fit.among("refused" if require_fit else "refused-anyway", standing):
         refused.one(name, fit[name].fit.refusal or "", True)
     passing = [v.candidate for v in fit.each([n for n in names if n in standing])]
@@ -265,31 +265,32 @@ def no_node_message(result: CandidateSet) -> str:
     return f"0/{len(result.considered)} nodes can take the pod: " + "; ".join(lines)
 
 
-def _apply_rules(result: CandidateSet, passing: list[Candidate], broken: Mapping[str, tuple[str, bool]],
+def _apply_rules(result: CandidateSet, passing: list[Candidate], broken: list[tuple[set[str], tuple[str, bool]]],
                  policy: PlacementPolicy | None, fit: Judged[_Fitted], require_fit: bool,
                  refused: _Refusals) -> list[Candidate]:
     """Seed 002: when a node that meets the rules has room, the others go; when none does,
     Enforced refuses with affinity_unsatisfied and Preferred ignores the rules."""
     if any(c.capacity > 0 for c in passing):
-        for name, (reason, resolvable) in broken.items():
-            refused.one(name, reason, resolvable)
+        for group, (reason, resolvable) in broken:
+            refused.group(group, reason, resolvable)
         return passing
     assert policy is not None
+    reasons = {name: verdict for group, verdict in broken for name in group}
+    in_order = [n for n in result.considered if n in reasons]
     if policy.spec.affinity_matching is AffinityMatching.PREFERRED:
         result.warnings.append("no node that meets placementRules has room; Preferred matching ignores the rules")
-        unfit = fit.among("refused" if require_fit else "refused-anyway", set(broken))
-        for name in [n for n in result.considered if n in broken]:
+        unfit = fit.among("refused" if require_fit else "refused-anyway", set(reasons))
+        for name in in_order:
             if name in unfit:
                 refused.one(name, fit[name].fit.refusal or "", True)
             else:
                 passing.append(fit[name].candidate)
         return passing
-    for name, (reason, resolvable) in broken.items():
-        refused.one(name, reason, resolvable)
+    for group, (reason, resolvable) in broken:
+        refused.group(group, reason, resolvable)
     result.error = PlacementError(
         ErrorCode.AFFINITY_UNSATISFIED,
-        "no node that meets placementRules has room: "
-        + "; ".join(f"{name}: {reason}" for name, (reason, _r) in broken.items()))
+        "no node that meets placementRules has room: " + "; ".join(f"{n}: {reasons[n][0]}" for n in in_order))
     return []
 
 
