@@ -86,10 +86,9 @@ class RequestNodes:
         own = view.nodes
         # A request's Node equal to the view's is the view's: its verdicts come from the view's tables.
         local = {name: node for name, node in nodes.items() if own.get(name) != node}
-        merged = dict(own)
-        merged.update(local)
-        self._nodes = merged
+        self._nodes: Mapping[str, NodeInfo] = {**own, **local} if local else own
         self._local = frozenset(local)
+        self._labels: dict[tuple[str, str], frozenset[str]] | None = None
 
     @property
     def nodes(self) -> Mapping[str, NodeInfo]:
@@ -128,8 +127,29 @@ class RequestNodes:
     def nodes_with_pod(self, namespace: str, labels: Mapping[str, str], exclude_uid: str) -> frozenset[str]:
         return self._view.nodes_with_pod(namespace, labels, exclude_uid)
 
+    def nodes_labelled(self, key: str, value: str) -> frozenset[str]:
+        if not self._local:
+            return self._view.nodes_labelled(key, value)
+        if self._labels is None:
+            index: dict[tuple[str, str], set[str]] = {}
+            for node in self._nodes.values():
+                for pair in node.labels.items():
+                    index.setdefault(pair, set()).add(node.name)
+            self._labels = {pair: frozenset(names) for pair, names in index.items()}
+        return self._labels.get((key, value), frozenset())
+
+    def nodes_with_label_key(self, key: str) -> frozenset[str]:
+        if not self._local:
+            return self._view.nodes_with_label_key(key)
+        return frozenset(n for n, node in self._nodes.items() if key in node.labels)
+
+    def nodes_without_label_key(self, key: str) -> frozenset[str]:
+        if not self._local:
+            return self._view.nodes_without_label_key(key)
+        return frozenset(n for n, node in self._nodes.items() if key not in node.labels)
+
     def overlay(self) -> Overlay:
-        return Overlay(self)  # type: ignore[arg-type]  # Overlay reads only the ClusterState interface
+        return Overlay(self)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._view, name)

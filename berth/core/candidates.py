@@ -10,12 +10,13 @@ plan leave it room, does topology spread allow it, does it fit, and do the place
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from berth.core.decision import Refusal
 from berth.core.errors import ErrorCode, PlacementError
 from berth.core.fit import SHARE_DIMENSIONS, Fit, check_fit, demand, unverified_warning
-from berth.core.liveness import ALIVE, ASK_LEASE, lease_refusals, node_liveness
+from berth.core.liveness import ALIVE, ASK_LEASE, lease_down_reason, lease_suspects, node_liveness
 from berth.core.model import LabelSelector, NodeInfo, PodInfo
 from berth.core.node_filter import node_filter_refusal, pod_constraint_refusal
 from berth.core.node_verdicts import Judged, VerdictTable
@@ -108,39 +109,41 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
     check_liveness = node_filter is None or not (node_filter.includes or node_filter.all)
     ceiling = policy.spec.nodes_limit if policy is not None and strategy is Strategy.AUTO else 0
 
-    standing = set(names)  # the nodes no check has refused yet; every refusal takes its node out
-    refused = _Refusals(result.refused, standing)
-    refused.group(standing - state.nodes.keys(), "unknown node: berth has not seen it", False)
-    static = _static_reading(state, pod, policy, node_filter, standing)
-    for name in static.among("refused", standing):
+    considered = set(names)
+    out: set[str] = set()  # refused, or breaking a rule: each check judges only the nodes not yet out
+    refused = _Refusals(result.refused, out)
+    refused.group(considered - state.nodes.keys(), "unknown node: berth has not seen it", False)
+    static = _static_reading(state, pod, policy, node_filter, considered)
+    for name in static.among("refused", considered):
         refused.one(name, static[name].reason or "", False)
     if check_liveness:
-        for name in static.among("down", standing):
+        for name in static.among("down", considered) - out:
             refused.one(name, static[name].liveness, False)
-        for name, reason in lease_refusals(state, static.among("asking", standing), settings, now).items():
-            refused.one(name, reason, False)
+        for name in (lease_suspects(state, settings, now) & considered) - out:
+            if static[name].liveness is ASK_LEASE and (reason := lease_down_reason(name, state, settings, now)):
+                refused.one(name, reason, False)
     if quota is not None:
-        refused.group(standing - {n for n, left in quota.items() if left > 0},
+        refused.group(considered - {n for n, left in quota.items() if left > 0} - out,
                       "the round's plan places no more pods here", False)
     if ceiling:
-        for name in [n for n, count in counts.items() if count >= ceiling and n in standing]:
+        for name in [n for n, count in counts.items() if count >= ceiling and n in considered and n not in out]:
             refused.one(name, f"nodesLimit: already holds {counts[name]} pods of this workload (per-node ceiling "
                               f"{ceiling})", False)
     if spread is not None and spread.hard:
-        for group, (reason, resolvable) in spread.refusals(state, standing):
-            refused.group(group, reason, resolvable)
-    broken: list[tuple[set[str], tuple[str, bool]]] = []  # nodes breaking each rule: fitted only if needed
+        for group, (reason, resolvable) in spread.refusals(state):
+            refused.group((group & considered) - out, reason, resolvable)
+    broken: list[tuple[AbstractSet[str], tuple[str, bool]]] = []  # nodes breaking each rule: fitted only if needed
     if rules:
         ctx = rule_context(state, pod, policy)
         for index, rule in enumerate(rules):
-            breaking = standing - ctx.passing(rule)
+            breaking = (ctx.failing(rule) & considered) - out
             if breaking:
                 broken.append((breaking, ctx.refusal(index, rule)))
-                standing -= breaking
-    fit = _fit_reading(state, pod, policy, settings, counts, standing.union(*(group for group, _ in broken)))
-    for name in fit.among("refused" if require_fit else "refused-anyway", standing):
+                out |= breaking
+    fit = _fit_reading(state, pod, policy, settings, counts, considered)
+    for name in fit.among("refused" if require_fit else "refused-anyway", considered) - out:
         refused.one(name, fit[name].fit.refusal or "", True)
-    passing = [v.candidate for v in fit.each([n for n in names if n in standing])]
+    passing = [v.candidate for v in fit.each([n for n in names if n not in out])]
     if broken:
         passing = _apply_rules(result, passing, broken, policy, fit, require_fit, refused)
     if spread is not None and spread.soft:
@@ -154,12 +157,12 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
 
 
 class _Refusals:
-    """Records refusals and takes the refused nodes out of ``standing``. Thousands of nodes
-    share a handful of reasons, so they share the objects."""
+    """Records refusals and adds the refused nodes to ``out``. Thousands of nodes share a
+    handful of reasons, so they share the objects."""
 
-    def __init__(self, into: dict[str, Refusal], standing: set[str]) -> None:
+    def __init__(self, into: dict[str, Refusal], out: set[str]) -> None:
         self._into = into
-        self._standing = standing
+        self._out = out
         self._shared: dict[tuple[str, bool], Refusal] = {}
 
     def _refusal(self, reason: str, resolvable: bool) -> Refusal:
@@ -171,12 +174,12 @@ class _Refusals:
 
     def one(self, name: str, reason: str, resolvable: bool) -> None:
         self._into[name] = self._refusal(reason, resolvable)
-        self._standing.discard(name)
+        self._out.add(name)
 
-    def group(self, names: set[str], reason: str, resolvable: bool) -> None:
+    def group(self, names: AbstractSet[str], reason: str, resolvable: bool) -> None:
         if names:
             self._into.update(dict.fromkeys(names, self._refusal(reason, resolvable)))
-            self._standing -= names
+            self._out |= names
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +200,7 @@ def _static_tags(v: _Static) -> tuple[str, ...]:
 
 
 def _static_reading(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | None,
-                    node_filter: NodeFilter | None, standing: set[str]) -> Judged[_Static]:
+                    node_filter: NodeFilter | None, considered: set[str]) -> Judged[_Static]:
     def judge(node: NodeInfo) -> _Static:
         reason = pod_constraint_refusal(pod, node)
         if reason is None and node_filter is not None:
@@ -208,7 +211,7 @@ def _static_reading(state: ClusterState, pod: PodInfo, policy: PlacementPolicy |
     table.sync(state.base, judge, keep=lambda v, node: v.node is node)
     nodes, verdicts = state.nodes, table.verdicts
     fresh = {n: judge(nodes[n]) for n in state.local_nodes()
-             if n in standing and (n not in verdicts or verdicts[n].node is not nodes[n])}
+             if n in considered and (n not in verdicts or verdicts[n].node is not nodes[n])}
     return table.reading(fresh)
 
 
@@ -221,7 +224,7 @@ class _Fitted:
 
 
 def _fit_reading(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | None, settings: Settings,
-                 counts: Mapping[str, int], standing: set[str]) -> Judged[_Fitted]:
+                 counts: Mapping[str, int], considered: set[str]) -> Judged[_Fitted]:
     need = demand(pod)
     reject_unknown = settings.reject_unknown_capacity
 
@@ -244,7 +247,7 @@ def _fit_reading(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | No
     base = state.base
     table.sync(base, judge_in(base, base.matching_counts(pod.namespace, workload)))
     judge_here = judge_in(state, counts)
-    fresh = {n: judge_here(state.nodes[n]) for n in state.local_nodes() if n in standing}
+    fresh = {n: judge_here(state.nodes[n]) for n in state.local_nodes() if n in considered}
     return table.reading(fresh)
 
 
@@ -265,7 +268,8 @@ def no_node_message(result: CandidateSet) -> str:
     return f"0/{len(result.considered)} nodes can take the pod: " + "; ".join(lines)
 
 
-def _apply_rules(result: CandidateSet, passing: list[Candidate], broken: list[tuple[set[str], tuple[str, bool]]],
+def _apply_rules(result: CandidateSet, passing: list[Candidate],
+                 broken: list[tuple[AbstractSet[str], tuple[str, bool]]],
                  policy: PlacementPolicy | None, fit: Judged[_Fitted], require_fit: bool,
                  refused: _Refusals) -> list[Candidate]:
     """Seed 002: when a node that meets the rules has room, the others go; when none does,

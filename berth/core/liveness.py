@@ -6,14 +6,13 @@ the threshold (seed 002: a sample older than 2 minutes drops the host). Test nod
 (label ``berth.dev/test-node: "true"``) skip the liveness check unless they are bypassed.
 
 The verdict has a part that depends only on the node object (memoised with it) and a part
-that depends on the Lease and the clock (:func:`lease_refusals`, which finds the stale
-Leases without reading every one on every evaluation).
+that depends on the Lease and the clock (:func:`lease_suspects` finds the nodes whose Lease
+may be stale without reading every Lease on every evaluation).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Collection
 from typing import Literal
 
 from berth.core.model import BYPASS_ANNOTATION, NodeInfo
@@ -60,52 +59,47 @@ def down_reason(node: NodeInfo, state: ClusterState, settings: Settings, now: fl
     return verdict
 
 
-def lease_refusals(state: ClusterState, asking: Collection[str], settings: Settings, now: float) -> dict[str, str]:
-    """The down reason of every node of ``asking`` (nodes whose liveness rests on their Lease)
-    whose Lease is missing or stale at ``now``."""
-    if not state.leases_tracked or not asking:
-        return {}
-    leases = state.leases
+def lease_suspects(state: ClusterState, settings: Settings, now: float) -> set[str]:
+    """Every node whose Lease may be missing, unreadable or stale at ``now`` (a superset: ask
+    :func:`lease_down_reason` of each), without reading every Lease on every evaluation."""
+    if not state.leases_tracked:
+        return set()
     threshold = settings.liveness_threshold_seconds
-    stale = state.base.table(("stale-leases", threshold), lambda: _StaleLeases(threshold)).at(state.base, now)
-    if not isinstance(asking, set | frozenset):
-        asking = set(asking)
-    down = (asking - leases.keys()) | (asking & stale)
-    return {name: reason for name in down if (reason := lease_down_reason(name, state, settings, now))}
+    return state.base.table(("lease-suspects", threshold), lambda: _LeaseSuspects(threshold)).at(state.base, now)
 
 
-class _StaleLeases:
-    """Nodes whose Lease may be stale, kept in step with the view's lease log: a min-heap of
-    renew times yields the Leases that went stale since last asked. A superset (a clock moved
-    back leaves nodes in it): the caller re-checks each one."""
+class _LeaseSuspects:
+    """Kept in step with the view's lease and node logs: a min-heap of renew times yields the
+    Leases that went stale since last asked; nodes seen without a readable Lease join at once.
+    Nodes leave only when their Lease changes, so a clock moved back leaves some in: a superset."""
 
     def __init__(self, threshold: float) -> None:
         self.threshold = threshold
         self.heap: list[tuple[float, str]] = []
-        self.stale: set[str] = set()
-        self.token: int | None = None
+        self.suspects: set[str] = set()
+        self.tokens: tuple[int, int] | None = None
 
     def at(self, view: ClusterView, now: float) -> set[str]:
-        leases = view.leases
-        changed = view.lease_log.since(self.token) if self.token is not None else None
-        if changed is None or len(self.heap) > 4 * len(leases) + 1024:
+        leases, nodes = view.leases, view.nodes
+        lease_changes = view.lease_log.since(self.tokens[0]) if self.tokens is not None else None
+        node_changes = view.node_log.since(self.tokens[1]) if self.tokens is not None else None
+        if lease_changes is None or node_changes is None or len(self.heap) > 4 * len(leases) + 1024:
             self.heap = [(t, n) for n, t in leases.items() if t is not None]
             heapq.heapify(self.heap)
-            self.stale = {n for n, t in leases.items() if t is None}
+            self.suspects = {n for n, t in leases.items() if t is None} | (nodes.keys() - leases.keys())
         else:
-            for name in changed:
-                self.stale.discard(name)
-                if name not in leases:
-                    continue  # no Lease at all: the caller finds it missing
-                renewed = leases[name]
+            for name in lease_changes:
+                renewed = leases.get(name)
                 if renewed is None:
-                    self.stale.add(name)
+                    self.suspects.add(name)  # removed or unreadable
                 else:
+                    self.suspects.discard(name)
                     heapq.heappush(self.heap, (renewed, name))
-        self.token = view.lease_log.token
+            self.suspects.update(n for n in node_changes if n in nodes and leases.get(n) is None)
+        self.tokens = (view.lease_log.token, view.node_log.token)
         heap, threshold = self.heap, self.threshold
         while heap and now - heap[0][0] > threshold:
             renewed, name = heapq.heappop(heap)
             if leases.get(name) == renewed:
-                self.stale.add(name)
-        return self.stale
+                self.suspects.add(name)
+        return self.suspects

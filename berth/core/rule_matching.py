@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from berth.core.model import NodeInfo, PodInfo
+from berth.core.model import PodInfo
 from berth.core.placement_rules import Group, Operator, Resource, RuleNode
 from berth.core.view import ClusterState
 
@@ -19,13 +19,13 @@ from berth.core.view import ClusterState
 @dataclass
 class RuleContext:
     """One evaluation's view of the rules: each rule becomes, once, the set of nodes where it
-    holds, so judging a node is a set lookup per top-level rule."""
+    does not hold (usually the smaller side), so judging nodes is a set operation per rule."""
 
     state: ClusterState
     pod: PodInfo
     node_rules: dict[Any, Any] = field(default_factory=dict)
     """Sets of rules that read only node labels, shared by evaluations until a node changes."""
-    _passing: dict[int, frozenset[str]] = field(default_factory=dict)
+    _failing: dict[int, frozenset[str]] = field(default_factory=dict)
     _refusals: dict[int, tuple[str, bool]] = field(default_factory=dict)
 
     def all_nodes(self) -> frozenset[str]:
@@ -34,15 +34,16 @@ class RuleContext:
             hit = self.node_rules["all"] = frozenset(self.state.nodes)
         return hit
 
-    def passing(self, rule: RuleNode) -> frozenset[str]:
-        hit = self._passing.get(id(rule))
+    def failing(self, rule: RuleNode) -> frozenset[str]:
+        """The nodes where ``rule`` does not hold."""
+        hit = self._failing.get(id(rule))
         if hit is None:
             hit = self.node_rules.get(id(rule))
             if hit is None:
                 hit = self._compute(rule)
                 if not reads_pods((rule,)):
                     self.node_rules[id(rule)] = hit
-            self._passing[id(rule)] = hit
+            self._failing[id(rule)] = hit
         return hit
 
     def refusal(self, index: int, rule: RuleNode) -> tuple[str, bool]:
@@ -55,48 +56,44 @@ class RuleContext:
 
     def _compute(self, rule: RuleNode) -> frozenset[str]:
         if isinstance(rule, Group):
-            parts = [self.passing(m) for m in rule.members]
-            return frozenset.union(*parts) if rule.any else frozenset.intersection(*parts)
+            parts = [self.failing(m) for m in rule.members]
+            # anyOf fails where every member fails; allOf where any member fails
+            return frozenset.intersection(*parts) if rule.any else frozenset.union(*parts)
         everywhere = self.all_nodes()
         if rule.resource is Resource.NODE:
-            has = everywhere
-            for key, value in rule.labels.items():
-                has = has & self.state.nodes_labelled(key, value)
-            return has if rule.operator is Operator.HAS else everywhere - has
+            has = frozenset.intersection(*(self.state.nodes_labelled(k, v) for k, v in rule.labels.items())) \
+                if rule.labels else everywhere
+            return everywhere - has if rule.operator is Operator.HAS else has
         with_pod = self.state.nodes_with_pod(self.pod.namespace, rule.labels, self.pod.uid) & everywhere
         if rule.within is None:
-            return with_pod if rule.operator is Operator.HAS else everywhere - with_pod
+            return everywhere - with_pod if rule.operator is Operator.HAS else with_pod
         # within: the candidate's group is every node sharing its value for the key; a node
         # without the key fails both operators.
         key = rule.within
         nodes = self.state.nodes
         values = {nodes[n].labels[key] for n in with_pod if key in nodes[n].labels}
         has = frozenset().union(*(self.state.nodes_labelled(key, v) for v in values))
-        keyed = self.state.nodes_with_label_key(key)
-        return has if rule.operator is Operator.HAS else keyed - has
+        if rule.operator is Operator.HAS:
+            return everywhere - has
+        return has | self._unkeyed(key)
+
+    def _unkeyed(self, key: str) -> frozenset[str]:
+        hit: frozenset[str] | None = self.node_rules.get(("unkeyed", key))
+        if hit is None:
+            hit = self.node_rules[("unkeyed", key)] = self.all_nodes() - self.state.nodes_with_label_key(key)
+        return hit
 
 
 def rule_context(state: ClusterState, pod: PodInfo, rules_owner: object) -> RuleContext:
     """A context for ``pod`` whose node-label rule sets are kept, per owner of the rule objects
     (the policy), until a node changes."""
+    if state.nodes is not state.base.nodes:
+        return RuleContext(state, pod)  # a request's own Node objects: nothing of the view's applies
     memo = state.memo(("node-rules", rules_owner))
     if memo.get("version") != state.nodes_version:
         memo.clear()
         memo["version"] = state.nodes_version
     return RuleContext(state, pod, memo)
-
-
-def holds(rule: RuleNode, node: NodeInfo, ctx: RuleContext) -> bool:
-    return node.name in ctx.passing(rule)
-
-
-def first_broken(rules: tuple[RuleNode, ...], node: NodeInfo, ctx: RuleContext) -> tuple[str, bool] | None:
-    """The first top-level rule ``node`` breaks, described for a refusal message, and whether
-    evicting pods could mend it (a rule that reads pods can be; a node-label rule cannot)."""
-    for i, rule in enumerate(rules):
-        if node.name not in ctx.passing(rule):
-            return ctx.refusal(i, rule)
-    return None
 
 
 def reads_pods(rules: tuple[RuleNode, ...]) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from berth.core.model import SCHEDULING_EFFECTS, LabelSelector, NodeInfo, PodInfo
@@ -43,26 +44,21 @@ class SpreadContext:
     soft: tuple[_Constraint, ...]
     node_counts: tuple[Mapping[str, int], ...]  # per soft constraint: matching pods per node
 
-    def refusals(self, state: ClusterState, nodes: Iterable[str]) -> Iterator[tuple[set[str], tuple[str, bool]]]:
-        """The nodes of ``nodes`` that DoNotSchedule constraints refuse, grouped by (reason,
-        resolvable), the first constraint first. A domain is refused only when it holds more
-        matching pods than ``maxSkew + globalMin - self``, so only such domains are visited."""
-        left = set(nodes)
+    def refusals(self, state: ClusterState) -> Iterator[tuple[AbstractSet[str], tuple[str, bool]]]:
+        """The nodes DoNotSchedule constraints refuse, in groups with their (reason, resolvable),
+        the first constraint first (a node takes the first group it is in). A domain is refused only
+        when it holds more matching pods than ``maxSkew + globalMin - self``, so only such domains
+        are visited."""
         for c in self.hard:
             key = c.spec.topology_key
-            unkeyed = left - state.nodes_with_label_key(key)
-            if unkeyed:
-                yield unkeyed, (f"topology spread: node has no label {key}", False)
-                left -= unkeyed
+            yield state.nodes_without_label_key(key), (f"topology spread: node has no label {key}", False)
             limit = c.spec.max_skew + c.global_min - c.self_match
             for domain, count in c.domain_counts.items():
-                if count > limit and left:
-                    hit = left & state.nodes_labelled(key, domain)
-                    if hit:
-                        skew = c.skew_if_placed(domain)
-                        yield hit, (f"topology spread: placing here makes skew {skew} in {key}={domain} "
-                                    f"(maxSkew {c.spec.max_skew})", True)
-                        left -= hit
+                if count > limit:
+                    skew = c.skew_if_placed(domain)
+                    yield state.nodes_labelled(key, domain), (
+                        f"topology spread: placing here makes skew {skew} in {key}={domain} "
+                        f"(maxSkew {c.spec.max_skew})", True)
 
     def scores(self, nodes: Iterable[NodeInfo]) -> dict[str, int]:
         """ScheduleAnyway scores 0..100 for the given (passing) nodes; higher is better."""
@@ -170,7 +166,8 @@ def _domains(state: ClusterState, index: int, pod: PodInfo, policy: PlacementPol
              keys: list[str]) -> Mapping[str, str]:
     """node -> domain for the nodes whose pods count, memoised until a node changes."""
     spec = policy.spec.topology_spread_constraints[index]
-    memo = state.memo(("domains", policy, index, pod.constraint_signature()))
+    shared = state.nodes is state.base.nodes  # not a request's own Node objects
+    memo = state.memo(("domains", policy, index, pod.constraint_signature())) if shared else {}
     hit = memo.get("map")
     if hit is not None and hit[0] == state.nodes_version:
         return hit[1]  # type: ignore[no-any-return]

@@ -46,6 +46,8 @@ class ClusterState(Protocol):
 
     def nodes_with_label_key(self, key: str) -> frozenset[str]: ...
 
+    def nodes_without_label_key(self, key: str) -> frozenset[str]: ...
+
     @property
     def nodes_version(self) -> int: ...
 
@@ -132,7 +134,7 @@ class ClusterView:
         # so that a scheduling cycle never rescans a namespace.
         self._counts: dict[tuple[str, object], tuple[LabelSelector, dict[str, int], ChangeLog]] = {}
         self._label_index: dict[tuple[str, str], frozenset[str]] | None = None
-        self._key_index: dict[str, frozenset[str]] = {}
+        self._key_index: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
         self.node_log = ChangeLog()  # a node, or anything placed on it, changed
         self.lease_log = ChangeLog()
         self._nodes_version = 0
@@ -224,11 +226,19 @@ class ClusterView:
 
     def nodes_with_label_key(self, key: str) -> frozenset[str]:
         """Nodes that carry the label ``key`` at all (a ``within`` rule's domain)."""
+        return self._keyed(key)[0]
+
+    def nodes_without_label_key(self, key: str) -> frozenset[str]:
+        """Nodes without the label ``key`` (outside every topology domain of that key)."""
+        return self._keyed(key)[1]
+
+    def _keyed(self, key: str) -> tuple[frozenset[str], frozenset[str]]:
         if self._label_index is None:
             self.nodes_labelled(key, "")
         hit = self._key_index.get(key)
         if hit is None:
-            hit = self._key_index[key] = frozenset(n for n, node in self._nodes.items() if key in node.labels)
+            keyed = frozenset(n for n, node in self._nodes.items() if key in node.labels)
+            hit = self._key_index[key] = (keyed, frozenset(self._nodes.keys() - keyed))
         return hit
 
     @property
@@ -356,7 +366,7 @@ def selector_key(selector: LabelSelector) -> object:
 class Overlay:
     """Simulated placements on top of a view: what a plan reads while it places pod after pod."""
 
-    def __init__(self, base: ClusterView) -> None:
+    def __init__(self, base: ClusterState) -> None:
         self._base = base
         self._placed: dict[str, list[PodInfo]] = {}
         self._requested: dict[str, dict[str, int]] = {}
@@ -425,16 +435,20 @@ class Overlay:
     def nodes_with_label_key(self, key: str) -> frozenset[str]:
         return self._base.nodes_with_label_key(key)
 
+    def nodes_without_label_key(self, key: str) -> frozenset[str]:
+        return self._base.nodes_without_label_key(key)
+
     @property
     def nodes_version(self) -> int:
         return self._base.nodes_version
 
     @property
     def base(self) -> ClusterView:
-        return self._base
+        return self._base.base
 
     def local_nodes(self) -> Collection[str]:
-        return self._placed.keys()
+        under = self._base.local_nodes()
+        return self._placed.keys() | under if under else self._placed.keys()
 
     def memo(self, key: Hashable) -> dict[Any, Any]:
         return self._base.memo(key)
