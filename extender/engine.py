@@ -23,6 +23,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
+from itertools import compress
+from operator import not_
 from typing import Any
 
 import orjson
@@ -153,6 +155,22 @@ class RequestNodes:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._view, name)
+
+
+def _failed_nodes(refused: Mapping[str, Refusal]) -> tuple[dict[str, str], dict[str, str]]:
+    """(FailedNodes, FailedAndUnresolvableNodes) in the scheduler's spelling. Nodes refused for one
+    reason share one Refusal object, so each text is made once and the thousands of nodes of a
+    large cluster are sorted into the two maps without a Python-level loop over them."""
+    distinct = dict(zip(map(id, refused.values()), refused.values(), strict=True))
+    text_of = {i: scheduler_text(r.reason) for i, r in distinct.items()}
+    ids = list(map(id, refused.values()))
+    pairs = list(zip(refused, map(text_of.__getitem__, ids), strict=True))
+    if all(r.resolvable for r in distinct.values()):
+        return dict(pairs), {}
+    if not any(r.resolvable for r in distinct.values()):
+        return {}, dict(pairs)
+    resolvable = list(map({i: r.resolvable for i, r in distinct.items()}.__getitem__, ids))
+    return dict(compress(pairs, resolvable)), dict(compress(pairs, map(not_, resolvable)))
 
 
 def rfc3339(epoch: float) -> str:
@@ -363,14 +381,8 @@ class Extender:
             judged = [n for n in names if n not in bad_nodes] if bad_nodes else names
             ev, rnd = self._evaluate(state, pod, policy, strategy, judged, now, eval_now)
             decision = self._stamp(ev.decision, "filter")
-            failed: dict[str, str] = {}
-            unresolvable = {n: scheduler_text(r) for n, r in bad_nodes.items()}
-            texts: dict[int, str] = {}  # refusals are shared by the nodes refused for one reason
-            for node, refusal in decision.refused.items():
-                text = texts.get(id(refusal))
-                if text is None:
-                    text = texts[id(refusal)] = scheduler_text(refusal.reason)
-                (failed if refusal.resolvable else unresolvable)[node] = text
+            failed, unresolvable = _failed_nodes(decision.refused)
+            unresolvable.update((n, scheduler_text(r)) for n, r in bad_nodes.items())
             refused = decision.refused
             passing = [n for n in judged if n not in refused]
             winner = decision.winner

@@ -56,6 +56,18 @@ def test_refusal_goes_to_the_right_bucket(objects: list[dict[str, Any]], pod_kw:
     assert target not in result[other]
 
 
+def test_mixed_refusals_are_sorted_into_both_buckets_in_one_reply() -> None:
+    h = harness([node("a", labels={"type": "gpu"}), node("b", cpu="1"), node("c", cpu="1"), node("d"),
+                 policy("web", placementRules=[{"resource": "Node", "operator": "HasNot", "labels": {"type": "gpu"}}])])
+    result = h.filter(pod("web-1", labels=WEB, cpu="1500m"), ["a", "b", "c", "d", "ghost"])
+    assert result["NodeNames"] == ["d"]
+    assert set(result["FailedNodes"]) == {"b", "c"}
+    assert result["FailedNodes"]["b"] == result["FailedNodes"]["c"]
+    assert result["FailedNodes"]["b"].startswith("insufficient capacity: cpu")
+    assert set(result["FailedAndUnresolvableNodes"]) == {"a", "ghost"}
+    assert result["FailedAndUnresolvableNodes"]["a"].startswith("placementRules[0] not met")
+
+
 def test_every_refusal_is_named_when_nothing_fits() -> None:
     h = harness([*three_nodes(), policy("web")])
     result = h.filter(pod("web-1", labels=WEB, cpu="8"))
