@@ -9,6 +9,12 @@ Bodies are read raw and decoded with orjson (:mod:`berth.extender.wire`); replie
 with orjson. Bad input gets HTTP 400 with a message naming the field; a Pod the core cannot
 read gets the protocol's ``Error`` (which kube-scheduler shows in the pod's FailedScheduling
 event); nothing a client sends makes a 500.
+
+The verbs are on kube-scheduler's critical path, so ``POST /filter``, ``/prioritize``, ``/bind``
+and ``/preempt`` are answered before FastAPI's routing, middleware, request object and
+dependency solving: :class:`ExtenderApp` reads the body from the ASGI ``receive`` and calls the
+same handler as the FastAPI routes, which stay for the OpenAPI schema and answer whatever the
+fast path leaves to FastAPI.
 """
 
 from __future__ import annotations
@@ -16,15 +22,17 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import orjson
 from fastapi import FastAPI, Query, Request
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.requests import ClientDisconnect
+from starlette.types import Receive, Scope, Send
 
 from berth.core.kube import ObjectError, pod_from_object
 from berth.core.model import PodInfo
@@ -103,6 +111,60 @@ def _json(data: object, status: int = 200) -> Response:
     return Response(content=orjson.dumps(data), status_code=status, media_type=JSON)
 
 
+class VerbReply(NamedTuple):
+    status: int
+    body: bytes
+    request: object = None
+    """The decoded request, to be dropped only once the reply is sent: freeing the objects of a large
+    one (500 Node objects with ``nodeCacheCapable: false``) takes milliseconds."""
+
+
+VerbHandler = Callable[[bytes, float], Awaitable[VerbReply]]
+"""A scheduler verb: (the request body, when the request started) -> its reply."""
+
+
+class ExtenderApp(FastAPI):
+    """FastAPI, with kube-scheduler's verbs answered first: a ``POST`` to exactly one of the paths
+    in :attr:`verbs` goes straight to its handler (no routing, middleware, request object or
+    dependency solving); anything else, including the lifespan, is FastAPI's."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.verbs: dict[str, VerbHandler] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            handler = self.verbs.get(scope["path"])
+            if handler is not None:
+                await _answer_verb(handler, receive, send)
+                return
+        await super().__call__(scope, receive, send)
+
+
+_REPLY_HEADERS = b"content-type", JSON.encode()
+
+
+async def _answer_verb(handler: VerbHandler, receive: Receive, send: Send) -> None:
+    started = time.perf_counter()  # as the FastAPI route does: reading the body counts in the latency
+    message = await receive()
+    if message["type"] != "http.request":
+        return  # the client went away before its body came: nobody to answer
+    body: bytes = message.get("body", b"")
+    if message.get("more_body", False):
+        chunks = [body]
+        while message.get("more_body", False):
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            chunks.append(message.get("body", b""))
+        body = b"".join(chunks)
+    reply = await handler(body, started)
+    await send({"type": "http.response.start", "status": reply.status,
+                "headers": [(b"content-length", str(len(reply.body)).encode()), _REPLY_HEADERS]})
+    await send({"type": "http.response.body", "body": reply.body})
+    # the decoded request (reply.request) is freed here, after the reply went out
+
+
 def _body_schema(model: type[BaseModel]) -> dict[str, Any]:
     return {"requestBody": {"required": True, "content": {JSON: {"schema": {
         "$ref": f"#/components/schemas/{model.__name__}"}}}}}
@@ -115,7 +177,7 @@ _REQUEST_MODELS: tuple[type[BaseModel], ...] = (ExtenderArgs, ExtenderBindingArg
 def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *, binder: Binder | None = None,
                source: ViewSource | None = None, metrics: Metrics | None = None,
                clock: Callable[[], float] | None = None,
-               eval_clock: Callable[[], float] | None = None) -> FastAPI:
+               eval_clock: Callable[[], float] | None = None) -> ExtenderApp:
     """The extender app on ``store``. Without ``binder`` binds are recorded in memory (offline
     mode); ``source`` is started and stopped with the app."""
     settings = settings or ExtenderSettings()
@@ -133,9 +195,9 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
             if source is not None:
                 source.stop()
 
-    app = FastAPI(title="berth extender", version="0.1.0", lifespan=lifespan,
-                  description="kube-scheduler extender (k8s.io/kube-scheduler/extender/v1) and berth's "
-                              "explain API")
+    app = ExtenderApp(title="berth extender", version="0.1.0", lifespan=lifespan,
+                      description="kube-scheduler extender (k8s.io/kube-scheduler/extender/v1) and berth's "
+                                  "explain API")
     app.state.engine = engine
     app.state.store = store
     app.state.metrics = metrics
@@ -144,51 +206,77 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
 
     # -- kube-scheduler's verbs ----------------------------------------------------------
 
-    async def scheduler_verb(verb: str, request: Request, model: type[Any],
+    async def scheduler_verb(verb: str, body: bytes, started: float, model: type[Any],
                              handle: Callable[[Any, float], Any], *, failure: dict[str, Any],
                              failure_status: int = 200,
-                             client_errors: tuple[type[Exception], ...] = (BadRequest,)) -> Response:
+                             client_errors: tuple[type[Exception], ...] = (BadRequest,)) -> VerbReply:
         """One shape for every verb kube-scheduler calls: decode fast, answer, time it, and turn bad
         input into a 400 and an unexpected failure into the verb's own error reply (never a 500).
         filter and bind carry the failure in the protocol's ``Error``, which kube-scheduler reports
         on the pod; prioritize and preempt failures are only logged by the scheduler."""
-        started = time.perf_counter()
+        args = None
         try:
-            args = decode(await request.body(), model)
+            args = decode(body, model)
             result = handle(args, started)
             if inspect.isawaitable(result):
                 result = await result
-            return _json(result)
+            return VerbReply(200, orjson.dumps(result), args)
         except client_errors as exc:
             metrics.observe(verb, time.perf_counter() - started, "bad_request")
-            return _json({"Error": str(exc)}, 400)
+            return VerbReply(400, orjson.dumps({"Error": str(exc)}), args)
         except Exception as exc:
             log.exception("%s failed", verb)
             metrics.observe(verb, time.perf_counter() - started, "internal_error")
-            return _json({**failure, "Error": f"berth internal error: {exc}"}, failure_status)
+            return VerbReply(failure_status, orjson.dumps({**failure, "Error": f"berth internal error: {exc}"}), args)
+
+    async def filter_verb(body: bytes, started: float) -> VerbReply:
+        return await scheduler_verb("filter", body, started, ExtenderArgs, engine.filter,
+                                    failure={"NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}})
+
+    async def prioritize_verb(body: bytes, started: float) -> VerbReply:
+        return await scheduler_verb("prioritize", body, started, ExtenderArgs, engine.prioritize, failure={},
+                                    failure_status=503, client_errors=(BadRequest, PodUnreadable))
+
+    async def bind_verb(body: bytes, started: float) -> VerbReply:
+        return await scheduler_verb("bind", body, started, ExtenderBindingArgs, engine.bind, failure={})
+
+    async def preempt_verb(body: bytes, started: float) -> VerbReply:
+        return await scheduler_verb("preempt", body, started, ExtenderPreemptionArgs, engine.preempt, failure={},
+                                    failure_status=503)
+
+    app.verbs = {"/filter": filter_verb, "/prioritize": prioritize_verb, "/bind": bind_verb,
+                 "/preempt": preempt_verb}
+
+    # The same verbs as FastAPI routes: they document the verbs in the OpenAPI schema, and answer
+    # what the fast path above leaves to FastAPI.
+    async def routed(handler: VerbHandler, request: Request) -> Response:
+        started = time.perf_counter()
+        try:
+            body = await request.body()
+        except ClientDisconnect:
+            return _json({"Error": "the client went away before its request body came"}, 400)  # read by nobody
+        reply = await handler(body, started)
+        return Response(content=reply.body, status_code=reply.status, media_type=JSON)
 
     @app.post("/filter", response_model=ExtenderFilterResult, responses=bad,  # type: ignore[arg-type]
               openapi_extra=_body_schema(ExtenderArgs), tags=["scheduler"])
     async def filter_(request: Request) -> Response:
-        return await scheduler_verb("filter", request, ExtenderArgs, engine.filter,
-                                    failure={"NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}})
+        return await routed(filter_verb, request)
 
     @app.post("/prioritize", response_model=list[HostPriority], responses=bad,  # type: ignore[arg-type]
               openapi_extra=_body_schema(ExtenderArgs), tags=["scheduler"])
     async def prioritize(request: Request) -> Response:
-        return await scheduler_verb("prioritize", request, ExtenderArgs, engine.prioritize, failure={},
-                                    failure_status=503, client_errors=(BadRequest, PodUnreadable))
+        return await routed(prioritize_verb, request)
 
     @app.post("/bind", response_model=ExtenderBindingResult, responses=bad,  # type: ignore[arg-type]
               openapi_extra=_body_schema(ExtenderBindingArgs), tags=["scheduler"])
     async def bind(request: Request) -> Response:
-        return await scheduler_verb("bind", request, ExtenderBindingArgs, engine.bind, failure={})
+        return await routed(bind_verb, request)
 
     @app.post("/preempt", response_model=ExtenderPreemptionResult, responses=bad,  # type: ignore[arg-type]
               openapi_extra=_body_schema(ExtenderPreemptionArgs), tags=["scheduler"])
     async def preempt(request: Request) -> Response:
-        return await scheduler_verb("preempt", request, ExtenderPreemptionArgs, engine.preempt, failure={},
-                                    failure_status=503)
+        return await routed(preempt_verb, request)
 
     # -- explain API ----------------------------------------------------------------------
 
@@ -328,4 +416,4 @@ def _sizes(store: ClusterStore) -> dict[str, int]:
         return store.sizes()
 
 
-__all__ = ["ViewSource", "create_app", "validate"]
+__all__ = ["ExtenderApp", "ViewSource", "create_app", "validate"]

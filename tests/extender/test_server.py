@@ -3,11 +3,15 @@ over HTTP like kube-scheduler drives it, with concurrent binds from many threads
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import importlib.metadata
 import inspect
 import json
 import socket
 import threading
 import time
+import tomllib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,8 +20,10 @@ import httpx
 import orjson
 import pytest
 import uvicorn
+from packaging.requirements import Requirement
 
-from berth.extender.server import build_app, serve
+from berth.extender import server as server_module
+from berth.extender.server import UVICORN_IO, build_app, serve
 from tests.extender.helpers import args, bind_args, node, pod, policy
 
 WEB = {"app": "web"}
@@ -89,6 +95,36 @@ def test_concurrent_binds_from_threads_never_overcommit(server: str) -> None:
 def test_serve_is_the_cli_entry_point() -> None:
     params = inspect.signature(serve).parameters
     assert list(params)[:3] == ["host", "port", "snapshot"]
+
+
+def test_both_listeners_run_on_uvloop_and_httptools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """serve() runs the extender port and the API port on uvicorn's compiled HTTP parser and loop
+    (asyncio.run would make the standard library's loop whatever the options say)."""
+    snapshot = tmp_path / "snapshot.json"
+    snapshot.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [node("a"), policy("web")]}))
+    monkeypatch.setenv("BERTH_API_PORT", str(free_port()))
+    monkeypatch.setattr(server_module, "build_app", functools.partial(build_app, settle_heap=False))
+    served: list[tuple[object, ...]] = []
+
+    async def record(self: uvicorn.Server, sockets: object = None) -> None:
+        self.config.load()
+        served.append((self.config.http, self.config.http_protocol_class.__name__,
+                       type(asyncio.get_running_loop()).__module__))
+
+    monkeypatch.setattr(uvicorn.Server, "serve", record)
+    serve("127.0.0.1", free_port(), str(snapshot))
+    # named, not "auto" (which falls back to h11 and asyncio silently when they are missing)
+    assert served == [("httptools", "HttpToolsProtocol", "uvloop")] * 2
+
+
+def test_the_compiled_http_stack_is_pinned_and_installed() -> None:
+    root = Path(__file__).resolve().parents[2]
+    dependencies = [Requirement(d) for d in tomllib.loads((root / "pyproject.toml").read_text())["project"][
+        "dependencies"]]
+    locked = dict(line.split("==") for line in (root / "requirements.lock").read_text().split())
+    for name in (UVICORN_IO["http"], UVICORN_IO["loop"]):
+        (pin,) = [str(d.specifier) for d in dependencies if d.name == name]
+        assert pin == f"=={locked[name]}" == f"=={importlib.metadata.version(name)}", name
 
 
 def test_tls_with_client_certificates_and_a_plain_api_port(tmp_path: Path) -> None:
