@@ -38,6 +38,7 @@ from berth.core.kube import ObjectError, pod_from_object
 from berth.core.model import PodInfo
 from berth.extender.binder import Binder, MemoryBinder
 from berth.extender.engine import Extender, PodUnreadable
+from berth.extender.heap import collector_paused
 from berth.extender.metrics import CONTENT_TYPE, Metrics
 from berth.extender.settings import ExtenderSettings
 from berth.extender.store import ClusterStore
@@ -216,8 +217,13 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
         on the pod; prioritize and preempt failures are only logged by the scheduler."""
         args = None
         try:
-            args = decode(body, model)
-            result = handle(args, started)
+            # The cyclic collector waits while a verb runs synchronously: the request's thousands of
+            # short-lived containers would otherwise trigger collections that scan them (and the
+            # view's newer objects) in the middle of the answer; freed by reference counting, they
+            # are gone before the collector runs again. Never held across an await (bind).
+            with collector_paused():
+                args = decode(body, model)
+                result = handle(args, started)
             if inspect.isawaitable(result):
                 result = await result
             return VerbReply(200, orjson.dumps(result), args)

@@ -16,14 +16,13 @@ ask the core, which nodes and quota to hand it, and what to count where.
 from __future__ import annotations
 
 import asyncio
-import heapq
 import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
-from itertools import compress
+from itertools import compress, islice
 from operator import not_
 from typing import Any
 
@@ -161,16 +160,19 @@ def _failed_nodes(refused: Mapping[str, Refusal]) -> tuple[dict[str, str], dict[
     """(FailedNodes, FailedAndUnresolvableNodes) in the scheduler's spelling. Nodes refused for one
     reason share one Refusal object, so each text is made once and the thousands of nodes of a
     large cluster are sorted into the two maps without a Python-level loop over them."""
-    distinct = dict(zip(map(id, refused.values()), refused.values(), strict=True))
-    text_of = {i: scheduler_text(r.reason) for i, r in distinct.items()}
-    ids = list(map(id, refused.values()))
-    pairs = list(zip(refused, map(text_of.__getitem__, ids), strict=True))
+    values = list(refused.values())
+    ids = list(map(id, values))
+    distinct = dict(zip(ids, values, strict=True))
+    texts = list(map({i: scheduler_text(r.reason) for i, r in distinct.items()}.__getitem__, ids))
     if all(r.resolvable for r in distinct.values()):
-        return dict(pairs), {}
+        return dict(zip(refused, texts, strict=True)), {}
     if not any(r.resolvable for r in distinct.values()):
-        return {}, dict(pairs)
-    resolvable = list(map({i: r.resolvable for i, r in distinct.items()}.__getitem__, ids))
-    return dict(compress(pairs, resolvable)), dict(compress(pairs, map(not_, resolvable)))
+        return {}, dict(zip(refused, texts, strict=True))
+    keep = list(map({i: r.resolvable for i, r in distinct.items()}.__getitem__, ids))
+    names = list(refused)
+    drop = list(map(not_, keep))
+    return (dict(zip(compress(names, keep), compress(texts, keep), strict=True)),
+            dict(zip(compress(names, drop), compress(texts, drop), strict=True)))
 
 
 def rfc3339(epoch: float) -> str:
@@ -178,12 +180,12 @@ def rfc3339(epoch: float) -> str:
 
 
 def decision_record(decision: Decision, *, limit: int = RECORD_LIMIT) -> dict[str, Any]:
-    """``Decision.to_dict()`` with ``considered`` and ``refused`` cut to ``limit`` nodes (and their totals),
-    without first building the whole record of a large cluster."""
+    """``Decision.to_dict()`` with ``considered`` and ``refused`` cut to the first ``limit`` nodes in the
+    order considered (and their totals), without first building the whole record of a large cluster."""
     considered, refused = decision.considered, decision.refused
     if len(considered) <= limit and len(refused) <= limit:
         return decision.to_dict()
-    kept = heapq.nsmallest(limit, refused) if len(refused) > limit else refused
+    kept = list(islice((n for n in considered if n in refused), limit)) if len(refused) > limit else refused
     data = replace(decision, considered=considered[:limit], refused={n: refused[n] for n in kept}).to_dict()
     if len(considered) > limit:
         data["consideredTotal"] = len(considered)
@@ -383,10 +385,9 @@ class Extender:
             decision = self._stamp(ev.decision, "filter")
             failed, unresolvable = _failed_nodes(decision.refused)
             unresolvable.update((n, scheduler_text(r)) for n, r in bad_nodes.items())
-            refused = decision.refused
-            passing = [n for n in judged if n not in refused]
+            passing = ev.passing
             winner = decision.winner
-            if winner is not None and winner in passing:
+            if winner is not None:  # a candidate, so among the passing nodes
                 store.assume(pod, winner, bound=False, deadline=now + self.settings.tentative_ttl_seconds,
                              round_key=rnd.policy_key if rnd is not None else None)
             self._recent = _Recent(pod.uid, _resource_version(args.Pod), tuple(passing), ev.scores,
@@ -456,7 +457,7 @@ class Extender:
                 ev, rnd = self._evaluate(self._state(overrides), pod, policy, strategy, judged, now, eval_now)
                 scores = ev.scores
                 winner = ev.decision.winner
-                if winner is not None and winner in judged:
+                if winner is not None:  # a candidate, so among the judged nodes
                     store.assume(pod, winner, bound=False, deadline=now + self.settings.tentative_ttl_seconds,
                                  round_key=rnd.policy_key if rnd is not None else None)
                 self._recent = _Recent(pod.uid, _resource_version(args.Pod), judged, scores, time.monotonic())

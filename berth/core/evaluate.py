@@ -25,6 +25,7 @@ the strategy's winner beats any sum the default score plugins can give another n
 class Evaluation:
     decision: Decision
     scores: dict[str, int] = field(default_factory=dict)  # 0..10 for each passing node
+    passing: list[str] = field(default_factory=list)  # the nodes not refused, in the order considered
 
 
 def effective_strategy(policy: PlacementPolicy | None, settings: Settings,
@@ -62,7 +63,7 @@ def evaluate_pod(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | No
         warnings=result.warnings,
         error=result.error,
     )
-    return Evaluation(decision, scores(ranking))
+    return Evaluation(decision, scores(ranking), [c.name for c in result.candidates])
 
 
 def rank(result: CandidateSet, pod: PodInfo, strategy: Strategy | None,
@@ -70,7 +71,7 @@ def rank(result: CandidateSet, pod: PodInfo, strategy: Strategy | None,
     if quota is not None:
         order = {name: i for i, name in enumerate(quota)}
         return [c.name for c in sorted(result.candidates, key=lambda c: (order.get(c.name, len(order)), c.name))]
-    return [c.name for c in ranked(result.candidates, strategy if strategy not in ROUND_STRATEGIES else None, pod)]
+    return ranked(result.candidates, strategy if strategy not in ROUND_STRATEGIES else None, pod)
 
 
 def scores(ranking: Sequence[str]) -> dict[str, int]:

@@ -34,11 +34,11 @@ def rank_key(strategy: Strategy | None, pod: PodInfo) -> RankKey:
     return key
 
 
-def ranked(candidates: list[Candidate], strategy: Strategy | None, pod: PodInfo) -> list[Candidate]:
-    """``candidates`` best first: sorted by :func:`rank_key`, without its prefix when no candidate
-    needs it (the common case, and the hot path of every scheduling cycle)."""
+def ranked(candidates: list[Candidate], strategy: Strategy | None, pod: PodInfo) -> list[str]:
+    """The candidates' names, best first: sorted by :func:`rank_key`, without its prefix when no
+    candidate needs it (the common case, and the hot path of every scheduling cycle)."""
     if any(c.unverified or c.spread_score for c in candidates):
-        return sorted(candidates, key=rank_key(strategy, pod))
+        return [c.name for c in sorted(candidates, key=rank_key(strategy, pod))]
     inner = _GREEDY[strategy](pod)
     keys = [c.keys.get(inner) or c.sort_key(inner) for c in candidates]
-    return [candidates[i] for i in sorted(range(len(candidates)), key=keys.__getitem__)]
+    return [candidates[i].name for i in sorted(range(len(candidates)), key=keys.__getitem__)]
