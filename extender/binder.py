@@ -83,7 +83,7 @@ class KubeBinder:
         }
         try:
             # _preload_content=False: the client's V1Binding model cannot read the Status the server returns.
-            self.core.create_namespaced_pod_binding(pod.name, pod.namespace, body, _preload_content=False)
+            _drain(self.core.create_namespaced_pod_binding(pod.name, pod.namespace, body, _preload_content=False))
         except ApiException as exc:
             raise BindError(f"cannot bind pod {pod.key} to {node}: {_api_reason(exc)}") from None
         if self.record_events and message:
@@ -110,7 +110,7 @@ class KubeBinder:
             "count": 1,
         }
         try:
-            self.core.create_namespaced_event(pod.namespace, event, _preload_content=False)
+            _drain(self.core.create_namespaced_event(pod.namespace, event, _preload_content=False))
         except ApiException as exc:  # an Event is informative: its failure does not stop the bind
             log.warning("cannot record an Event on pod %s: %s", pod.key, _api_reason(exc))
 
@@ -126,8 +126,17 @@ class KubeBinder:
             if exc.status == 404:
                 return None
             raise BindError(f"cannot read pod {namespace}/{name}: {_api_reason(exc)}") from None
-        data = orjson.loads(resp.data)
+        data = orjson.loads(_drain(resp))
         return data if isinstance(data, dict) else None
+
+
+def _drain(resp: Any) -> bytes:
+    """Read a ``_preload_content=False`` reply to its end and hand its connection back to the pool:
+    a reply left unread keeps its connection, so the next call would open (and TLS-handshake) a new one."""
+    try:
+        return bytes(resp.read())
+    finally:
+        resp.release_conn()
 
 
 def _api_reason(exc: Any) -> str:

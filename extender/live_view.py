@@ -94,7 +94,10 @@ class KubeSource:
                 if exc.status == 404:
                     raise NotFound(f"list of {kind}: {exc.reason}") from None
                 raise
-            data = orjson.loads(resp.data)
+            try:
+                data = orjson.loads(resp.data)
+            finally:
+                resp.release_conn()  # back to the pool for the next page
             meta = data.get("metadata") or {}
             yield Page(list(data.get("items") or ()), str(meta.get("resourceVersion") or ""))
             token = meta.get("continue")
