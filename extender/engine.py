@@ -37,7 +37,7 @@ from berth.core.model import LabelSelector, NodeInfo, PodInfo
 from berth.core.plan import plan_round
 from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy
 from berth.core.settings import Settings
-from berth.core.view import ClusterView, Overlay
+from berth.core.view import ClusterView, Overlay, label_index
 from berth.extender.binder import Binder, BindError
 from berth.extender.metrics import Metrics
 from berth.extender.settings import ExtenderSettings
@@ -132,11 +132,7 @@ class RequestNodes:
         if not self._local:
             return self._view.nodes_labelled(key, value)
         if self._labels is None:
-            index: dict[tuple[str, str], set[str]] = {}
-            for node in self._nodes.values():
-                for pair in node.labels.items():
-                    index.setdefault(pair, set()).add(node.name)
-            self._labels = {pair: frozenset(names) for pair, names in index.items()}
+            self._labels = label_index(self._nodes.values())
         return self._labels.get((key, value), frozenset())
 
     def nodes_with_label_key(self, key: str) -> frozenset[str]:

@@ -216,11 +216,7 @@ class ClusterView:
     def nodes_labelled(self, key: str, value: str) -> frozenset[str]:
         """Nodes whose label ``key`` has ``value`` (seed 002's ``within`` groups)."""
         if self._label_index is None:
-            index: dict[tuple[str, str], set[str]] = {}
-            for node in self._nodes.values():
-                for pair in node.labels.items():
-                    index.setdefault(pair, set()).add(node.name)
-            self._label_index = {pair: frozenset(names) for pair, names in index.items()}
+            self._label_index = label_index(self._nodes.values())
             self._key_index = {}
         return self._label_index.get((key, value), frozenset())
 
@@ -357,6 +353,15 @@ def _with_node(pod: PodInfo, node: str) -> PodInfo:
 
 def _counts_for(pod: PodInfo, selector: LabelSelector) -> bool:
     return bool(pod.node_name) and not pod.terminating and selector.matches(pod.labels)
+
+
+def label_index(nodes: Iterable[NodeInfo]) -> dict[tuple[str, str], frozenset[str]]:
+    """(label key, value) -> the nodes carrying that label."""
+    index: dict[tuple[str, str], set[str]] = {}
+    for node in nodes:
+        for pair in node.labels.items():
+            index.setdefault(pair, set()).add(node.name)
+    return {pair: frozenset(names) for pair, names in index.items()}
 
 
 def selector_key(selector: LabelSelector) -> object:

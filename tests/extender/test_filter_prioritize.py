@@ -199,6 +199,21 @@ def test_full_node_objects_are_judged_and_returned_whole() -> None:
     assert "insufficient capacity" in result["FailedNodes"]["x"]
 
 
+GPU_RULE = [{"resource": "Node", "operator": "HasNot", "labels": {"type": "gpu"}}]
+
+
+def test_a_request_node_labelled_otherwise_than_the_view_is_judged_by_its_own_labels() -> None:
+    # The view's "a" and "b" carry no gpu label; the request's "a" does, and "z" is unknown to the view.
+    h = harness([node("a"), node("b"), policy("web", placementRules=GPU_RULE)])
+    assert h.filter(pod("web-0", labels=WEB))["NodeNames"] == ["a", "b"]  # the view's tables are warm
+    nodes = [node("a", labels={"type": "gpu"}), node("b"), node("z", labels={"type": "gpu"})]
+    result = h.client.post("/filter", content=orjson.dumps(args(pod("web-1", labels=WEB), nodes=nodes))).json()
+    assert [n["metadata"]["name"] for n in result["Nodes"]["items"]] == ["b"]
+    assert set(result["FailedAndUnresolvableNodes"]) == {"a", "z"}
+    # and the view's own verdicts are untouched by the request's objects
+    assert h.filter(pod("web-2", labels=WEB))["NodeNames"] == ["a", "b"]
+
+
 def test_a_node_object_berth_cannot_read_is_refused_alone() -> None:
     h = harness([policy("web")])
     broken = node("x")
