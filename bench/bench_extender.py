@@ -378,22 +378,31 @@ def _pct(values: list[float], p: int) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))] * 1000
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc), all its threads."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_case(nodes: int, requests: int, cache_false_too: bool, sampled: bool = False) -> list[str]:
     proc, url, view = start_server(nodes)
     lines = []
     runs = [(True, 1)] + ([(False, 1)] if cache_false_too else []) + ([(True, 10)] if sampled else [])
     try:
         for cache_capable, every in runs:
-            before = server_histogram(url)
+            before, cpu_before = server_histogram(url), process_cpu_seconds(proc.pid)
             m = measure(url, nodes, cache_capable=cache_capable, requests=requests, every=every)
-            after = server_histogram(url)
+            after, cpu_after = server_histogram(url), process_cpu_seconds(proc.pid)
+            pairs = requests + 20  # the warm-up pairs ran on the server too
             sent = "" if every == 1 else f" ({nodes // every} names sent)"
             lines.append(f"{nodes:>6} nodes{sent}  nodeCacheCapable={str(cache_capable).lower():5}  filter+prioritize "
                          f"p50 {m['p50']:7.2f} ms  p99 {m['p99']:7.2f} ms  (filter p50 {m['filter_p50']:.2f}, "
                          f"prioritize p50 {m['prioritize_p50']:.2f}; {m['passing']} nodes pass; request "
                          f"{m['request_kib']:.0f} KiB)")
             lines.append(f"{'':>14}server side: filter {server_side(before, after, 'filter')}; prioritize "
-                         f"{server_side(before, after, 'prioritize')}")
+                         f"{server_side(before, after, 'prioritize')}; server CPU per pair "
+                         f"{(cpu_after - cpu_before) / pairs * 1000:.2f} ms (steadier than wall time)")
     finally:
         proc.terminate()
         proc.wait(10)
