@@ -365,17 +365,22 @@ def _quantity_problem(resource: str, value: str | int | float) -> str | None:
     return None
 
 
+def _check_optional(container: Mapping[str, Any], key: str, kind: type[list[Any]] | type[str], path: str,
+                    source: str, label: str | None) -> None:
+    """An optional field, when present, must be a list (or a string)."""
+    value = container.get(key)
+    if value is not None and not isinstance(value, kind):
+        what = "a list" if kind is list else "a string"
+        raise _fail(source, label, path, f"must be {what}, found {_type_name(value)}")
+
+
 def _node(obj: Mapping[str, Any], source: str, label: str) -> NodeInfo:
     _check_meta(obj, source, label)
     spec = _need_mapping(obj, "spec", source, label)
     status = _need_mapping(obj, "status", source, label)
     _check_quantities(status.get("allocatable"), "status.allocatable", source, label)
-    taints = spec.get("taints")
-    if taints is not None and not isinstance(taints, list):
-        raise _fail(source, label, "spec.taints", f"must be a list, found {_type_name(taints)}")
-    conditions = status.get("conditions")
-    if conditions is not None and not isinstance(conditions, list):
-        raise _fail(source, label, "status.conditions", f"must be a list, found {_type_name(conditions)}")
+    _check_optional(spec, "taints", list, "spec.taints", source, label)
+    _check_optional(status, "conditions", list, "status.conditions", source, label)
     return _core(node_from_object, obj, source, label)
 
 
@@ -383,12 +388,8 @@ def _pod(obj: Mapping[str, Any], source: str, label: str | None) -> PodInfo:
     _check_meta(obj, source, label)
     spec = _need_mapping(obj, "spec", source, label)
     _need_mapping(obj, "status", source, label)
-    node_name = spec.get("nodeName")
-    if node_name is not None and not isinstance(node_name, str):
-        raise _fail(source, label, "spec.nodeName", f"must be a string, found {_type_name(node_name)}")
-    tolerations = spec.get("tolerations")
-    if tolerations is not None and not isinstance(tolerations, list):
-        raise _fail(source, label, "spec.tolerations", f"must be a list, found {_type_name(tolerations)}")
+    _check_optional(spec, "nodeName", str, "spec.nodeName", source, label)
+    _check_optional(spec, "tolerations", list, "spec.tolerations", source, label)
     _check_pod_spec(spec, source, label)
     return _core(pod_from_object, obj, source, label)
 
