@@ -213,10 +213,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with ControlPlane.start() as cp:
         api = cp.api_client()
-        cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-        wait_for(lambda: cp.kubectl("wait", "--for=condition=Established", "--timeout=30s",
-                                    "crd/placementpolicies.berth.dev", check=False),
-                 lambda out: out.returncode == 0, timeout=90, what="the CRD Established")
+        cp.apply_crds(CRD)
         started = time.monotonic()
         make_nodes(api, args.nodes)
         log(f"{args.nodes} nodes created in {time.monotonic() - started:.1f}s")

@@ -49,16 +49,6 @@ def lease_down_reason(name: str, state: ClusterState, settings: Settings, now: f
     return None
 
 
-def down_reason(node: NodeInfo, state: ClusterState, settings: Settings, now: float) -> str | None:
-    """Why ``node`` counts as down, or None when it is up."""
-    verdict = node_liveness(node)
-    if verdict is ALIVE:
-        return None
-    if verdict is ASK_LEASE:
-        return lease_down_reason(node.name, state, settings, now)
-    return verdict
-
-
 def lease_suspects(state: ClusterState, settings: Settings, now: float) -> set[str]:
     """Every node whose Lease may be missing, unreadable or stale at ``now`` (a superset: ask
     :func:`lease_down_reason` of each), without reading every Lease on every evaluation."""

@@ -48,7 +48,7 @@ from berth.core.policy import ROUND_STRATEGIES, policy_from_manifest
 from berth.core.settings import Settings
 from berth.extender.scheduler_config import scheduler_config  # type: ignore[import-not-found,unused-ignore]
 from berth.snapshot import snapshot_from_documents
-from tests.e2e.harness import ControlPlane, HarnessError, create_namespace, delete_namespace, wait_for
+from tests.e2e.harness import ControlPlane, HarnessError, temporary_namespace
 from tests.e2e.harness.fixtures import control_plane, kube_api  # noqa: F401  (pytest fixtures)
 from tests.e2e.harness.process import ManagedProcess, free_port
 
@@ -193,22 +193,13 @@ class Operator:
 
 @pytest.fixture(scope="session")
 def berth_crd(control_plane: ControlPlane) -> None:
-    control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    # `kubectl wait` fails at once while a new CRD has no conditions yet: retry it.
-    wait_for(lambda: control_plane.kubectl("wait", "--for=condition=Established", "--timeout=30s",
-                                           "crd/placementpolicies.berth.dev", check=False),
-             lambda out: out.returncode == 0, timeout=90, what="the CRD Established",
-             describe=lambda out: out.stderr)
+    control_plane.apply_crds(CRD)
 
 
 @pytest.fixture(scope="session")
 def placement_namespace(kube_api: Any) -> Iterator[str]:
-    name = f"e2e-placement-{uuid.uuid4().hex[:6]}"
-    create_namespace(kube_api, name)
-    try:
+    with temporary_namespace(kube_api, "e2e-placement") as name:
         yield name
-    finally:
-        delete_namespace(kube_api, name)
 
 
 @pytest.fixture(scope="session")

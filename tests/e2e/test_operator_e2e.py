@@ -83,14 +83,7 @@ class Operator:
 
 @pytest.fixture(scope="module")
 def crds(control_plane: ControlPlane) -> Iterator[None]:
-    for path in (CRD, PEERING_CRD):
-        control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
-    # `kubectl wait` fails at once while a new CRD has no conditions yet: retry it.
-    wait_for(lambda: control_plane.kubectl("wait", "--for=condition=Established", "--timeout=30s",
-                                           "crd/placementpolicies.berth.dev", "crd/clusterkopfpeerings.kopf.dev",
-                                           "crd/kopfpeerings.kopf.dev", check=False),
-             lambda out: out.returncode == 0, timeout=60, what="the CRDs Established",
-             describe=lambda out: out.stderr)
+    control_plane.apply_crds(CRD, PEERING_CRD)
     yield
 
 

@@ -46,11 +46,7 @@ CRD = Path(__file__).resolve().parents[2] / "crds" / "placementpolicies.berth.de
 
 @pytest.fixture(scope="module")
 def crd(control_plane: ControlPlane) -> None:  # noqa: F811
-    control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    wait_for(lambda: control_plane.kubectl("wait", "--for=condition=Established", "--timeout=30s",
-                                           "crd/placementpolicies.berth.dev", check=False),
-             lambda out: out.returncode == 0, timeout=60, what="the CRD Established",
-             describe=lambda out: out.stderr)
+    control_plane.apply_crds(CRD)
 
 
 @pytest.fixture

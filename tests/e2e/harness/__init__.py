@@ -28,6 +28,7 @@ from .kube import (
     set_node_ready,
     set_taints,
     simple_pod,
+    temporary_namespace,
     wait_for,
 )
 from .process import HarnessError
@@ -55,5 +56,6 @@ __all__ = [
     "set_node_ready",
     "set_taints",
     "simple_pod",
+    "temporary_namespace",
     "wait_for",
 ]

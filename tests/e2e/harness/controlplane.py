@@ -47,6 +47,7 @@ from kubernetes import config as k8s_config
 
 from .binaries import Binaries, resolve_binaries
 from .certs import PKI, generate_pki
+from .kube import wait_for
 from .process import HarnessError, ManagedProcess, free_port, https_get
 
 SERVICE_CIDR = "10.96.0.0/16"
@@ -360,6 +361,17 @@ class ControlPlane:
         if check and proc.returncode != 0:
             raise HarnessError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
         return proc
+
+    def apply_crds(self, *paths: Path, timeout: float = 90.0) -> None:
+        """Server-side apply the CRD files and wait until every CRD in them is Established."""
+        names = []
+        for path in paths:
+            self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
+            names += [f"crd/{doc['metadata']['name']}" for doc in yaml.safe_load_all(path.read_text()) if doc]
+        # `kubectl wait` fails at once while a new CRD has no conditions yet: retry it.
+        wait_for(lambda: self.kubectl("wait", "--for=condition=Established", "--timeout=30s", *names, check=False),
+                 lambda out: out.returncode == 0, timeout=timeout, what=f"{', '.join(names)} Established",
+                 describe=lambda out: out.stderr)
 
     def start_scheduler(
         self,

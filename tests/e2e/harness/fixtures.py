@@ -24,14 +24,13 @@ Fixtures that depend on others need those imported too (``from ... import *`` is
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from .controlplane import ControlPlane, Scheduler
-from .kube import NodeLeaseRenewer, NodeSpec, create_namespace, create_node, delete_namespace, delete_node
+from .kube import NodeLeaseRenewer, NodeSpec, create_node, delete_node, temporary_namespace
 
 __all__ = [
     "control_plane",
@@ -117,12 +116,8 @@ def start_scheduler(control_plane: ControlPlane) -> Iterator[Callable[..., Sched
 @pytest.fixture
 def e2e_namespace(kube_api: Any) -> Iterator[str]:
     """A new namespace (``e2e-<random>``) with its default ServiceAccount."""
-    name = f"e2e-{uuid.uuid4().hex[:8]}"
-    create_namespace(kube_api, name)
-    try:
+    with temporary_namespace(kube_api, "e2e") as name:
         yield name
-    finally:
-        delete_namespace(kube_api, name)
 
 
 @pytest.fixture

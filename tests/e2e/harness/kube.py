@@ -7,10 +7,12 @@ Every function takes a ``kubernetes.client.ApiClient`` (``ControlPlane.api_clien
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -363,6 +365,17 @@ def create_namespace(api: Any, name: str, labels: Mapping[str, str] | None = Non
         if not _is_conflict(exc):
             raise
     ensure_default_service_account(api, name)
+
+
+@contextlib.contextmanager
+def temporary_namespace(api: Any, prefix: str) -> Iterator[str]:
+    """A new namespace ``<prefix>-<random>`` with its default ServiceAccount, deleted afterwards."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    create_namespace(api, name)
+    try:
+        yield name
+    finally:
+        delete_namespace(api, name)
 
 
 def force_delete_pod(api: Any, namespace: str, name: str) -> None:
