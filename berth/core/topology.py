@@ -119,13 +119,13 @@ def spread_context(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | 
 
 def _domain_counts(state: ClusterState, namespace: str, selector: LabelSelector, domain_of: Mapping[str, str],
                    key: Hashable) -> dict[str, int]:
-    """Matching pods per domain. The sums are kept on the view and caught up with the nodes whose
-    counts changed since (an overlay's simulated pods added on top), not recounted every time."""
+    """Matching pods per domain. The sums are kept on the view and caught up with the nodes changed
+    since (the view's node log), an overlay's simulated pods added on top: not recounted every time."""
     base = state.base
     per_node = base.matching_counts(namespace, selector)
-    changes = base.count_changes(namespace, selector)
+    log = base.node_log
     memo = base.memo(("domain-counts", key, namespace, selector_key(selector)))
-    changed = changes.since(memo["token"]) if memo.get("domains") is domain_of else None
+    changed = log.since(memo["token"]) if memo.get("domains") is domain_of else None
     if changed is None:
         counts = dict.fromkeys(domain_of.values(), 0)
         for node, n in per_node.items():
@@ -142,7 +142,7 @@ def _domain_counts(state: ClusterState, namespace: str, selector: LabelSelector,
                 domain = domain_of.get(node)
                 if domain is not None:
                     counts[domain] += delta
-    memo["token"] = changes.token
+    memo["token"] = log.token
     out = dict(counts)
     local = state.local_nodes()
     if local:

@@ -132,7 +132,7 @@ class ClusterView:
         self.version = 0
         # Per (namespace, selector): matching live pods per node, kept up to date on every pod change
         # so that a scheduling cycle never rescans a namespace.
-        self._counts: dict[tuple[str, object], tuple[LabelSelector, dict[str, int], ChangeLog]] = {}
+        self._counts: dict[tuple[str, object], tuple[LabelSelector, dict[str, int]]] = {}
         self._label_index: dict[tuple[str, str], frozenset[str]] | None = None
         self._key_index: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
         self.node_log = ChangeLog()  # a node, or anything placed on it, changed
@@ -183,24 +183,17 @@ class ClusterView:
 
     def matching_counts(self, namespace: str, selector: LabelSelector) -> Mapping[str, int]:
         """Per node, how many live pods of ``namespace`` match ``selector`` (terminating excluded)."""
-        return self._matching(namespace, selector)[1]
-
-    def count_changes(self, namespace: str, selector: LabelSelector) -> ChangeLog:
-        """The nodes whose ``matching_counts`` entry changed, in order (for sums kept over it)."""
-        return self._matching(namespace, selector)[2]
-
-    def _matching(self, namespace: str, selector: LabelSelector) -> tuple[LabelSelector, dict[str, int], ChangeLog]:
         key = (namespace, selector_key(selector))
         hit = self._counts.get(key)
         if hit is not None:
-            return hit
+            return hit[1]
         counts: dict[str, int] = {}
         for pod in self.pods_in_namespace(namespace):
             if _counts_for(pod, selector):
                 node = pod.node_name or ""
                 counts[node] = counts.get(node, 0) + 1
-        hit = self._counts[key] = (selector, counts, ChangeLog())
-        return hit
+        self._counts[key] = (selector, counts)
+        return counts
 
     def nodes_with_pod(self, namespace: str, labels: Mapping[str, str], exclude_uid: str) -> frozenset[str]:
         """Nodes running a live pod of ``namespace`` that carries every pair of ``labels``, not
@@ -267,13 +260,12 @@ class ClusterView:
             self.node_log.append(node)
 
     def _track(self, pod: PodInfo, sign: int) -> None:
-        for (namespace, _), (selector, counts, changes) in self._counts.items():
+        for (namespace, _), (selector, counts) in self._counts.items():
             if namespace == pod.namespace and _counts_for(pod, selector):
                 node = pod.node_name or ""
                 counts[node] = counts.get(node, 0) + sign
                 if counts[node] <= 0:
                     del counts[node]
-                changes.append(node)
 
     # -- writes -----------------------------------------------------------------------
 
