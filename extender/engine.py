@@ -31,7 +31,7 @@ import orjson
 from berth.core.capacity import capacity_table, node_allocations
 from berth.core.decision import DECISION_ANNOTATION, Decision, Refusal
 from berth.core.errors import ErrorCode, PlacementError
-from berth.core.evaluate import Evaluation, evaluate_pod
+from berth.core.evaluate import Evaluation, evaluate_pod, score_runs, scores
 from berth.core.kube import ObjectError, node_from_object, pod_from_object
 from berth.core.model import LabelSelector, NodeInfo, PodInfo
 from berth.core.plan import plan_round
@@ -47,6 +47,7 @@ from berth.extender.wire import (
     ExtenderArgs,
     ExtenderBindingArgs,
     ExtenderPreemptionArgs,
+    host_priority_list,
     meta_victims,
     meta_victims_from_full,
     node_name,
@@ -75,7 +76,7 @@ class _Recent:
     uid: str
     resource_version: str
     nodes: tuple[str, ...]
-    scores: dict[str, int]
+    ranking: Sequence[str]
     at: float
 
 
@@ -348,7 +349,7 @@ class Extender:
                             considered=list(names),
                             refused={n: Refusal(reason, resolvable) for n in names},
                             warnings=list(plan_decision.warnings), error=error)
-        return Evaluation(decision, {})
+        return Evaluation(decision)
 
     # -- filter ----------------------------------------------------------------------------
 
@@ -386,7 +387,7 @@ class Extender:
             if winner is not None:  # a candidate, so among the passing nodes
                 store.assume(pod, winner, bound=False, deadline=now + self.settings.tentative_ttl_seconds,
                              round_key=rnd.policy_key if rnd is not None else None)
-            self._recent = _Recent(pod.uid, _resource_version(args.Pod), tuple(passing), ev.scores,
+            self._recent = _Recent(pod.uid, _resource_version(args.Pod), tuple(passing), ev.decision.ranking,
                                    time.monotonic())
             record = decision_record(decision)
             self._remember_filter_decision(pod.uid, record)
@@ -439,35 +440,38 @@ class Extender:
             policy, strategy, governed = self._policy(pod)
             if not governed:
                 self.metrics.observe("prioritize", time.perf_counter() - started, "passthrough")
-                return self._priorities(names, {})
+                return self._priorities(names, ())
             recent = self._recent
             judged = tuple(n for n in names if n not in bad_nodes) if bad_nodes else tuple(names)
             if (recent is not None and recent.uid == pod.uid and recent.nodes == judged
                     and recent.resource_version == _resource_version(args.Pod)
                     and time.monotonic() - recent.at <= REUSE_SECONDS):
-                scores = recent.scores
+                ranking = recent.ranking
                 result = "reused"
             else:
                 store.release_tentative(pod.uid)
                 eval_now = self.eval_clock()
                 ev, rnd = self._evaluate(self._state(overrides), pod, policy, strategy, judged, now, eval_now)
-                scores = ev.scores
+                ranking = ev.decision.ranking
                 winner = ev.decision.winner
                 if winner is not None:  # a candidate, so among the judged nodes
                     store.assume(pod, winner, bound=False, deadline=now + self.settings.tentative_ttl_seconds,
                                  round_key=rnd.policy_key if rnd is not None else None)
-                self._recent = _Recent(pod.uid, _resource_version(args.Pod), judged, scores, time.monotonic())
+                self._recent = _Recent(pod.uid, _resource_version(args.Pod), judged, ranking, time.monotonic())
                 record = decision_record(self._stamp(ev.decision, "prioritize"))
                 self._remember_filter_decision(pod.uid, record)
                 store.record_decision(pod.key, record)
                 result = "scored"
         self.metrics.observe("prioritize", time.perf_counter() - started, result)
-        return self._priorities(names, scores)
+        return self._priorities(names, ranking)
 
-    def _priorities(self, names: Sequence[str], scores: Mapping[str, int]) -> orjson.Fragment:
-        """The HostPriorityList, encoded: ``[{"Host": ..., "Score": ...}, ...]`` in the request's order
-        (the core's scores are 0..MaxExtenderPriority)."""
-        get = scores.get
+    def _priorities(self, names: Sequence[str], ranking: Sequence[str]) -> orjson.Fragment:
+        """The HostPriorityList of ``names`` (the core's scores are 0..MaxExtenderPriority; nodes not
+        ranked score 0). When the ranking holds every name (the usual prioritize, of the nodes filter
+        passed) it is encoded from the ranking's runs of equal scores, in ranking order."""
+        if len(ranking) == len(names):  # ranking is drawn from names: the same nodes
+            return orjson.Fragment(host_priority_list(score_runs(ranking)))
+        get = scores(ranking).get
         return orjson.Fragment(orjson.dumps([{"Host": name, "Score": get(name, 0)} for name in names]))
 
     # -- bind ------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ OpenAPI schema.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 import orjson
@@ -130,6 +131,19 @@ def describe(exc: ValidationError) -> str:
     if more > 0:
         parts.append(f"and {more} more")
     return "; ".join(parts)
+
+
+def host_priority_list(runs: Iterable[tuple[int, Sequence[str]]]) -> bytes:
+    """A HostPriorityList (``[{"Host": ..., "Score": ...}, ...]``) encoded from runs of hosts sharing
+    a score, without a dict per host: each run is encoded as one JSON array of strings, whose
+    ``","`` separators (which cannot occur inside an encoded string, where every quote is escaped)
+    become the glue between two entries. kube-scheduler adds the scores up by host, in any order."""
+    parts = []
+    for score, hosts in runs:
+        if hosts:
+            glue = b'","Score":%d},{"Host":"' % score
+            parts.append(b'{"Host":' + orjson.dumps(hosts)[1:-1].replace(b'","', glue) + b',"Score":%d}' % score)
+    return b"[" + b",".join(parts) + b"]"
 
 
 _PERCENT = re.compile(r"(?<=\d)%|%")

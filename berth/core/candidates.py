@@ -12,6 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from functools import cache
+from itertools import filterfalse
+from operator import attrgetter
 
 from berth.core.decision import Refusal
 from berth.core.errors import ErrorCode, PlacementError
@@ -69,6 +72,9 @@ class Candidate:
         return max(self.cpu_after, self.memory_after)
 
 
+SortKey = Callable[[Candidate], tuple[object, ...]]
+
+
 @dataclass
 class CandidateSet:
     considered: list[str]
@@ -76,6 +82,9 @@ class CandidateSet:
     refused: dict[str, Refusal] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     error: PlacementError | None = None
+    order: Callable[[SortKey], Sequence[str] | None] | None = field(default=None, repr=False)
+    """Every node of the view sorted by a strategy's sort key (kept between cycles), when the
+    candidates are the view's own; ranking them is then a filter of that order."""
 
 
 def workload_selector(pod: PodInfo, policy: PlacementPolicy | None) -> LabelSelector:
@@ -112,7 +121,7 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
     considered = set(names)
     out: set[str] = set()  # refused, or breaking a rule: each check judges only the nodes not yet out
     refused = _Refusals(result.refused, out)
-    refused.group(considered - state.nodes.keys(), "unknown node: berth has not seen it", False)
+    refused.group(considered.difference(state.nodes), "unknown node: berth has not seen it", False)
     static = _static_reading(state, pod, policy, node_filter, considered)
     for name in static.among("refused", considered):
         refused.one(name, static[name].reason or "", False)
@@ -143,7 +152,8 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
     fit = _fit_reading(state, pod, policy, settings, counts, considered)
     for name in fit.among("refused" if require_fit else "refused-anyway", considered) - out:
         refused.one(name, fit[name].fit.refusal or "", True)
-    passing = [v.candidate for v in fit.each([n for n in names if n not in out])]
+    passing = list(map(_CANDIDATE, fit.each(filterfalse(out.__contains__, names))))
+    result.order = lambda key: fit.order(_by_candidate(key))
     if broken:
         passing = _apply_rules(result, passing, broken, policy, fit, require_fit, refused)
     if spread is not None and spread.soft:
@@ -249,6 +259,18 @@ def _fit_reading(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | No
     judge_here = judge_in(state, counts)
     fresh = {n: judge_here(state.nodes[n]) for n in state.local_nodes() if n in considered}
     return table.reading(fresh)
+
+
+_CANDIDATE = attrgetter("candidate")
+
+
+@cache
+def _by_candidate(key: SortKey) -> Callable[[_Fitted], tuple[object, ...]]:
+    """A strategy's sort key as a key of fit verdicts: one function per strategy key, so that the
+    fit table keeps one order per strategy (:meth:`VerdictTable.order`)."""
+    def fitted_key(v: _Fitted) -> tuple[object, ...]:
+        return v.candidate.sort_key(key)
+    return fitted_key
 
 
 def _fit_and_figures(state: ClusterState, node: NodeInfo, need: Mapping[str, int], pod: PodInfo,

@@ -24,8 +24,12 @@ the strategy's winner beats any sum the default score plugins can give another n
 @dataclass
 class Evaluation:
     decision: Decision
-    scores: dict[str, int] = field(default_factory=dict)  # 0..10 for each passing node
     passing: list[str] = field(default_factory=list)  # the nodes not refused, in the order considered
+
+    @property
+    def scores(self) -> dict[str, int]:
+        """0..10 for each ranked node (:func:`scores`)."""
+        return scores(self.decision.ranking)
 
 
 def effective_strategy(policy: PlacementPolicy | None, settings: Settings,
@@ -63,7 +67,7 @@ def evaluate_pod(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | No
         warnings=result.warnings,
         error=result.error,
     )
-    return Evaluation(decision, scores(ranking), [c.name for c in result.candidates])
+    return Evaluation(decision, [c.name for c in result.candidates])
 
 
 def rank(result: CandidateSet, pod: PodInfo, strategy: Strategy | None,
@@ -71,20 +75,29 @@ def rank(result: CandidateSet, pod: PodInfo, strategy: Strategy | None,
     if quota is not None:
         order = {name: i for i, name in enumerate(quota)}
         return [c.name for c in sorted(result.candidates, key=lambda c: (order.get(c.name, len(order)), c.name))]
-    return ranked(result.candidates, strategy if strategy not in ROUND_STRATEGIES else None, pod)
+    return ranked(result.candidates, strategy if strategy not in ROUND_STRATEGIES else None, pod, result.order)
 
 
-def scores(ranking: Sequence[str]) -> dict[str, int]:
-    """The winner scores 10; the rest descend from 4 towards 0 in ranking order: the node at
-    position i scores ``4 * (n - i) // n``, so each score is a run of the ranking."""
+def score_runs(ranking: Sequence[str]) -> list[tuple[int, Sequence[str]]]:
+    """The scores as runs of the ranking, best first: the winner scores 10; the rest descend from 4
+    towards 0 in ranking order, the node at position i scoring ``4 * (n - i) // n``."""
     n = len(ranking)
-    out: dict[str, int] = {}
-    start = 0
+    if not n:
+        return []
+    runs: list[tuple[int, Sequence[str]]] = [(MAX_PRIORITY, ranking[:1])]
+    start = 1
     for score in range(RUNNER_UP_MAX, -1, -1):
         # the last position with RUNNER_UP_MAX * (n - i) >= score * n
         end = n - (score * n + RUNNER_UP_MAX - 1) // RUNNER_UP_MAX + 1
-        out.update(dict.fromkeys(ranking[start:end], score))
-        start = max(start, end)
-    if ranking:
-        out[ranking[0]] = MAX_PRIORITY
+        if end > start:
+            runs.append((score, ranking[start:end]))
+            start = end
+    return runs
+
+
+def scores(ranking: Sequence[str]) -> dict[str, int]:
+    """Each ranked node's score (:func:`score_runs`)."""
+    out: dict[str, int] = {}
+    for score, run in score_runs(ranking):
+        out.update(dict.fromkeys(run, score))
     return out

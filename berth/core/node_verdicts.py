@@ -5,19 +5,35 @@ or pods changed can change their verdict. A :class:`VerdictTable` holds one verd
 and, for each tag a verdict carries (refused, room left, capacity unverified ...), the set of
 nodes carrying it, so that an evaluation works on whole node sets and re-judges only the
 nodes the log names since the table last caught up.
+
+A table also keeps its nodes sorted by any key a caller asks for (:meth:`VerdictTable.order`),
+moving only the re-judged nodes, so that ranking a cycle's candidates is a filter of that order
+rather than a sort.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
-from typing import Generic, TypeVar
+from bisect import bisect_left
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 from berth.core.model import NodeInfo
-from berth.core.view import ClusterView
+from berth.core.view import ChangeLog, ClusterView
 
 V = TypeVar("V")
 
 _NONE: set[str] = set()
+
+
+@dataclass(slots=True)
+class _Order:
+    """The table's nodes sorted by one key: ``keys[i]`` is the key of ``names[i]``."""
+
+    token: int
+    keys: list[Any] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    key_of: dict[str, Any] = field(default_factory=dict)
 
 
 class VerdictTable(Generic[V]):
@@ -26,6 +42,8 @@ class VerdictTable(Generic[V]):
         self.verdicts: dict[str, V] = {}
         self.tagged: dict[str, set[str]] = {}
         self._token: int | None = None
+        self._rejudged = ChangeLog()  # the nodes whose verdict was replaced, for the orders
+        self._orders: dict[Callable[[V], Any], _Order] = {}
 
     def sync(self, view: ClusterView, judge: Callable[[NodeInfo], V],
              keep: Callable[[V, NodeInfo], bool] | None = None) -> None:
@@ -36,6 +54,7 @@ class VerdictTable(Generic[V]):
         if changed is None:
             self.verdicts.clear()
             self.tagged.clear()
+            self._orders.clear()
             changed = view.nodes.keys()
         self._token = log.token
         nodes = view.nodes
@@ -48,13 +67,50 @@ class VerdictTable(Generic[V]):
                 del self.verdicts[name]
                 for tag in self.tags_of(old):
                     self.tagged[tag].discard(name)
+            self._rejudged.append(name)
             if node is not None:
                 verdict = self.verdicts[name] = judge(node)
                 for tag in self.tags_of(verdict):
                     self.tagged.setdefault(tag, set()).add(name)
 
+    def order(self, key: Callable[[V], Any]) -> Sequence[str]:
+        """Every node of the table, sorted by ``key`` of its verdict. ``key`` must be one function
+        kept for the purpose (the orders are kept per function) and unique per node. The order is
+        kept between calls: only the nodes re-judged since are moved."""
+        kept = self._orders.get(key)
+        changed = self._rejudged.since(kept.token) if kept is not None else None
+        if kept is None or changed is None or not self._move(kept, changed, key):
+            pairs = sorted((key(v), name) for name, v in self.verdicts.items())
+            kept = self._orders[key] = _Order(0, [k for k, _ in pairs], [n for _, n in pairs],
+                                              {n: k for k, n in pairs})
+        kept.token = self._rejudged.token
+        return kept.names
+
+    def _move(self, kept: _Order, changed: Iterable[str], key: Callable[[V], Any]) -> bool:
+        """Put the re-judged nodes in their new places; False if a key turns out not to be unique."""
+        keys, names = kept.keys, kept.names
+        for name in changed:
+            old = kept.key_of.pop(name, _ABSENT)
+            if old is not _ABSENT:
+                i = bisect_left(keys, old)
+                if i == len(names) or names[i] != name:
+                    return False
+                del keys[i], names[i]
+            verdict = self.verdicts.get(name)
+            if verdict is not None:
+                new = kept.key_of[name] = key(verdict)
+                i = bisect_left(keys, new)
+                if i < len(keys) and keys[i] == new:
+                    return False
+                keys.insert(i, new)
+                names.insert(i, name)
+        return True
+
     def reading(self, fresh: Mapping[str, V]) -> Judged[V]:
         return Judged(self, fresh)
+
+
+_ABSENT = object()
 
 
 class Judged(Generic[V]):
@@ -70,11 +126,16 @@ class Judged(Generic[V]):
         return self._table.verdicts[name] if hit is None else hit
 
     def each(self, names: Iterable[str]) -> list[V]:
-        """The verdicts of ``names``, in order (the hot path: one list comprehension, no calls)."""
+        """The verdicts of ``names``, in order (the hot path: no Python-level loop without fresh ones)."""
         verdicts, fresh = self._table.verdicts, self._fresh
         if not fresh:
-            return [verdicts[n] for n in names]
+            return list(map(verdicts.__getitem__, names))
         return [fresh[n] if n in fresh else verdicts[n] for n in names]
+
+    def order(self, key: Callable[[V], Any]) -> Sequence[str] | None:
+        """The table's order by ``key`` (:meth:`VerdictTable.order`); None when this reading has fresh
+        verdicts, which the order does not know."""
+        return None if self._fresh else self._table.order(key)
 
     def among(self, tag: str, nodes: Collection[str]) -> set[str]:
         """The nodes of ``nodes`` whose verdict carries ``tag``."""

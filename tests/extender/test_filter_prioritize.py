@@ -141,6 +141,22 @@ def test_prioritize_reuses_filter_evaluation_for_the_same_nodes() -> None:
     assert 'berth_extender_decisions_total{result="scored",verb="prioritize"} 1.0' in text
 
 
+def test_prioritize_scores_every_asked_node_once_whichever_way_the_reply_is_built() -> None:
+    """The nodes filter passed are scored from the ranking's runs; any other node set one score per
+    name asked about. Both must give each node the core's score."""
+    h = harness([*(node(f"n{i:02d}", cpu=str(2 + i % 5)) for i in range(12)), policy("web", strategy="Spread")])
+    p = pod("web-1", labels=WEB, cpu="1")
+    passing = h.filter(p)["NodeNames"]
+    assert len(passing) == 12
+    from_runs = h.prioritize(p, passing)
+    r = h.client.post("/prioritize", content=orjson.dumps(args(p, [*passing, "ghost"])))
+    one_by_one = r.json()
+    assert sorted(x["Host"] for x in one_by_one) == sorted([*passing, "ghost"])
+    assert {x["Host"]: x["Score"] for x in one_by_one} == {**from_runs, "ghost": 0}
+    n = len(passing)  # the winner 10, the node at place i of the ranking 4 * (n - i) // n
+    assert sorted(from_runs.values(), reverse=True) == [10, *(4 * (n - i) // n for i in range(1, n))]
+
+
 # -- the winner counts at once (seed 000's processing counter) -----------------------------------
 
 def test_the_winner_counts_before_its_bind_arrives() -> None:

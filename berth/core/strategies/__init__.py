@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from berth.core.candidates import Candidate
 from berth.core.model import PodInfo
@@ -34,11 +34,20 @@ def rank_key(strategy: Strategy | None, pod: PodInfo) -> RankKey:
     return key
 
 
-def ranked(candidates: list[Candidate], strategy: Strategy | None, pod: PodInfo) -> list[str]:
+def ranked(candidates: list[Candidate], strategy: Strategy | None, pod: PodInfo,
+           order: Callable[[RankKey], Sequence[str] | None] | None = None) -> list[str]:
     """The candidates' names, best first: sorted by :func:`rank_key`, without its prefix when no
-    candidate needs it (the common case, and the hot path of every scheduling cycle)."""
+    candidate needs it (the common case, and the hot path of every scheduling cycle). ``order``:
+    every node sorted by a strategy key (``CandidateSet.order``); the ranking is then that order
+    filtered to the candidates, with no sort at all."""
     if any(c.unverified or c.spread_score for c in candidates):
         return [c.name for c in sorted(candidates, key=rank_key(strategy, pod))]
     inner = _GREEDY[strategy](pod)
+    every = order(inner) if order is not None else None
+    if every is not None:
+        names = {c.name for c in candidates}
+        ranking = list(filter(names.__contains__, every))
+        if len(ranking) == len(names) == len(candidates):
+            return ranking
     keys = [c.keys.get(inner) or c.sort_key(inner) for c in candidates]
     return [candidates[i].name for i in sorted(range(len(candidates)), key=keys.__getitem__)]
