@@ -248,7 +248,7 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
 
     async def preempt_verb(body: bytes, started: float) -> VerbReply:
         return await scheduler_verb("preempt", body, started, ExtenderPreemptionArgs, engine.preempt, failure={},
-                                    failure_status=503)
+                                    failure_status=503, client_errors=(BadRequest, PodUnreadable))
 
     app.verbs = {"/filter": filter_verb, "/prioritize": prioritize_verb, "/bind": bind_verb,
                  "/preempt": preempt_verb}

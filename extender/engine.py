@@ -610,17 +610,54 @@ class Extender:
     # -- preempt ---------------------------------------------------------------------------
 
     def preempt(self, args: ExtenderPreemptionArgs, started: float | None = None) -> dict[str, Any]:
-        """The scheduler's own choice of victims, answered in NodeNameToMetaVictims form."""
+        """Of the scheduler's candidate nodes, each with the victims its own preemption chose, keep
+        those where the pod would pass berth's filter once the victims are gone, victims as given.
+        A node berth would refuse anyway (node filter, liveness, rules, spread, the round's plan,
+        or still no room) is dropped, so that no pod is evicted for a place berth will not give."""
         started = time.perf_counter() if started is None else started
-        out: dict[str, Any] = {}
+        given: dict[str, dict[str, Any]] = {}
         if args.NodeNameToMetaVictims is not None:
             for node, meta in args.NodeNameToMetaVictims.items():
-                out[node] = meta_victims(meta)
+                given[node] = meta_victims(meta)
         if args.NodeNameToVictims is not None:
-            for node, victims in args.NodeNameToVictims.items():
-                out.setdefault(node, meta_victims_from_full(victims))
-        self.metrics.observe("preempt", time.perf_counter() - started, "as_given")
-        return {"NodeNameToMetaVictims": out}
+            for node, full in args.NodeNameToVictims.items():
+                given.setdefault(node, meta_victims_from_full(full))
+        pod = self.read_pod(args.Pod)  # PodUnreadable: answered 400
+        store = self.store
+        with store.lock:
+            now = self.clock()
+            self._expire(now)
+            policy, strategy, governed = self._policy(pod)
+            if not governed:
+                self.metrics.observe("preempt", time.perf_counter() - started, "as_given")
+                return {"NodeNameToMetaVictims": given}
+            view = store.view
+            rnd = store.rounds.get(policy.key) if policy is not None else None
+            quota = rnd.quota(pod.uid) if rnd is not None else None
+            eval_now = self.eval_clock()
+            kept: dict[str, dict[str, Any]] = {}
+            for node, chosen in given.items():
+                ev = evaluate_pod(self._without(view, pod.uid, node, chosen), pod, policy, self.core_settings,
+                                  eval_now, nodes=[node], quota=quota, strategy=strategy)
+                if ev.passing:
+                    kept[node] = chosen
+                else:
+                    refusal = ev.decision.refused.get(node)
+                    log.info("preemption on %s for %s dropped: %s", node, pod.key,
+                             refusal.reason if refusal is not None else ev.decision.error)
+        self.metrics.observe("preempt", time.perf_counter() - started, "judged")
+        return {"NodeNameToMetaVictims": kept}
+
+    @staticmethod
+    def _without(view: ClusterView, uid: str, node: str, victims: Mapping[str, Any]) -> Overlay:
+        """The view as the pod ``uid`` would find ``node`` after preemption: the victims gone, and the
+        pod itself counted nowhere (a preemptor may already hold its nominated node)."""
+        overlay = Overlay(view)
+        for victim in [uid, *(entry["UID"] for entry in victims.get("Pods") or ())]:
+            pod = view.pod(victim)
+            if pod is not None and (pod.uid == uid or pod.node_name == node):
+                overlay.remove(pod)
+        return overlay
 
     # -- assumptions -----------------------------------------------------------------------
 

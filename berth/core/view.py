@@ -361,11 +361,13 @@ def selector_key(selector: LabelSelector) -> object:
 
 
 class Overlay:
-    """Simulated placements on top of a view: what a plan reads while it places pod after pod."""
+    """Simulated placements on top of a view: what a plan reads while it places pod after pod, or
+    what a node would hold without the victims preemption evicts (:meth:`remove`)."""
 
     def __init__(self, base: ClusterState) -> None:
         self._base = base
         self._placed: dict[str, list[PodInfo]] = {}
+        self._removed: dict[str, dict[str, PodInfo]] = {}  # node -> uid -> pod gone from it
         self._requested: dict[str, dict[str, int]] = {}
         self._sleepy: dict[str, int] = {}
         self._counts: dict[tuple[str, object], tuple[LabelSelector, dict[str, int]]] = {}
@@ -397,18 +399,39 @@ class Overlay:
             if namespace == pod.namespace and selector.matches(pod.labels):
                 counts[node] = counts.get(node, 0) + 1
 
+    def remove(self, pod: PodInfo) -> None:
+        """Take a pod of the base off its node, as if it were gone (a preemption victim): its
+        requests, its place in the workload counts and in the pods the placement rules see."""
+        node = pod.node_name
+        if not node or pod.uid in self._removed.get(node, ()):
+            return
+        self._removed.setdefault(node, {})[pod.uid] = pod
+        req = self._requested.get(node)
+        if req is None:
+            req = self._requested[node] = dict(self._base.requested(node))
+        for name, amount in pod.requests.items():
+            req[name] = req.get(name, 0) - amount
+        req[PODS] = req.get(PODS, 0) - 1
+        if pod.sleepy:
+            self._sleepy[node] = self.sleepy_memory(node) - pod.requests.get("memory", 0)
+        for (namespace, _), (selector, counts) in self._counts.items():
+            if namespace == pod.namespace and _counts_for(pod, selector):
+                counts[node] = counts.get(node, 0) - 1
+
     def requested(self, node: str) -> Mapping[str, int]:
         req = self._requested.get(node)
         return req if req is not None else self._base.requested(node)
 
     def pods_on(self, node: str) -> Iterable[PodInfo]:
         extra = self._placed.get(node)
-        if not extra:
+        gone = self._removed.get(node)
+        if not extra and not gone:
             return self._base.pods_on(node)
-        return [*self._base.pods_on(node), *extra]
+        kept = [p for p in self._base.pods_on(node) if p.uid not in gone] if gone else list(self._base.pods_on(node))
+        return [*kept, *(extra or ())]
 
     def pod_count(self, node: str) -> int:
-        return self._base.pod_count(node) + len(self._placed.get(node, ()))
+        return self._base.pod_count(node) + len(self._placed.get(node, ())) - len(self._removed.get(node, ()))
 
     def sleepy_memory(self, node: str) -> int:
         return self._sleepy.get(node, self._base.sleepy_memory(node))
@@ -423,6 +446,10 @@ class Overlay:
             for pod in pods:
                 if pod.namespace == namespace and selector.matches(pod.labels):
                     counts[node] = counts.get(node, 0) + 1
+        for node, gone in self._removed.items():
+            for pod in gone.values():
+                if pod.namespace == namespace and _counts_for(pod, selector):
+                    counts[node] = counts.get(node, 0) - 1
         self._counts[key] = (selector, counts)
         return counts
 
@@ -445,7 +472,8 @@ class Overlay:
 
     def local_nodes(self) -> Collection[str]:
         under = self._base.local_nodes()
-        return self._placed.keys() | under if under else self._placed.keys()
+        mine: Collection[str] = self._placed.keys() | self._removed.keys() if self._removed else self._placed.keys()
+        return {*mine, *under} if under else mine
 
     def memo(self, key: Hashable) -> dict[Any, Any]:
         return self._base.memo(key)
@@ -458,4 +486,10 @@ class Overlay:
             for pod in pods
             if pod.namespace == namespace and all(pod.labels.get(k) == v for k, v in labels.items())
         }
+        if self._removed:
+            selector = LabelSelector(dict(labels))
+            emptied = {node for node in self._removed.keys() & base
+                       if not any(p.uid != exclude_uid and p.namespace == namespace and _counts_for(p, selector)
+                                  for p in self.pods_on(node))}
+            base = base - emptied
         return base | extra if extra else base

@@ -351,3 +351,31 @@ def test_long_lived_view_answers_like_a_fresh_one(data: st.DataObject, world: Wo
             got_plan = plan_round(view, p, pol, world.settings, at, 3)
             want_plan = plan_round(fresh, p, pol, world.settings, at, 3)
             assert got_plan.to_dict() == want_plan.to_dict(), (kind, pol.spec)
+
+
+@PROPS
+@given(data=st.data(), world=worlds(), p=new_pods(), pol=policies(GREEDY))
+def test_an_overlay_without_some_pods_judges_like_a_view_without_them(data: st.DataObject, world: World,
+                                                                       p: PodInfo, pol: PlacementPolicy) -> None:
+    """Preemption judges a node as it would be with its victims gone (``Overlay.remove``): every
+    node must be judged exactly as in a view that never had those pods."""
+    gone = data.draw(st.lists(st.sampled_from(world.pods), unique_by=lambda q: q.uid), label="gone") \
+        if world.pods else []
+    view = world.view()
+    for node in world.nodes:  # a long-lived view: its tables built before the overlay reads it
+        evaluate_pod(view, p, pol, world.settings, NOW, nodes=[node.name])
+    overlay = view.overlay()
+    for victim in gone:
+        overlay.remove(victim)
+    without = world.view()
+    for victim in gone:
+        without.remove_pod(victim.uid)
+    for node in world.nodes:
+        assert overlay.requested(node.name) == without.requested(node.name)
+        assert overlay.pod_count(node.name) == without.pod_count(node.name)
+        assert {q.uid for q in overlay.pods_on(node.name)} == {q.uid for q in without.pods_on(node.name)}
+        ours = evaluate_pod(overlay, p, pol, world.settings, NOW, nodes=[node.name]).decision
+        theirs = evaluate_pod(without, p, pol, world.settings, NOW, nodes=[node.name]).decision
+        assert (ours.ranking, ours.refused, ours.error) == (theirs.ranking, theirs.refused, theirs.error), node.name
+    everyone = evaluate_pod(overlay, p, pol, world.settings, NOW).decision
+    assert everyone.to_dict() == evaluate_pod(without, p, pol, world.settings, NOW).decision.to_dict()
