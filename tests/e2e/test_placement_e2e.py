@@ -333,6 +333,53 @@ def test_pod_that_fits_nowhere_stays_pending_with_berths_reasons(env: Env) -> No
     assert env.core.read_namespaced_pod("too-big", env.ns).spec.node_name is None
 
 
+# -- preemption -----------------------------------------------------------------------------------
+
+def _priority_class(env: Env, name: str, value: int) -> str:
+    try:
+        k8s.SchedulingV1Api(env.api).create_priority_class(
+            {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+             "value": value, "description": "berth end-to-end tests"})
+    except k8s.ApiException as exc:
+        if exc.status != 409:  # made by an earlier test of the session
+            raise
+    return name
+
+
+def test_preemption_evicts_only_where_berth_would_then_place_the_pod(env: Env) -> None:
+    """kube-scheduler's own preemption prefers node a (its victim has the lowest priority), but a
+    also runs a db pod the preemptor must not share a node with, and that pod is not a victim:
+    berth's preempt drops a, so the scheduler evicts on b instead, and the pod lands there."""
+    high, mid = _priority_class(env, "berth-e2e-high", 1000), _priority_class(env, "berth-e2e-mid", 10)
+    a, b = env.nodes(("a", "2", "4Gi", {}), ("b", "2", "4Gi", {}))
+    env.policy("guarded-" + env.run, "guarded", strategy="Auto",
+               placementRules=[{"resource": "Pod", "operator": "HasNot", "labels": {"role": "db"}}])
+    low_a = env.pod("low-a", "batch", cpu="1500m", node=a)
+    low_b = env.pod("low-b", "batch", cpu="1500m", node=b)
+    low_b["spec"]["priorityClassName"] = mid
+    db = env.pod("db-a", "db", cpu="100m", node=a)
+    db["metadata"]["labels"]["role"] = "db"
+    db["spec"]["priorityClassName"] = high  # as important as the preemptor: never a victim
+    env.create(low_a, low_b, db)
+    wait_for(lambda: env.extender.get("/api/v1/nodes/allocations")["nodes"],
+             lambda nodes: nodes.get(a, {}).get("requested", {}).get("cpu") == 1600
+             and nodes.get(b, {}).get("requested", {}).get("cpu") == 1500,
+             timeout=30, what="berth to see the pods already on a and b")
+    preemptor = env.pod("guarded-0", "guarded", cpu="1")
+    preemptor["spec"]["priorityClassName"] = high
+    env.create(preemptor)
+
+    def nominated_or_bound() -> str | None:
+        pod = env.core.read_namespaced_pod("guarded-0", env.ns)
+        return pod.spec.node_name or (pod.status.nominated_node_name if pod.status else None)
+
+    assert wait_for(nominated_or_bound, bool, timeout=90, what="guarded-0 nominated or bound") == b
+    assert env.wait_bound("guarded", 1) == {"guarded-0": b}
+    batch = env.core.list_namespaced_pod(env.ns, label_selector=f"app=batch,{RUN_LABEL}={env.run}").items
+    standing = sorted(p.metadata.name for p in batch if p.metadata.deletion_timestamp is None)
+    assert standing == ["low-a"]  # low-b was the victim; nothing was evicted on a
+
+
 # -- the PlacementPolicy through kubectl and the operator -----------------------------------------
 
 def test_invalid_policy_is_refused_with_the_field_path(control_plane: ControlPlane, placement_namespace: str,
