@@ -15,7 +15,8 @@ Usage (from the repository root)::
     python bench/bench_extender.py --nodes 2000 --requests 300   # node names only (add --full-nodes)
 
 At 5,000 nodes it also measures a request carrying 500 of the names, as kube-scheduler's default
-percentageOfNodesToScore sends.
+percentageOfNodesToScore sends. Each size ends with a *floor*: the same pair for a pod no policy
+governs and no node names, i.e. what the HTTP round trips and bookkeeping cost on this machine.
 
 The server runs in a child process (``--serve``), the HTTP client in this one. Only 127.0.0.1 is used.
 """
@@ -340,6 +341,27 @@ def measure(url: str, nodes: int, *, cache_capable: bool, requests: int, warmup:
             "request_kib": len(body) / 1024}
 
 
+def measure_floor(url: str, requests: int, warmup: int = 20) -> dict[str, float]:
+    """The same pair for a pod no policy governs, with no node names: the HTTP, decoding and
+    bookkeeping every request pays, none of the judging. What this machine adds to any figure."""
+    conn = KeepAliveConnection("127.0.0.1", int(url.rsplit(":", 1)[1]))
+    pairs = []
+    try:
+        for i in range(warmup + requests):
+            pod = pending_pod(i)
+            pod["metadata"]["labels"] = {"app": "ungoverned"}
+            body = orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": []})
+            t0 = time.perf_counter()
+            for path in ("/filter", "/prioritize"):
+                status, data = conn.post(path, body)
+                assert status == 200, data[:200]
+            if i >= warmup:
+                pairs.append(time.perf_counter() - t0)
+    finally:
+        conn.close()
+    return {"p50": _pct(pairs, 50), "p99": _pct(pairs, 99)}
+
+
 def server_histogram(url: str) -> dict[str, dict[str, float]]:
     """The server's own latency histogram per verb (request decoded, judged, reply built)."""
     out: dict[str, dict[str, float]] = {}
@@ -403,6 +425,9 @@ def run_case(nodes: int, requests: int, cache_false_too: bool, sampled: bool = F
             lines.append(f"{'':>14}server side: filter {server_side(before, after, 'filter')}; prioritize "
                          f"{server_side(before, after, 'prioritize')}; server CPU per pair "
                          f"{(cpu_after - cpu_before) / pairs * 1000:.2f} ms (steadier than wall time)")
+        floor = measure_floor(url, requests)
+        lines.append(f"{'':>14}floor: the same pair for an ungoverned pod and no nodes p50 {floor['p50']:.2f} ms  "
+                     f"p99 {floor['p99']:.2f} ms (HTTP and bookkeeping on this machine, no judging)")
     finally:
         proc.terminate()
         proc.wait(10)
