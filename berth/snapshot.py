@@ -142,15 +142,42 @@ def load_policy(path: str) -> PlacementPolicy:
         raise SnapshotError(f"{path}: {exc.path}: {exc.problem}") from None
 
 
+WORKLOAD_TEMPLATES: dict[str, tuple[str, ...]] = {
+    "Deployment": ("spec", "template"),
+    "ReplicaSet": ("spec", "template"),
+    "StatefulSet": ("spec", "template"),
+    "DaemonSet": ("spec", "template"),
+    "ReplicationController": ("spec", "template"),
+    "Job": ("spec", "template"),
+    "CronJob": ("spec", "jobTemplate", "spec", "template"),
+}
+"""Where each workload kind keeps the pod template ``berth plan`` / ``capacity`` read as the pod."""
+
+
 def load_pod(path: str, default_namespace: str = "default") -> PodInfo:
-    """A Pod manifest, as the pod to place: its namespace defaults to ``default_namespace``, a
-    missing name to its ``generateName`` (or ``pod``), and any ``spec.nodeName`` is dropped."""
-    obj = dict(read_manifest(path, "Pod"))
+    """A Pod manifest, or a workload's pod template (:data:`WORKLOAD_TEMPLATES`), as the pod to
+    place: its namespace defaults to ``default_namespace``, a missing name to its ``generateName``
+    (or ``pod``; a workload's pods are named after the workload), and any ``spec.nodeName`` is
+    dropped. An error names the field as the file spells it (``spec.template.spec...``)."""
+    docs = read_documents(path)
+    if len(docs) != 1:
+        raise SnapshotError(f"{path}: expected one Pod (or workload) manifest, found {len(docs)} documents")
+    doc = docs[0]
+    if not isinstance(doc, Mapping):
+        raise SnapshotError(f"{path}: expected a Pod manifest (an object), found {_type_name(doc)}")
+    kind = doc.get("kind")
+    if kind == "Pod":
+        obj, label = dict(doc), None
+    elif kind in WORKLOAD_TEMPLATES:
+        obj, label = _template_pod(doc, WORKLOAD_TEMPLATES[kind], path), ".".join(WORKLOAD_TEMPLATES[kind])
+    else:
+        raise SnapshotError(f"{path}: kind: expected Pod or a workload ({', '.join(WORKLOAD_TEMPLATES)}), "
+                            f"found {kind!r}")
     meta = obj.get("metadata")
     if meta is None:
         meta = {}
     if not isinstance(meta, Mapping):
-        raise SnapshotError(f"{path}: metadata: must be an object")
+        raise _fail(path, label, "metadata", "must be an object")
     meta = dict(meta)
     if not meta.get("name"):
         meta["name"] = str(meta.get("generateName") or "pod").rstrip("-") or "pod"
@@ -158,8 +185,31 @@ def load_pod(path: str, default_namespace: str = "default") -> PodInfo:
     if not meta.get("namespace"):
         meta["namespace"] = default_namespace
     obj["metadata"] = meta
-    pod = _pod(obj, path, None)
+    pod = _pod(obj, path, label)
     return replace(pod, node_name=None)
+
+
+def _template_pod(workload: Mapping[str, Any], where: tuple[str, ...], path: str) -> dict[str, Any]:
+    """The Pod a workload's controller would make: the template, named after the workload, in its
+    namespace."""
+    meta = workload.get("metadata")
+    if meta is not None and not isinstance(meta, Mapping):
+        raise SnapshotError(f"{path}: metadata: must be an object")
+    meta = meta or {}
+    node: Any = workload
+    for depth, key in enumerate(where):
+        node = node.get(key) if isinstance(node, Mapping) else None
+        if not isinstance(node, Mapping):
+            raise SnapshotError(f"{path}: {'.'.join(where[:depth + 1])}: must be an object (the pod template)")
+    template_meta = node.get("metadata")
+    if template_meta is not None and not isinstance(template_meta, Mapping):
+        raise SnapshotError(f"{path}: {'.'.join(where)}.metadata: must be an object")
+    pod_meta = {**(template_meta or {})}
+    if meta.get("name") and not pod_meta.get("name"):
+        pod_meta["name"] = str(meta["name"])
+    if meta.get("namespace") and not pod_meta.get("namespace"):
+        pod_meta["namespace"] = str(meta["namespace"])
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": node.get("spec")}
 
 
 def pod_from_manifest(obj: Mapping[str, Any], source: str = "pod") -> PodInfo:

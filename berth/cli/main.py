@@ -153,13 +153,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the output of kubectl get nodes,pods -A -o json (or YAML; - reads stdin)")
     p.add_argument("--policy", metavar="FILE", help="a PlacementPolicy manifest (default: the snapshot's "
                    "PlacementPolicy that selects the pod, else none)")
-    p.add_argument("--pod", required=True, metavar="FILE", help="a Pod manifest: the shape and labels to place")
+    p.add_argument("--pod", required=True, metavar="FILE", help="a Pod manifest, or a workload (Deployment, "
+                   "StatefulSet, ReplicaSet, DaemonSet, Job, CronJob) whose pod template is used: the shape and "
+                   "labels to place")
     p.add_argument("--count", type=_count, metavar="N", help="pods in the round (default: Fill and Each "
                    "plan their own round, other strategies 1 pod)")
 
     p = command("capacity", cmd_capacity, "How many more pods like POD fit on each node, and in total (JSON).")
     p.add_argument("--snapshot", required=True, metavar="FILE", help="the cluster snapshot (- reads stdin)")
-    p.add_argument("--pod", required=True, metavar="FILE", help="a Pod manifest: the shape to measure")
+    p.add_argument("--pod", required=True, metavar="FILE", help="a Pod manifest, or a workload whose pod "
+                   "template is used: the shape to measure")
     p.add_argument("--policy", metavar="FILE", help="a PlacementPolicy manifest: its node filter and "
                    "capacity overrides apply")
 

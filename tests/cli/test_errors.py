@@ -61,9 +61,9 @@ def test_wrong_kind_in_the_snapshot(files: Files) -> None:
 
 
 def test_wrong_kind_for_the_pod_and_the_policy(files: Files) -> None:
-    deployment = kube.write_yaml(files.dir / "deploy.yaml", {"apiVersion": "apps/v1", "kind": "Deployment",
-                                                            "metadata": {"name": "web"}})
-    assert_one_line(run_process(_plan(files, pod=deployment)), "deploy.yaml", "kind", "expected Pod")
+    config = kube.write_yaml(files.dir / "config.yaml", {"apiVersion": "v1", "kind": "ConfigMap",
+                                                        "metadata": {"name": "web"}})
+    assert_one_line(run_process(_plan(files, pod=config)), "config.yaml", "kind", "expected Pod or a workload")
     assert_one_line(run_process(_plan(files, policy=files.pod)), "pod.yaml", "kind", "expected PlacementPolicy")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -189,3 +190,56 @@ def test_snapshot_from_stdin(files: Files) -> None:
     r = run_process(["capacity", "--snapshot", "-", "--pod", files.pod], stdin=files.json.read_text())
     assert r.code == 0, r.err
     assert json.loads(r.out)["nodes"] == CAPACITY
+
+
+def _workload(kind: str, template: dict[str, Any]) -> dict[str, Any]:
+    """``kind`` named web-new in shop, carrying ``template`` where that kind keeps its pod template."""
+    spec: dict[str, Any] = {"template": template}
+    if kind == "CronJob":
+        spec = {"schedule": "0 * * * *", "jobTemplate": {"spec": {"template": template}}}
+    elif kind != "Job":
+        spec = {"replicas": 3, "selector": {"matchLabels": {"app": "web"}}, **spec}
+    return {"apiVersion": "batch/v1" if kind in ("Job", "CronJob") else "apps/v1", "kind": kind,
+            "metadata": {"name": "web-new", "namespace": "shop"}, "spec": spec}
+
+
+WORKLOADS = ["Deployment", "StatefulSet", "ReplicaSet", "DaemonSet", "Job", "CronJob"]
+
+
+@pytest.mark.parametrize("kind", WORKLOADS)
+def test_a_workload_manifest_is_read_as_its_pod_template(cli: Cli, files: Files, kind: str) -> None:
+    """``--pod deployment.yaml`` plans and measures the pods the workload would make, as the Pod would."""
+    pod = kube.pod("web-new")
+    template = {"metadata": {"labels": pod["metadata"]["labels"]}, "spec": pod["spec"]}
+    path = kube.write_yaml(files.dir / f"{kind}.yaml", _workload(kind, template))
+    plan = ("plan", "--snapshot", files.json, "--policy", files.policy, "--count", "3")
+    as_workload = cli(*plan, "--pod", path)
+    assert as_workload.code == 0, as_workload.err
+    assert as_workload.out == cli(*plan, "--pod", files.pod).out
+    capacity = ("capacity", "--snapshot", files.json)
+    assert cli(*capacity, "--pod", path).out == cli(*capacity, "--pod", files.pod).out
+
+
+def test_a_workload_without_a_pod_template_is_one_clear_error(cli: Cli, files: Files) -> None:
+    path = kube.write_yaml(files.dir / "deploy.yaml", {"apiVersion": "apps/v1", "kind": "Deployment",
+                                                      "metadata": {"name": "web"}, "spec": {"replicas": 2}})
+    r = cli("capacity", "--snapshot", files.json, "--pod", path)
+    assert r.code == 2 and r.out == ""
+    assert r.err.strip().splitlines() == [
+        f"berth: error: {path}: spec.template: must be an object (the pod template)"], r.err
+
+
+def test_a_workload_template_error_names_the_field_as_the_file_spells_it(cli: Cli, files: Files) -> None:
+    pod = kube.pod("web-new")
+    pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    path = kube.write_yaml(files.dir / "deploy.yaml", _workload("Deployment", {"spec": pod["spec"]}))
+    r = cli("capacity", "--snapshot", files.json, "--pod", path)
+    assert r.code == 2
+    assert "deploy.yaml: spec.template: spec.containers[0].resources.requests.cpu" in r.err, r.err
+
+
+def test_a_kind_that_makes_no_pods_is_refused_by_name(cli: Cli, files: Files) -> None:
+    path = kube.write_yaml(files.dir / "svc.yaml", {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "x"}})
+    r = cli("capacity", "--snapshot", files.json, "--pod", path)
+    assert r.code == 2
+    assert "svc.yaml: kind: expected Pod or a workload (Deployment, " in r.err and "found 'Service'" in r.err, r.err
