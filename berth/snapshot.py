@@ -26,7 +26,7 @@ import functools
 import json
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -111,17 +111,17 @@ def read_objects(path: str) -> list[Mapping[str, Any]]:
     return [obj for _, obj in _flatten(docs, path, len(docs) > 1)]
 
 
-def read_manifest(path: str, kind: str) -> Mapping[str, Any]:
-    """The single object of kind ``kind`` that ``path`` holds."""
+def read_manifest(path: str, kinds: Collection[str], what: str) -> Mapping[str, Any]:
+    """The single object ``path`` holds, of one of ``kinds`` (``what`` names them in errors)."""
     docs = read_documents(path)
     if len(docs) != 1:
-        raise SnapshotError(f"{path}: expected one {kind} manifest, found {len(docs)} documents")
+        raise SnapshotError(f"{path}: expected one {what} manifest, found {len(docs)} documents")
     obj = docs[0]
     if not isinstance(obj, Mapping):
-        raise SnapshotError(f"{path}: expected a {kind} manifest (an object), found {_type_name(obj)}")
+        raise SnapshotError(f"{path}: expected a {what} manifest (an object), found {_type_name(obj)}")
     found = obj.get("kind")
-    if found != kind:
-        raise SnapshotError(f"{path}: kind: expected {kind}, found {found!r}")
+    if found not in kinds:
+        raise SnapshotError(f"{path}: kind: expected {what}, found {found!r}")
     return obj
 
 
@@ -130,12 +130,7 @@ def read_manifest(path: str, kind: str) -> Mapping[str, Any]:
 
 def load_policy(path: str) -> PlacementPolicy:
     """A PlacementPolicy manifest; an invalid one raises ``<file>: <path>: <problem>``."""
-    docs = read_documents(path)
-    if len(docs) != 1:
-        raise SnapshotError(f"{path}: expected one PlacementPolicy manifest, found {len(docs)} documents")
-    obj = docs[0]
-    if isinstance(obj, Mapping) and obj.get("kind") != "PlacementPolicy":
-        raise SnapshotError(f"{path}: kind: expected PlacementPolicy, found {obj.get('kind')!r}")
+    obj = read_manifest(path, ("PlacementPolicy",), "PlacementPolicy")
     try:
         return policy_from_manifest(obj)
     except InvalidPolicy as exc:
@@ -159,20 +154,12 @@ def load_pod(path: str, default_namespace: str = "default") -> PodInfo:
     place: its namespace defaults to ``default_namespace``, a missing name to its ``generateName``
     (or ``pod``; a workload's pods are named after the workload), and any ``spec.nodeName`` is
     dropped. An error names the field as the file spells it (``spec.template.spec...``)."""
-    docs = read_documents(path)
-    if len(docs) != 1:
-        raise SnapshotError(f"{path}: expected one Pod (or workload) manifest, found {len(docs)} documents")
-    doc = docs[0]
-    if not isinstance(doc, Mapping):
-        raise SnapshotError(f"{path}: expected a Pod manifest (an object), found {_type_name(doc)}")
-    kind = doc.get("kind")
+    doc = read_manifest(path, ("Pod", *WORKLOAD_TEMPLATES), f"Pod or a workload ({', '.join(WORKLOAD_TEMPLATES)})")
+    kind = doc["kind"]
     if kind == "Pod":
         obj, label = dict(doc), None
-    elif kind in WORKLOAD_TEMPLATES:
-        obj, label = _template_pod(doc, WORKLOAD_TEMPLATES[kind], path), ".".join(WORKLOAD_TEMPLATES[kind])
     else:
-        raise SnapshotError(f"{path}: kind: expected Pod or a workload ({', '.join(WORKLOAD_TEMPLATES)}), "
-                            f"found {kind!r}")
+        obj, label = _template_pod(doc, WORKLOAD_TEMPLATES[kind], path), ".".join(WORKLOAD_TEMPLATES[kind])
     meta = obj.get("metadata")
     if meta is None:
         meta = {}

@@ -28,6 +28,15 @@ def _table(view: ClusterView) -> VerdictTable[NodeInfo]:
     return table
 
 
+def _change(view: ClusterView, table: VerdictTable[NodeInfo], name: str, cpu: int | None) -> None:
+    """Add, change (cpu) or remove (None) node ``name``, and let the table catch up."""
+    if cpu is None:
+        view.remove_node(name)
+    else:
+        view.upsert_node(_node(name, cpu))
+    table.sync(view, lambda node: node)
+
+
 CHANGES = st.lists(st.tuples(st.sampled_from("abcdefgh"), st.one_of(st.none(), st.integers(0, 6))), max_size=30)
 
 
@@ -39,11 +48,7 @@ def test_an_order_kept_across_changes_equals_a_fresh_sort(changes: list[tuple[st
     table = _table(view)
     assert list(table.order(_cpu)) == sorted(table.verdicts, key=lambda n: _cpu(table.verdicts[n]))
     for name, cpu in changes:
-        if cpu is None:
-            view.remove_node(name)
-        else:
-            view.upsert_node(_node(name, cpu))
-        table.sync(view, lambda node: node)
+        _change(view, table, name, cpu)
         assert list(table.order(_cpu)) == sorted(view.nodes, key=lambda n: _cpu(view.nodes[n]))
 
 
@@ -52,11 +57,7 @@ def test_an_order_by_a_key_that_is_not_unique_still_holds_every_node(changes: li
     view = ClusterView()
     table = _table(view)
     for name, cpu in changes:
-        if cpu is None:
-            view.remove_node(name)
-        else:
-            view.upsert_node(_node(name, cpu))
-        table.sync(view, lambda node: node)
+        _change(view, table, name, cpu)
         order = list(table.order(_cpu_only))
         assert sorted(order) == sorted(view.nodes)
         assert [_cpu_only(view.nodes[n]) for n in order] == sorted(_cpu_only(n) for n in view.nodes.values())
