@@ -34,6 +34,10 @@ def rank_key(strategy: Strategy | None, pod: PodInfo) -> RankKey:
     return key
 
 
+_ORDER_WORTH_IT = 64
+"""Fewer candidates than this are sorted: cheaper than walking every node of the view's order."""
+
+
 def ranked(candidates: list[Candidate], strategy: Strategy | None, pod: PodInfo,
            order: Callable[[RankKey], Sequence[str] | None] | None = None) -> list[str]:
     """The candidates' names, best first: sorted by :func:`rank_key`, without its prefix when no
@@ -43,7 +47,7 @@ def ranked(candidates: list[Candidate], strategy: Strategy | None, pod: PodInfo,
     if any(c.unverified or c.spread_score for c in candidates):
         return [c.name for c in sorted(candidates, key=rank_key(strategy, pod))]
     inner = _GREEDY[strategy](pod)
-    every = order(inner) if order is not None else None
+    every = order(inner) if order is not None and len(candidates) >= _ORDER_WORTH_IT else None
     if every is not None:
         names = {c.name for c in candidates}
         ranking = list(filter(names.__contains__, every))
