@@ -215,7 +215,7 @@ class Extender:
         self.clock = clock or time.time
         self.eval_clock = eval_clock or self.clock
         self._node_locks: dict[str, asyncio.Lock] = {}
-        self._filter_decisions: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._filter_decisions: OrderedDict[str, bytes] = OrderedDict()
         self._recent: _Recent | None = None
         self._encoded_nodes: dict[str, tuple[str, orjson.Fragment]] = {}
 
@@ -278,8 +278,8 @@ class Extender:
         default = self.core_settings.default_strategy
         return None, default, default is not None
 
-    def _remember_filter_decision(self, uid: str, record: dict[str, Any]) -> None:
-        """filter's judgement of a pod (compact), for the decision its bind records."""
+    def _remember_filter_decision(self, uid: str, record: bytes) -> None:
+        """filter's judgement of a pod (compact, encoded), for the decision its bind records."""
         store = self._filter_decisions
         store[uid] = record
         store.move_to_end(uid)
@@ -390,8 +390,7 @@ class Extender:
             self._recent = _Recent(pod.uid, _resource_version(args.Pod), tuple(passing), ev.decision.ranking,
                                    time.monotonic())
             record = decision_record(decision)
-            self._remember_filter_decision(pod.uid, record)
-            store.record_decision(pod.key, record)
+            self._remember_filter_decision(pod.uid, store.record_decision(pod.key, record))
         result = "placed" if passing else (decision.error.code.value if decision.error else "no_node")
         self.metrics.observe("filter", time.perf_counter() - started, result)
         return self._filter_reply(cache_capable, passing, failed, unresolvable, raw_nodes)
@@ -459,8 +458,7 @@ class Extender:
                                  round_key=rnd.policy_key if rnd is not None else None)
                 self._recent = _Recent(pod.uid, _resource_version(args.Pod), judged, ranking, time.monotonic())
                 record = decision_record(self._stamp(ev.decision, "prioritize"))
-                self._remember_filter_decision(pod.uid, record)
-                store.record_decision(pod.key, record)
+                self._remember_filter_decision(pod.uid, store.record_decision(pod.key, record))
                 result = "scored"
         self.metrics.observe("prioritize", time.perf_counter() - started, result)
         return self._priorities(names, ranking)
@@ -563,7 +561,8 @@ class Extender:
             ev = evaluate_pod(state, pod, policy, self.core_settings, eval_now,
                               nodes=[node], quota=quota, strategy=strategy)
             refusal = ev.decision.refused.get(node)
-            earlier = self._filter_decisions.pop(pod.uid, None)
+            earlier_encoded = self._filter_decisions.pop(pod.uid, None)
+            earlier = orjson.loads(earlier_encoded) if earlier_encoded is not None else None
             if refusal is not None or node not in ev.decision.ranking:
                 reason = refusal.reason if refusal is not None else (
                     ev.decision.error.message if ev.decision.error else "refused by the recheck")

@@ -36,7 +36,19 @@ def collector_paused() -> Iterator[None]:
                 gc.enable()
 
 
+YOUNG_THRESHOLD = 10_000
+"""Net container allocations between young collections (Python's default: 700). Nearly all that
+a request allocates is freed by reference counting, and a request pair leaves about 30 objects
+behind (its assumption, the pod it remembers): at the default a collection fell on one request
+pair in twenty (measured: 22 young and 2 middle collections in 520 pairs at 500 nodes, pauses up
+to 7 ms, each added to one request's latency); at this threshold about one in three hundred does,
+scanning at most 10,000 young objects."""
+
+
 def settle() -> None:
-    """Collect once, then move every object alive now out of the collector's generations."""
+    """Collect once, then move every object alive now out of the collector's generations, and
+    let young collections come less often (:data:`YOUNG_THRESHOLD`)."""
     gc.collect()
     gc.freeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(YOUNG_THRESHOLD, older, oldest)

@@ -425,13 +425,17 @@ class ClusterStore:
 
     # -- decisions ---------------------------------------------------------------------
 
-    def record_decision(self, pod_key: str, decision: dict[str, Any]) -> None:
+    def record_decision(self, pod_key: str, decision: dict[str, Any]) -> bytes:
+        """Keep ``decision`` for the explain API, encoded: a few KiB each instead of hundreds of
+        objects the cyclic collector would scan again and again. Returns the encoding."""
+        encoded = orjson.dumps(decision)
         if self.decisions_kept <= 0:
-            return
-        self.decisions[pod_key] = orjson.dumps(decision)  # encoded: a few KiB each instead of many objects
+            return encoded
+        self.decisions[pod_key] = encoded
         self.decisions.move_to_end(pod_key)
         while len(self.decisions) > self.decisions_kept:
             self.decisions.popitem(last=False)
+        return encoded
 
     # -- relists -----------------------------------------------------------------------
 

@@ -98,8 +98,12 @@ def rule_context(state: ClusterState, pod: PodInfo, rules_owner: object) -> Rule
 
 def reads_pods(rules: tuple[RuleNode, ...]) -> bool:
     """Whether any rule reads pods (so placing a pod can change other nodes' verdicts)."""
-    def walk(rule: RuleNode) -> bool:
-        if isinstance(rule, Group):
-            return any(walk(m) for m in rule.members)
-        return rule.resource is Resource.POD
-    return any(walk(r) for r in rules)
+    return any(map(_reads_pods, rules))
+
+
+def _reads_pods(rule: RuleNode) -> bool:
+    # Module-level, not nested: a nested recursive function is a reference cycle, left for the
+    # cyclic collector on every call (this runs in every scheduling cycle).
+    if isinstance(rule, Group):
+        return any(map(_reads_pods, rule.members))
+    return rule.resource is Resource.POD

@@ -1,0 +1,66 @@
+"""The cyclic collector stays out of the requests' way: the verbs leave no reference cycles behind
+(their garbage goes with reference counting, never to a collection), and once the view is in,
+young collections come rarely."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import orjson
+import pytest
+
+from berth.extender.heap import YOUNG_THRESHOLD, collector_paused, settle
+from berth.extender.wire import ExtenderArgs
+from tests.extender.helpers import ZONE, args, harness, node, pod, policy
+
+WEB = {"app": "web"}
+
+
+@pytest.fixture
+def no_collections() -> Iterator[None]:
+    """The collector off (what a test leaves behind is found by the explicit collection only)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def test_filter_and_prioritize_leave_no_reference_cycles(no_collections: None) -> None:
+    rules = [{"resource": "Node", "operator": "HasNot", "labels": {"type": "gpu"}},
+             {"anyOf": [{"resource": "Pod", "operator": "HasNot", "labels": {"role": "db"}, "within": "rack"},
+                        {"resource": "Node", "operator": "Has", "labels": {"disk": "ssd"}}]}]
+    spread = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"}]
+    nodes = [node(f"n{i}", labels={ZONE: f"z{i % 3}", "rack": f"r{i // 4}", "type": "gpu" if i == 5 else "cpu"})
+             for i in range(12)]
+    h = harness([*nodes, policy("web", strategy="Spread", topologySpreadConstraints=spread, placementRules=rules),
+                 pod("db-0", labels={"role": "db"}, node_name="n0")])
+    engine = h.app.state.engine
+
+    def pair(i: int) -> None:
+        p = pod(f"web-{i}", labels=WEB)
+        request = ExtenderArgs.model_validate(args(p, [f"n{k}" for k in range(12)]))
+        passing = engine.filter(request)["NodeNames"]
+        orjson.dumps(engine.prioritize(ExtenderArgs.model_validate(args(p, passing))))
+
+    pair(0)  # the first pair builds the tables the next ones keep
+    gc.collect()
+    for i in range(1, 20):
+        pair(i)
+    assert gc.collect() == 0  # nothing for the collector: all freed by reference counting
+
+
+def test_settle_freezes_the_view_and_spaces_young_collections_out() -> None:
+    before = gc.get_threshold()
+    try:
+        with collector_paused():
+            kept = [{"object": i} for i in range(1000)]  # a view built with the collector paused
+        settle()
+        assert gc.get_threshold() == (YOUNG_THRESHOLD, *before[1:])
+        assert gc.get_freeze_count() >= len(kept)
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
