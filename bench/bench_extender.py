@@ -302,6 +302,7 @@ def measure(url: str, nodes: int, *, cache_capable: bool, requests: int, warmup:
     both, filt, prio = [], [], []
     # A lean client (KeepAliveConnection), so that the figures are the extender's, not the client's.
     conn = KeepAliveConnection("127.0.0.1", int(url.rsplit(":", 1)[1]))
+    client_pauses_off()
 
     def post(path: str, body: bytes) -> bytes:
         status, data = conn.post(path, body)
@@ -336,6 +337,7 @@ def measure(url: str, nodes: int, *, cache_capable: bool, requests: int, warmup:
                 both.append((t1 - t0) + (t3 - t2))
     finally:
         conn.close()
+        gc.enable()
     return {"p50": _pct(both, 50), "p99": _pct(both, 99), "filter_p50": _pct(filt, 50),
             "prioritize_p50": _pct(prio, 50), "passing": len(passing) if cache_capable else len(passing_nodes),
             "request_kib": len(body) / 1024}
@@ -345,6 +347,7 @@ def measure_floor(url: str, requests: int, warmup: int = 20) -> dict[str, float]
     """The same pair for a pod no policy governs, with no node names: the HTTP, decoding and
     bookkeeping every request pays, none of the judging. What this machine adds to any figure."""
     conn = KeepAliveConnection("127.0.0.1", int(url.rsplit(":", 1)[1]))
+    client_pauses_off()
     pairs = []
     try:
         for i in range(warmup + requests):
@@ -359,7 +362,15 @@ def measure_floor(url: str, requests: int, warmup: int = 20) -> dict[str, float]
                 pairs.append(time.perf_counter() - t0)
     finally:
         conn.close()
+        gc.enable()
     return {"p50": _pct(pairs, 50), "p99": _pct(pairs, 99)}
+
+
+def client_pauses_off() -> None:
+    """The client's own cyclic collector stays off while it measures (everything it allocates is
+    freed by reference counting): a pause of the client is not the extender's latency."""
+    gc.collect()
+    gc.disable()
 
 
 def server_histogram(url: str) -> dict[str, dict[str, float]]:
