@@ -42,7 +42,10 @@ class VerdictTable(Generic[V]):
         self.verdicts: dict[str, V] = {}
         self.tagged: dict[str, set[str]] = {}
         self._token: int | None = None
-        self._rejudged = ChangeLog()  # the nodes whose verdict was replaced, for the orders
+        # The nodes whose verdict was replaced since an order was last read, logged only while the
+        # table keeps an order: orders are read every cycle, so a short log suffices (an order
+        # that falls behind it is sorted again).
+        self._rejudged = ChangeLog(limit=4096)
         self._orders: dict[Callable[[V], Any], _Order] = {}
 
     def sync(self, view: ClusterView, judge: Callable[[NodeInfo], V],
@@ -67,7 +70,8 @@ class VerdictTable(Generic[V]):
                 del self.verdicts[name]
                 for tag in self.tags_of(old):
                     self.tagged[tag].discard(name)
-            self._rejudged.append(name)
+            if self._orders:
+                self._rejudged.append(name)
             if node is not None:
                 verdict = self.verdicts[name] = judge(node)
                 for tag in self.tags_of(verdict):

@@ -97,9 +97,10 @@ class ChangeLog:
 
     LIMIT = 1 << 16
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = LIMIT) -> None:
         self._names: list[str] = []
         self._start = 0
+        self._limit = limit
 
     @property
     def token(self) -> int:
@@ -107,7 +108,7 @@ class ChangeLog:
 
     def append(self, name: str) -> None:
         self._names.append(name)
-        if len(self._names) > self.LIMIT:
+        if len(self._names) > self._limit:
             half = len(self._names) // 2
             del self._names[:half]
             self._start += half

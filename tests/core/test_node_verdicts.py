@@ -61,3 +61,14 @@ def test_an_order_by_a_key_that_is_not_unique_still_holds_every_node(changes: li
         order = list(table.order(_cpu_only))
         assert sorted(order) == sorted(view.nodes)
         assert [_cpu_only(view.nodes[n]) for n in order] == sorted(_cpu_only(n) for n in view.nodes.values())
+
+
+def test_an_order_that_falls_behind_the_log_is_sorted_again() -> None:
+    view = ClusterView()
+    for i in range(50):
+        view.upsert_node(_node(f"n{i:02d}", i % 7))
+    table = _table(view)
+    table.order(_cpu)
+    for step in range(5000):  # more changes between two reads than the table's log keeps
+        _change(view, table, f"n{step % 50:02d}", (step * 31) % 11)
+    assert list(table.order(_cpu)) == sorted(view.nodes, key=lambda n: _cpu(view.nodes[n]))
