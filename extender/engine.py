@@ -157,19 +157,20 @@ def _failed_nodes(refused: Mapping[str, Refusal]) -> tuple[dict[str, str], dict[
     """(FailedNodes, FailedAndUnresolvableNodes) in the scheduler's spelling. Nodes refused for one
     reason share one Refusal object, so each text is made once and the thousands of nodes of a
     large cluster are sorted into the two maps without a Python-level loop over them."""
-    values = list(refused.values())
-    ids = list(map(id, values))
-    distinct = dict(zip(ids, values, strict=True))
-    texts = list(map({i: scheduler_text(r.reason) for i, r in distinct.items()}.__getitem__, ids))
+    ids = list(map(id, refused.values()))
+    distinct = dict(zip(ids, refused.values(), strict=True))
+    text_of = {i: scheduler_text(r.reason) for i, r in distinct.items()}
+    if len(text_of) == 1:
+        texts: dict[str, str] = dict.fromkeys(refused, next(iter(text_of.values())))
+    else:
+        texts = dict(zip(refused, map(text_of.__getitem__, ids), strict=True))
     if all(r.resolvable for r in distinct.values()):
-        return dict(zip(refused, texts, strict=True)), {}
+        return texts, {}
     if not any(r.resolvable for r in distinct.values()):
-        return {}, dict(zip(refused, texts, strict=True))
+        return {}, texts
     keep = list(map({i: r.resolvable for i, r in distinct.items()}.__getitem__, ids))
-    names = list(refused)
     drop = list(map(not_, keep))
-    return (dict(zip(compress(names, keep), compress(texts, keep), strict=True)),
-            dict(zip(compress(names, drop), compress(texts, drop), strict=True)))
+    return (dict(compress(texts.items(), keep)), dict(compress(texts.items(), drop)))
 
 
 def rfc3339(epoch: float) -> str:

@@ -160,7 +160,7 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
         scores = spread.scores(state.nodes[c.name] for c in passing)
         passing = [c.with_spread_score(scores.get(c.name, 0)) for c in passing]
     result.candidates = passing
-    result.warnings.extend(unverified_warning(c.name, c.unverified) for c in passing if c.unverified)
+    result.warnings.extend(unverified_warning(c.name, c.unverified) for c in filter(is_unverified, passing))
     if not result.candidates and result.error is None:
         result.error = PlacementError(ErrorCode.INSUFFICIENT_RESOURCE, no_node_message(result))
     return result
@@ -262,6 +262,9 @@ def _fit_reading(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | No
 
 
 _CANDIDATE = attrgetter("candidate")
+candidate_name = attrgetter("name")
+is_unverified = attrgetter("unverified")  # the dimensions whose capacity is unknown: truthy if any
+spread_scored = attrgetter("spread_score")
 
 
 @cache

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from berth.core.candidates import CandidateSet, collect_candidates
+from berth.core.candidates import CandidateSet, candidate_name, collect_candidates
 from berth.core.decision import Decision
 from berth.core.model import PodInfo
 from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy
@@ -67,7 +67,7 @@ def evaluate_pod(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | No
         warnings=result.warnings,
         error=result.error,
     )
-    return Evaluation(decision, [c.name for c in result.candidates])
+    return Evaluation(decision, list(map(candidate_name, result.candidates)))
 
 
 def rank(result: CandidateSet, pod: PodInfo, strategy: Strategy | None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from berth.core.candidates import Candidate
+from berth.core.candidates import Candidate, candidate_name, is_unverified, spread_scored
 from berth.core.model import PodInfo
 from berth.core.policy import Strategy
 from berth.core.strategies import auto, balanced, best_fit, default, drained, global_balance, spread
@@ -44,12 +44,12 @@ def ranked(candidates: list[Candidate], strategy: Strategy | None, pod: PodInfo,
     candidate needs it (the common case, and the hot path of every scheduling cycle). ``order``:
     every node sorted by a strategy key (``CandidateSet.order``); the ranking is then that order
     filtered to the candidates, with no sort at all."""
-    if any(c.unverified or c.spread_score for c in candidates):
+    if any(map(is_unverified, candidates)) or any(map(spread_scored, candidates)):
         return [c.name for c in sorted(candidates, key=rank_key(strategy, pod))]
     inner = _GREEDY[strategy](pod)
     every = order(inner) if order is not None and len(candidates) >= _ORDER_WORTH_IT else None
     if every is not None:
-        names = {c.name for c in candidates}
+        names = set(map(candidate_name, candidates))
         ranking = list(filter(names.__contains__, every))
         if len(ranking) == len(names) == len(candidates):
             return ranking
