@@ -388,17 +388,7 @@ class Overlay:
     def place(self, pod: PodInfo, node: str) -> None:
         placed = _with_node(pod, node)
         self._placed.setdefault(node, []).append(placed)
-        req = self._requested.get(node)
-        if req is None:
-            req = self._requested[node] = dict(self._base.requested(node))
-        for name, amount in pod.requests.items():
-            req[name] = req.get(name, 0) + amount
-        req[PODS] = req.get(PODS, 0) + 1
-        if pod.sleepy:
-            self._sleepy[node] = self.sleepy_memory(node) + pod.requests.get("memory", 0)
-        for (namespace, _), (selector, counts) in self._counts.items():
-            if namespace == pod.namespace and selector.matches(pod.labels):
-                counts[node] = counts.get(node, 0) + 1
+        self._shift(placed, +1)
 
     def remove(self, pod: PodInfo) -> None:
         """Take a pod of the base off its node, as if it were gone (a preemption victim): its
@@ -407,17 +397,23 @@ class Overlay:
         if not node or pod.uid in self._removed.get(node, ()):
             return
         self._removed.setdefault(node, {})[pod.uid] = pod
+        self._shift(pod, -1)
+
+    def _shift(self, pod: PodInfo, sign: int) -> None:
+        """Count ``pod`` on its node (``sign`` +1) or no longer (-1): its requests, sleepy memory and
+        place in the workload counts worked out so far."""
+        node = pod.node_name or ""
         req = self._requested.get(node)
         if req is None:
             req = self._requested[node] = dict(self._base.requested(node))
         for name, amount in pod.requests.items():
-            req[name] = req.get(name, 0) - amount
-        req[PODS] = req.get(PODS, 0) - 1
+            req[name] = req.get(name, 0) + sign * amount
+        req[PODS] = req.get(PODS, 0) + sign
         if pod.sleepy:
-            self._sleepy[node] = self.sleepy_memory(node) - pod.requests.get("memory", 0)
+            self._sleepy[node] = self.sleepy_memory(node) + sign * pod.requests.get("memory", 0)
         for (namespace, _), (selector, counts) in self._counts.items():
             if namespace == pod.namespace and _counts_for(pod, selector):
-                counts[node] = counts.get(node, 0) - 1
+                counts[node] = counts.get(node, 0) + sign
 
     def requested(self, node: str) -> Mapping[str, int]:
         req = self._requested.get(node)
