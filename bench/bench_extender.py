@@ -37,6 +37,7 @@ from typing import Any
 
 import httpx
 import orjson
+from prometheus_client.parser import text_string_to_metric_families
 
 PODS_PER_NODE = 30
 ZONES = 3
@@ -374,20 +375,19 @@ def client_pauses_off() -> None:
 
 
 def server_histogram(url: str) -> dict[str, dict[str, float]]:
-    """The server's own latency histogram per verb (request decoded, judged, reply built)."""
+    """The server's own latency histogram per verb (request decoded, judged, reply built):
+    verb -> {"count", "sum", "le=<bound>"}."""
     out: dict[str, dict[str, float]] = {}
-    for line in httpx.get(url + "/metrics").text.splitlines():
-        if not line.startswith("berth_extender_request_seconds"):
+    for family in text_string_to_metric_families(httpx.get(url + "/metrics", timeout=10).text):
+        if family.name != "berth_extender_request_seconds":
             continue
-        name, _, value = line.rpartition(" ")
-        verb = name.split('verb="')[1].split('"')[0]
-        entry = out.setdefault(verb, {})
-        if "_bucket" in name:
-            entry["le=" + name.split('le="')[1].split('"')[0]] = float(value)
-        elif name.startswith("berth_extender_request_seconds_sum"):
-            entry["sum"] = float(value)
-        elif name.startswith("berth_extender_request_seconds_count"):
-            entry["count"] = float(value)
+        for sample in family.samples:
+            entry = out.setdefault(sample.labels["verb"], {})
+            part = sample.name.removeprefix(family.name)
+            if part == "_bucket":
+                entry["le=" + sample.labels["le"]] = sample.value
+            elif part in ("_count", "_sum"):
+                entry[part[1:]] = sample.value
     return out
 
 

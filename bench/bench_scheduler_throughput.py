@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import ssl
 import sys
 import threading
@@ -55,6 +54,7 @@ import orjson  # noqa: E402
 import yaml  # noqa: E402
 from kubernetes import client as k8s  # noqa: E402
 
+from bench.bench_extender import process_cpu_seconds, server_histogram  # noqa: E402
 from tests.e2e.harness import (  # noqa: E402
     ControlPlane,
     NodeSpec,
@@ -165,8 +165,8 @@ def run_one(cp: ControlPlane, api: Any, label: str, config: dict[str, Any], pods
         cp.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(policy))
         wait_for(lambda: extender.get("/api/v1/nodes/allocations")["policies"],
                  lambda got: f"{namespace}/bench" in got, timeout=60, what="the policy in berth's view")
-    verbs_before = verb_seconds(extender) if extender is not None else {}
-    cpu_before = process_cpu_seconds(extender) if extender is not None else 0.0
+    verbs_before = server_histogram(extender.url) if extender is not None else {}
+    cpu_before = process_cpu_seconds(extender_pid(extender)) if extender is not None else 0.0
     watch = BindWatch(cp, namespace)  # opened before the pods exist: it sees every change
     started = time.monotonic()
     create_pods(api, namespace, pods, sched_name)
@@ -189,14 +189,15 @@ def run_one(cp: ControlPlane, api: Any, label: str, config: dict[str, Any], pods
     first, last = times[0], times[-1]
     rate = (len(times) - 1) / (last - first) if last > first else float("inf")
     if extender is not None:  # where the extender's time went while the scheduler bound the pods
-        after = verb_seconds(extender)
-        for verb, (count, total) in sorted(after.items()):
-            calls = count - verbs_before.get(verb, (0, 0.0))[0]
-            spent = total - verbs_before.get(verb, (0, 0.0))[1]
+        for verb, after in sorted(server_histogram(extender.url).items()):
+            before = verbs_before.get(verb, {})
+            calls = after.get("count", 0.0) - before.get("count", 0.0)
+            spent = after.get("sum", 0.0) - before.get("sum", 0.0)
             if calls:
                 log(f"{label}: extender {verb}: {calls:.0f} calls, {spent / calls * 1000:.2f} ms mean, "
                     f"{spent:.1f} s in all")
-        log(f"{label}: extender process CPU {process_cpu_seconds(extender) - cpu_before:.1f} s over a bind span "
+        log(f"{label}: extender process CPU {process_cpu_seconds(extender_pid(extender)) - cpu_before:.1f} s over "
+            f"a bind span "
             f"of {last - first:.1f} s")
     nodes_used = len({p["spec"]["nodeName"] for p in _pods(cp, namespace)})
     core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
@@ -207,23 +208,9 @@ def run_one(cp: ControlPlane, api: Any, label: str, config: dict[str, Any], pods
     return result
 
 
-def verb_seconds(extender: Extender) -> dict[str, tuple[float, float]]:
-    """verb -> (calls, seconds) from the extender's latency histogram (its own time per request)."""
-    out: dict[str, list[float]] = {}
-    for line in httpx.get(extender.url + "/metrics", timeout=10).text.splitlines():
-        for suffix, slot in (("_count{", 0), ("_sum{", 1)):
-            if line.startswith("berth_extender_request_seconds" + suffix):
-                verb = line.split('verb="')[1].split('"')[0]
-                out.setdefault(verb, [0.0, 0.0])[slot] = float(line.rsplit(" ", 1)[1])
-    return {verb: (count, total) for verb, (count, total) in out.items()}
-
-
-def process_cpu_seconds(extender: Extender) -> float:
-    """User + system CPU time of the extender process (Linux /proc)."""
+def extender_pid(extender: Extender) -> int:
     assert extender.process is not None and extender.process.pid is not None
-    with open(f"/proc/{extender.process.pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return extender.process.pid
 
 
 def _pods(cp: ControlPlane, namespace: str) -> list[dict[str, Any]]:

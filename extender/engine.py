@@ -632,9 +632,10 @@ class Extender:
                 self.metrics.observe("preempt", time.perf_counter() - started, "as_given")
                 return {"NodeNameToMetaVictims": given}
             view = store.view
-            rnd = store.rounds.get(policy.key) if policy is not None else None
-            quota = rnd.quota(pod.uid) if rnd is not None else None
             eval_now = self.eval_clock()
+            # The round in force (Fill, Each) limits where the pod may go; preemption never opens one.
+            rnd, _ = self._round(view, pod, policy, now, eval_now, open_new=False)
+            quota = rnd.quota(pod.uid) if rnd is not None else None
             kept: dict[str, dict[str, Any]] = {}
             for node, chosen in given.items():
                 ev = evaluate_pod(self._without(view, pod.uid, node, chosen), pod, policy, self.core_settings,
@@ -653,10 +654,13 @@ class Extender:
         """The view as the pod ``uid`` would find ``node`` after preemption: the victims gone, and the
         pod itself counted nowhere (a preemptor may already hold its nominated node)."""
         overlay = Overlay(view)
-        for victim in [uid, *(entry["UID"] for entry in victims.get("Pods") or ())]:
-            pod = view.pod(victim)
-            if pod is not None and (pod.uid == uid or pod.node_name == node):
-                overlay.remove(pod)
+        preemptor = view.pod(uid)
+        if preemptor is not None:
+            overlay.remove(preemptor)
+        for entry in victims.get("Pods") or ():
+            victim = view.pod(entry["UID"])
+            if victim is not None and victim.node_name == node:  # as the scheduler listed it
+                overlay.remove(victim)
         return overlay
 
     # -- assumptions -----------------------------------------------------------------------

@@ -41,6 +41,7 @@ import httpx
 import pytest
 import yaml
 from kubernetes import client as k8s
+from prometheus_client.parser import text_string_to_metric_families
 
 from berth.core.kube import pod_from_object
 from berth.core.plan import plan_round
@@ -136,10 +137,11 @@ class Extender:
 
     def view_count(self, kind: str) -> float:
         """``berth_view_objects{kind=...}`` from ``/metrics``."""
-        text = httpx.get(self.url + "/metrics", timeout=10).text
-        for line in text.splitlines():
-            if line.startswith(f'berth_view_objects{{kind="{kind}"}}'):
-                return float(line.rsplit(" ", 1)[1])
+        for family in text_string_to_metric_families(httpx.get(self.url + "/metrics", timeout=10).text):
+            if family.name == "berth_view_objects":
+                for sample in family.samples:
+                    if sample.labels.get("kind") == kind:
+                        return float(sample.value)
         return 0.0
 
 

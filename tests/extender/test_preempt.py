@@ -112,3 +112,17 @@ def test_an_unreadable_preemptor_is_a_bad_request() -> None:
     status, reply = preempt(h, bad, {"a": victims(LOW_A)})
     assert status == 400
     assert "not a quantity" in reply["Error"]
+
+
+def test_the_open_rounds_plan_decides_which_candidates_stay() -> None:
+    """A Fill round planned a: 2 for the two pending pods; preemption on b would evict for a place
+    the round will not give, so only a stays (and no new round is opened)."""
+    h = harness([node("a"), node("b"), policy("web", strategy="Fill", count=2, nodesLimit=1)])
+    first, second = pod("web-1", labels=WEB), pod("web-2", labels=WEB)
+    h.store.apply_pod(first)
+    h.store.apply_pod(second)
+    assert h.filter(first)["NodeNames"] == ["a"]
+    rounds = dict(h.store.rounds)
+    status, reply = preempt(h, second, {"a": victims(), "b": victims()})
+    assert (status, reply) == (200, {"NodeNameToMetaVictims": {"a": victims()}})
+    assert h.store.rounds == rounds
