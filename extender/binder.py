@@ -1,8 +1,11 @@
-"""Where a bind lands: the API server (annotation, Event, Binding) or, offline, the view itself.
+"""Where a bind lands: the API server (Binding with the decision annotations, then an Event) or,
+offline, the view itself.
 
-:class:`KubeBinder` writes the decision annotation (and the round annotation), an Event on the
-pod, then creates the Binding (``pods/binding``). The kubernetes client is synchronous: every
-call runs in a worker thread so the event loop keeps answering filter and prioritize.
+:class:`KubeBinder` creates the Binding (``pods/binding``), which carries the decision annotation
+(and the round annotation) onto the pod, and writes the Event on the pod as a separate step: the
+engine holds the node's lock only for the Binding, so the informative Event never delays the
+next bind to the same node. The kubernetes client is synchronous: every call runs in a worker
+thread so the event loop keeps answering filter and prioritize.
 """
 
 from __future__ import annotations
@@ -31,7 +34,13 @@ class BindError(RuntimeError):
 class Binder(Protocol):
     offline: bool
 
-    async def bind(self, pod: PodInfo, node: str, annotations: Mapping[str, str], message: str) -> None: ...
+    async def bind(self, pod: PodInfo, node: str, annotations: Mapping[str, str]) -> None:
+        """Place the pod; BindError (or any failure) means it is not placed."""
+        ...
+
+    async def record_event(self, pod: PodInfo, node: str, message: str) -> None:
+        """Tell the pod's reader why it landed there; best effort, never raises."""
+        ...
 
     async def fetch_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
@@ -45,10 +54,13 @@ class MemoryBinder:
         self.store = store
         self.annotations: dict[str, dict[str, str]] = {}
 
-    async def bind(self, pod: PodInfo, node: str, annotations: Mapping[str, str], message: str) -> None:
+    async def bind(self, pod: PodInfo, node: str, annotations: Mapping[str, str]) -> None:
         with self.store.lock:
             self.store.confirm_placed(replace(pod, node_name=node))
             self.annotations[pod.key] = dict(annotations)
+
+    async def record_event(self, pod: PodInfo, node: str, message: str) -> None:
+        """Offline there is no pod object to carry an Event: the decision API holds the record."""
 
     async def fetch_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         return None
@@ -65,10 +77,14 @@ class KubeBinder:
         self.core: Any = client.CoreV1Api(api_client)
         self.record_events = record_events
 
-    async def bind(self, pod: PodInfo, node: str, annotations: Mapping[str, str], message: str) -> None:
-        await asyncio.to_thread(self._bind, pod, node, dict(annotations), message)
+    async def bind(self, pod: PodInfo, node: str, annotations: Mapping[str, str]) -> None:
+        await asyncio.to_thread(self._bind, pod, node, dict(annotations))
 
-    def _bind(self, pod: PodInfo, node: str, annotations: dict[str, str], message: str) -> None:
+    async def record_event(self, pod: PodInfo, node: str, message: str) -> None:
+        if self.record_events and message:
+            await asyncio.to_thread(self._event, pod, node, message)
+
+    def _bind(self, pod: PodInfo, node: str, annotations: dict[str, str]) -> None:
         from kubernetes.client.exceptions import ApiException
 
         # The Binding carries the decision annotation: the API server copies a Binding's annotations
@@ -86,8 +102,6 @@ class KubeBinder:
             _drain(self.core.create_namespaced_pod_binding(pod.name, pod.namespace, body, _preload_content=False))
         except ApiException as exc:
             raise BindError(f"cannot bind pod {pod.key} to {node}: {_api_reason(exc)}") from None
-        if self.record_events and message:
-            self._event(pod, node, message)
 
     def _event(self, pod: PodInfo, node: str, message: str) -> None:
         from kubernetes.client.exceptions import ApiException

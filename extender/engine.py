@@ -490,6 +490,7 @@ class Extender:
         return {"Error": scheduler_text(error)}
 
     async def _bind(self, args: ExtenderBindingArgs) -> tuple[str, str]:
+        """The node's lock covers the recheck and the Binding; the Event follows once it is released."""
         node = args.Node
         pod = await self._bind_pod(args)
         if pod is None:
@@ -509,7 +510,7 @@ class Extender:
                 return "conflict", checked
             annotations, message = checked
             try:
-                await self.binder.bind(pod, node, annotations, message)
+                await self.binder.bind(pod, node, annotations)
             except BindError as exc:
                 with self.store.lock:
                     self.store.release(pod.uid)
@@ -519,9 +520,13 @@ class Extender:
                 with self.store.lock:
                     self.store.release(pod.uid)
                 return "bind_failed", f"berth: bind of {pod.key} to {node} failed: {exc}"
-            return "bound", ""
         finally:
             lock.release()
+        try:
+            await self.binder.record_event(pod, node, message)
+        except Exception as exc:  # informative only: the pod is bound and its annotation holds the decision
+            log.warning("cannot record an Event on pod %s: %s", pod.key, exc)
+        return "bound", ""
 
     async def _bind_pod(self, args: ExtenderBindingArgs) -> PodInfo | None:
         with self.store.lock:

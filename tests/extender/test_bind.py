@@ -27,20 +27,30 @@ class RecordingBinder:
 
     offline = False
 
-    def __init__(self, *, delay: float = 0.0, fail: str | None = None) -> None:
+    def __init__(self, *, delay: float = 0.0, fail: str | None = None,
+                 event_gates: Mapping[str, asyncio.Event] | None = None, event_fails: bool = False) -> None:
         self.delay = delay
         self.fail = fail
+        self.event_gates = event_gates or {}  # pod key -> its Event write waits for it (a slow API server)
+        self.event_fails = event_fails
         self.bound: dict[str, str] = {}
         self.annotations: dict[str, Mapping[str, str]] = {}
         self.messages: dict[str, str] = {}
 
-    async def bind(self, pod: PodInfo, node: str, annotations: Mapping[str, str], message: str) -> None:
+    async def bind(self, pod: PodInfo, node: str, annotations: Mapping[str, str]) -> None:
         if self.delay:
             await asyncio.sleep(self.delay)
         if self.fail:
             raise BindError(self.fail)
         self.bound[pod.key] = node
         self.annotations[pod.key] = annotations
+
+    async def record_event(self, pod: PodInfo, node: str, message: str) -> None:
+        gate = self.event_gates.get(pod.key)
+        if gate is not None:
+            await gate.wait()
+        if self.event_fails:
+            raise ConnectionError("the API server went away")
         self.messages[pod.key] = message
 
     async def fetch_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -220,6 +230,45 @@ def test_a_node_locked_too_long_answers_placement_busy() -> None:
     errors = asyncio.run(scenario())
     assert errors.count("") == 1
     assert any(e.startswith("placement_busy: node a stayed locked") for e in errors)
+
+
+def test_a_slow_event_write_does_not_hold_the_nodes_lock() -> None:
+    """The Event is informative: the next bind to the same node goes ahead while it is in flight."""
+    async def scenario() -> tuple[list[str], RecordingBinder]:
+        store = make_store([node("a", cpu="8"), policy("web")])
+        gate = asyncio.Event()
+        binder = RecordingBinder(event_gates={"shop/web-0": gate})
+        app = create_app(store, ExtenderSettings(bind_lock_timeout_seconds=0.2), binder=binder, clock=Clock())
+        first, second = (pod(f"web-{i}", labels=WEB, cpu="1") for i in range(2))
+        for p in (first, second):
+            store.remember_pod(_info(p))
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://berth") as client:
+            slow = asyncio.create_task(client.post("/bind", content=orjson.dumps(bind_args(first, "a"))))
+            while "shop/web-0" not in binder.bound and not slow.done():
+                await asyncio.sleep(0.001)  # bound; its Event now waits for the gate
+            fast = await client.post("/bind", content=orjson.dumps(bind_args(second, "a")))
+            assert binder.bound == {"shop/web-0": "a", "shop/web-1": "a"} and not slow.done()
+            assert set(binder.messages) == {"shop/web-1"}
+            gate.set()
+            replies = [(await slow).json()["Error"], fast.json()["Error"]]
+        return replies, binder
+
+    errors, binder = asyncio.run(scenario())
+    assert errors == ["", ""]
+    assert set(binder.messages) == {"shop/web-0", "shop/web-1"}
+
+
+def test_a_failed_event_write_leaves_the_pod_bound() -> None:
+    store = make_store([node("a", cpu="2"), policy("web")])
+    binder = RecordingBinder(event_fails=True)
+    app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
+    from fastapi.testclient import TestClient
+
+    p = pod("web-1", labels=WEB, cpu="1")
+    store.remember_pod(_info(p))
+    assert TestClient(app).post("/bind", content=orjson.dumps(bind_args(p, "a"))).json() == {"Error": ""}
+    assert binder.bound == {"shop/web-1": "a"}
+    assert store.view.requested("a")["cpu"] == 1000
 
 
 def test_the_annotation_stays_small_on_a_large_cluster() -> None:

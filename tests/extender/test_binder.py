@@ -82,7 +82,8 @@ def test_binds_events_and_reads_reuse_one_kept_alive_connection(api_server: _Api
     async def run() -> None:
         for i in range(20):
             pod = PodInfo(uid=f"u{i}", name=f"web-{i}", namespace="shop")
-            await binder.bind(pod, "node-a", {"berth.dev/decision": "{}"}, "placed by berth")
+            await binder.bind(pod, "node-a", {"berth.dev/decision": "{}"})
+            await binder.record_event(pod, "node-a", "placed by berth")
         assert await binder.fetch_pod("shop", "web-0") is not None
 
     asyncio.run(run())
