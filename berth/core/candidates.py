@@ -121,7 +121,10 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
     considered = set(names)
     out: set[str] = set()  # refused, or breaking a rule: each check judges only the nodes not yet out
     refused = _Refusals(result.refused, out)
-    refused.group(considered.difference(state.nodes), "unknown node: berth has not seen it", False)
+
+    def refuse_unknown() -> None:
+        refused.group(considered.difference(state.nodes), "unknown node: berth has not seen it", False)
+
     static = _static_reading(state, pod, policy, node_filter, considered)
     for name in static.among("refused", considered):
         refused.one(name, static[name].reason or "", False)
@@ -132,6 +135,7 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
             if static[name].liveness is ASK_LEASE and (reason := lease_down_reason(name, state, settings, now)):
                 refused.one(name, reason, False)
     if quota is not None:
+        refuse_unknown()  # before the plan, which would claim them too
         refused.group(considered - {n for n, left in quota.items() if left > 0} - out,
                       "the round's plan places no more pods here", False)
     if ceiling:
@@ -152,7 +156,14 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
     fit = _fit_reading(state, pod, policy, settings, counts, considered)
     for name in fit.among("refused" if require_fit else "refused-anyway", considered) - out:
         refused.one(name, fit[name].fit.refusal or "", True)
-    passing = list(map(_CANDIDATE, fit.each(filterfalse(out.__contains__, names))))
+    try:
+        passing = list(map(_CANDIDATE, fit.each(filterfalse(out.__contains__, names))))
+    except KeyError:
+        # A name the view does not know (a node deleted since the scheduler's snapshot): no check
+        # above refuses it, as their node sets come from the view, so it is found here, when its
+        # verdict is looked up, rather than by one more pass over every name of every request.
+        refuse_unknown()
+        passing = list(map(_CANDIDATE, fit.each(filterfalse(out.__contains__, names))))
     result.order = lambda key: fit.order(_by_candidate(key))
     if broken:
         passing = _apply_rules(result, passing, broken, policy, fit, require_fit, refused)

@@ -178,6 +178,31 @@ def test_decision_names_every_considered_node() -> None:
     assert d.refusal_lines() == [f"{n}: {d.refused[n].reason}" for n in ("a", "c")]
 
 
+UNKNOWN_NAME_CASES = [
+    # (case, policy spec, extra kwargs for evaluate, nodes asked about)
+    ("unknown_name_among_passing_nodes", {}, {}, ["a", "ghost", "b"]),
+    ("unknown_name_among_refused_nodes", {"strategy": "BestFit"}, {}, ["a", "ghost", "tight"]),
+    ("unknown_name_in_a_round_quota", {"strategy": "Each", "count": 1}, {"quota": {"a": 1}},
+     ["ghost", "a", "b"]),
+]
+
+
+@pytest.mark.parametrize(("case", "spec", "kw", "asked"), UNKNOWN_NAME_CASES, ids=[c[0] for c in UNKNOWN_NAME_CASES])
+def test_a_node_berth_has_not_seen_is_refused_as_unknown(case: str, spec: dict[str, Any], kw: dict[str, Any],
+                                                        asked: list[str]) -> None:
+    """Whatever other check applies, a name the view does not know is refused as unknown, never
+    ranked, and the other nodes are judged as without it."""
+    view = cluster([node("a"), node("b"), node("tight", cpu="100m")])
+    d = evaluate(view, web("new", cpu="1"), policy(**spec), nodes=asked, **kw).decision
+    assert d.refused["ghost"].reason == "unknown node: berth has not seen it"
+    assert not d.refused["ghost"].resolvable
+    assert "ghost" not in d.ranking
+    without = evaluate(view, web("new", cpu="1"), policy(**spec), nodes=[n for n in asked if n != "ghost"],
+                       **kw).decision
+    assert d.ranking == without.ranking
+    assert {n: r for n, r in d.refused.items() if n != "ghost"} == without.refused
+
+
 # --- determinism --------------------------------------------------------------------------------
 
 GREEDY = ["Auto", "Global", "Drained", "Balanced", "Spread", "BestFit", None]
