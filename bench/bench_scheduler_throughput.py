@@ -226,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strategy", default="Auto", help="the PlacementPolicy's strategy for berth's pods; "
                         "'none': no policy (berth passes the pods through)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for one configuration")
+    parser.add_argument("--no-events", action="store_true",
+                        help="berth writes no BerthPlaced Event at bind (BERTH_RECORD_EVENTS=false): what they cost")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
     strategy = None if args.strategy.lower() == "none" else args.strategy
@@ -237,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
         make_nodes(api, args.nodes)
         log(f"{args.nodes} nodes created in {time.monotonic() - started:.1f}s")
         # The nodes' Leases are written once: judge liveness over an hour so that they stay fresh.
-        extender = Extender(cp, env={"BERTH_LIVENESS_THRESHOLD_SECONDS": "3600", "BERTH_RECORD_EVENTS": "true"})
+        extender = Extender(cp, env={"BERTH_LIVENESS_THRESHOLD_SECONDS": "3600",
+                                     "BERTH_RECORD_EVENTS": "false" if args.no_events else "true"})
         extender.start()
         try:
             wait_for(lambda: extender.view_count("nodes"), lambda n: n >= args.nodes, timeout=120,
@@ -258,11 +261,12 @@ def main(argv: list[str] | None = None) -> int:
     by = {r["config"]: r for r in results}
     ratio = by["berth"]["pods_per_second"] / by["default"]["pods_per_second"]
     if args.json:
-        print(json.dumps({"nodes": args.nodes, "strategy": strategy, "results": results,
+        print(json.dumps({"nodes": args.nodes, "strategy": strategy, "events": not args.no_events, "results": results,
                           "berth_over_default": round(ratio, 3)}, indent=1))
         return 0
     print(f"kube-scheduler throughput, {args.pods} pods on {args.nodes} nodes, client qps/burst 1000/1000 "
-          f"(berth: strategy {strategy or 'none (pass-through)'})")
+          f"(berth: strategy {strategy or 'none (pass-through)'}, "
+          f"{'no BerthPlaced Events' if args.no_events else 'a BerthPlaced Event per pod'})")
     print(f"{'config':<12} {'pods/s':>8} {'bind span s':>12} {'first bind after s':>19} {'nodes used':>11}")
     for r in results:
         print(f"{r['config']:<12} {r['pods_per_second']:>8} {r['bind_span_seconds']:>12} "

@@ -39,7 +39,8 @@ class Binder(Protocol):
         ...
 
     async def record_event(self, pod: PodInfo, node: str, message: str) -> None:
-        """Tell the pod's reader why it landed there; best effort, never raises."""
+        """Tell the pod's reader why it landed there. Best effort: the engine logs a failure and the
+        bind stands (the pod's annotation holds the decision)."""
         ...
 
     async def fetch_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...

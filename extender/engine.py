@@ -153,9 +153,9 @@ class RequestNodes:
 
 
 def _failed_nodes(refused: Mapping[str, Refusal]) -> tuple[dict[str, str], dict[str, str]]:
-    """(FailedNodes, FailedAndUnresolvableNodes) in the scheduler's spelling. One plain pass: measured
-    against grouping the nodes by their (shared) Refusal objects, it is the fastest both when thousands
-    of nodes share a few reasons and when every node has its own (bench/bench_extender.py)."""
+    """(FailedNodes, FailedAndUnresolvableNodes) in the scheduler's spelling. One plain pass: at 5,000
+    nodes it measured faster than grouping the nodes by their shared Refusal objects, both when
+    thousands of nodes share a few reasons and when every node has its own."""
     failed: dict[str, str] = {}
     unresolvable: dict[str, str] = {}
     for name, refusal in refused.items():
