@@ -141,8 +141,10 @@ def test_kube_scheduler_places_pods_through_berth(
     decision = orjson.loads(pod.metadata.annotations[DECISION_ANNOTATION])
     assert decision["trigger"] == "bind" and decision["winner"] == placed["web-0"]
     assert decision["policy"] == f"{e2e_namespace}/web" and decision["strategy"] == "BestFit"
-    events = core.list_namespaced_event(e2e_namespace, field_selector="involvedObject.name=web-0").items
-    assert any(e.reason == "BerthPlaced" for e in events)
+    # The Event follows the Binding (written once the node's lock is released): it may land just after.
+    wait_for(lambda: core.list_namespaced_event(e2e_namespace, field_selector="involvedObject.name=web-0").items,
+             lambda events: any(e.reason == "BerthPlaced" for e in events), timeout=30,
+             what="berth's BerthPlaced Event on web-0")
     explained = httpx.get(f"{extender}/api/v1/decisions/{e2e_namespace}/web-0").json()
     assert explained["winner"] == placed["web-0"]
 
