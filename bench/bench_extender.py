@@ -16,7 +16,9 @@ Usage (from the repository root)::
 
 At 5,000 nodes it also measures a request carrying 500 of the names, as kube-scheduler's default
 percentageOfNodesToScore sends. Each size ends with a *floor*: the same pair for a pod no policy
-governs and no node names, i.e. what the HTTP round trips and bookkeeping cost on this machine.
+governs and no node names, i.e. what the HTTP round trips and bookkeeping cost on this machine,
+and a *machine reference*: a fixed CPU workload timed before and after the size, so that figures
+taken while a shared machine runs slower can be told apart.
 
 The server runs in a child process (``--serve``), the HTTP client in this one. Only 127.0.0.1 is used.
 """
@@ -418,9 +420,25 @@ def process_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_reference_ms() -> float:
+    """A fixed CPU workload of the filter's kind (a set and dict lookups over 5,000 freshly decoded
+    names), best of 20: on a shared machine whose speed drifts, it tells a slow phase from a slow change."""
+    raw = orjson.dumps([f"node-{i:05d}" for i in range(5000)])
+    best = float("inf")
+    for _ in range(20):
+        t0 = time.perf_counter()
+        names = orjson.loads(raw)
+        index = dict.fromkeys(names)
+        seen = set(orjson.loads(raw))
+        sum(1 for n in names if n in seen and n in index)
+        best = min(best, time.perf_counter() - t0)
+    return best * 1000
+
+
 def run_case(nodes: int, requests: int, cache_false_too: bool, sampled: bool = False) -> list[str]:
     proc, url, view = start_server(nodes)
     lines = []
+    reference_before = machine_reference_ms()
     runs = [(True, 1)] + ([(False, 1)] if cache_false_too else []) + ([(True, 10)] if sampled else [])
     try:
         for cache_capable, every in runs:
@@ -439,6 +457,8 @@ def run_case(nodes: int, requests: int, cache_false_too: bool, sampled: bool = F
         floor = measure_floor(url, requests)
         lines.append(f"{'':>14}floor: the same pair for an ungoverned pod and no nodes p50 {floor['p50']:.2f} ms  "
                      f"p99 {floor['p99']:.2f} ms (HTTP and bookkeeping on this machine, no judging)")
+        lines.append(f"{'':>14}machine reference: {reference_before:.2f} ms before, {machine_reference_ms():.2f} ms "
+                     "after (a fixed set-and-dict workload over 5,000 names; it grows as this machine slows down)")
     finally:
         proc.terminate()
         proc.wait(10)
