@@ -182,7 +182,7 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
     """The extender app on ``store``. Without ``binder`` binds are recorded in memory (offline
     mode); ``source`` is started and stopped with the app."""
     settings = settings or ExtenderSettings()
-    metrics = metrics or Metrics(lambda: _sizes(store))
+    metrics = metrics or Metrics(store)
     engine = Extender(store, settings, binder or MemoryBinder(store), metrics, clock=clock,
                       eval_clock=eval_clock)
 
@@ -415,11 +415,6 @@ def _parse_labels(text: str) -> dict[str, str]:
             raise BadRequest(f"labels: {part!r} is not key=value")
         labels[key.strip()] = value.strip()
     return labels
-
-
-def _sizes(store: ClusterStore) -> dict[str, int]:
-    with store.lock:
-        return store.sizes()
 
 
 __all__ = ["ExtenderApp", "ViewSource", "create_app", "validate"]

@@ -32,8 +32,6 @@ class BindError(RuntimeError):
 
 
 class Binder(Protocol):
-    offline: bool
-
     async def bind(self, pod: PodInfo, node: str, annotations: Mapping[str, str]) -> None:
         """Place the pod; BindError (or any failure) means it is not placed."""
         ...
@@ -48,8 +46,6 @@ class Binder(Protocol):
 
 class MemoryBinder:
     """Offline mode: the bind records the pod as placed in the view; no API server is involved."""
-
-    offline = True
 
     def __init__(self, store: ClusterStore) -> None:
         self.store = store
@@ -69,8 +65,6 @@ class MemoryBinder:
 
 class KubeBinder:
     """Creates Bindings with berth's own rights, through the kubernetes client."""
-
-    offline = False
 
     def __init__(self, api_client: Any, *, record_events: bool = True) -> None:
         from kubernetes import client

@@ -205,7 +205,7 @@ class Extender:
         self.settings = settings
         self.core_settings: Settings = settings.core()
         self.binder = binder
-        self.metrics = metrics or Metrics(store.sizes)
+        self.metrics = metrics or Metrics(store)
         self.clock = clock or time.time
         self.eval_clock = eval_clock or self.clock
         self._node_locks: dict[str, asyncio.Lock] = {}

@@ -8,37 +8,51 @@ build many apps in one process).
   ``bad_request`` ...);
 - ``berth_view_objects{kind}``: view sizes (nodes, pods, assumed, pending, policies, ...), read at
   scrape time;
+- ``berth_view_unreadable_objects_total{kind}``: nodes, leases and pods the list or watch delivered
+  that berth cannot read and leaves out of its view (each is also logged);
 - ``berth_watch_restarts_total{kind}``: relists after a watch error or 410 Gone;
 - ``berth_bind_conflicts_total{reason}``: binds refused by the recheck or by a busy node lock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from berth.extender.store import ClusterStore
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 _BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
-class _SizeCollector(Collector):
-    def __init__(self, sizes: Callable[[], Mapping[str, int]]) -> None:
-        self._sizes = sizes
+class _ViewCollector(Collector):
+    """The view's figures, read from the store at scrape time."""
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        family = GaugeMetricFamily("berth_view_objects", "Objects in the extender's cluster view, by kind",
-                                   labels=["kind"])
-        for kind, value in sorted(self._sizes().items()):
-            family.add_metric([kind], float(value))
-        yield family
+    def __init__(self, store: ClusterStore) -> None:
+        self._store = store
+
+    def collect(self) -> Iterator[Metric]:
+        sizes = GaugeMetricFamily("berth_view_objects", "Objects in the extender's cluster view, by kind",
+                                  labels=["kind"])
+        for kind, value in sorted(self._store.sizes().items()):
+            sizes.add_metric([kind], float(value))
+        yield sizes
+        unreadable = CounterMetricFamily("berth_view_unreadable_objects",
+                                         "Objects from the list or watch that berth cannot read and ignores, by kind",
+                                         labels=["kind"])
+        for kind, value in sorted(self._store.unreadable.items()):
+            unreadable.add_metric([kind], float(value))
+        yield unreadable
 
 
 class Metrics:
-    def __init__(self, sizes: Callable[[], Mapping[str, int]] | None = None) -> None:
+    def __init__(self, store: ClusterStore | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.latency = Histogram("berth_extender_request_seconds", "Time to answer a request, by verb",
                                  ["verb"], registry=self.registry, buckets=_BUCKETS)
@@ -53,8 +67,8 @@ class Metrics:
         self.assumptions_expired = Counter("berth_assumptions_expired_total",
                                            "Assumed pods released without a bind or a watch confirmation",
                                            ["kind"], registry=self.registry)
-        if sizes is not None:
-            self.registry.register(_SizeCollector(sizes))
+        if store is not None:
+            self.registry.register(_ViewCollector(store))
 
     def observe(self, verb: str, seconds: float, result: str | None = None) -> None:
         self.latency.labels(verb).observe(seconds)

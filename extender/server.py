@@ -55,7 +55,7 @@ def build_app(snapshot: str | None = None, settings: ExtenderSettings | None = N
                  store.sizes()["pods"], len(store.policies))
         return create_app(store, settings, binder=MemoryBinder(store), eval_clock=eval_clock)
     store = ClusterStore(leases_tracked=settings.track_leases, decisions_kept=settings.decisions_kept)
-    metrics = Metrics(store.sizes)
+    metrics = Metrics(store)
     api_client = kube_api_client()
     live = LiveView(store, KubeSource(api_client), metrics=metrics, track_leases=settings.track_leases,
                     watch_timeout_seconds=settings.watch_timeout_seconds,

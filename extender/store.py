@@ -137,7 +137,9 @@ class ClusterStore:
         self.seen_pods: OrderedDict[str, PodInfo] = OrderedDict()  # uid -> pod from recent filter requests
         self.request_nodes: dict[str, tuple[str, NodeInfo]] = {}  # name -> (resourceVersion, node) cache
         self.listed: set[str] = set()
-        self.bad_objects = 0
+        # Objects the list or watch delivered that berth cannot read (and ignores), by kind; the keys are
+        # fixed so that a scrape can read the counts while a watch thread adds to them.
+        self.unreadable: dict[str, int] = dict.fromkeys(("nodes", "leases", "pods"), 0)
         self.on_confirm: Callable[[str], None] | None = None
 
     # -- readiness ---------------------------------------------------------------------
@@ -207,7 +209,7 @@ class ClusterStore:
         try:
             node = node_from_object(obj)
         except ObjectError as exc:
-            self.bad_objects += 1
+            self.unreadable["nodes"] += 1
             log.warning("ignoring a node berth cannot read: %s", exc)
             return
         with self.lock:
@@ -225,7 +227,7 @@ class ClusterStore:
         try:
             node, renewed = lease_renew_seconds(obj)
         except ObjectError as exc:
-            self.bad_objects += 1
+            self.unreadable["leases"] += 1
             log.warning("ignoring a lease berth cannot read: %s", exc)
             return
         with self.lock:
@@ -261,7 +263,7 @@ class ClusterStore:
         try:
             pod = pod_from_object(obj)
         except ObjectError as exc:
-            self.bad_objects += 1
+            self.unreadable["pods"] += 1
             log.warning("ignoring a pod berth cannot read: %s", exc)
             return None
         if pod.node_name:
@@ -317,9 +319,6 @@ class ClusterStore:
         return sum(1 for uid, pod in self._pending_by_ns.get(policy.namespace, {}).items()
                    if (uid not in self.assumed or self.assumed[uid].nominated)
                    and policy.governs(pod.namespace, pod.labels))
-
-    def pending_pods(self) -> Iterable[PodInfo]:
-        return self.pending.values()
 
     def remember_pod(self, pod: PodInfo) -> None:
         """Keep the pod of a filter/prioritize request so that its bind can be rechecked."""
@@ -515,6 +514,11 @@ class ClusterStore:
     # -- sizes (metrics) ---------------------------------------------------------------
 
     def sizes(self) -> dict[str, int]:
+        """Under the lock: a scrape may come while a watch thread changes the view."""
+        with self.lock:
+            return self._sizes()
+
+    def _sizes(self) -> dict[str, int]:
         view = self.view
         assumed = len(self.assumed)
         return {

@@ -48,8 +48,8 @@ class Condition(_Model):
 
 
 class PlacementErrorStatus(_Model):
-    code: str = Field(description="insufficient_resource, already_filled, affinity_unsatisfied, "
-                                  "invalid_policy or placement_busy.")
+    code: str = Field(description="insufficient_resource, already_filled, affinity_unsatisfied or "
+                                  "placement_busy.")
     message: str
 
 

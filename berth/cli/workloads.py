@@ -51,10 +51,6 @@ class Workload:
             limit = max(1, math.ceil(self.replicas / count))
         return count, limit
 
-    @property
-    def total_pods(self) -> int:
-        return self.replicas
-
 
 @dataclass(frozen=True)
 class WorkloadMix:

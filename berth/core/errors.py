@@ -11,7 +11,6 @@ class ErrorCode(StrEnum):
     INSUFFICIENT_RESOURCE = "insufficient_resource"  # seed 000 ErrInsufficientResource, seed 002 out_of_capacity
     ALREADY_FILLED = "already_filled"  # seed 000 ErrAlreadyFilled
     AFFINITY_UNSATISFIED = "affinity_unsatisfied"  # seed 002
-    INVALID_POLICY = "invalid_policy"
     PLACEMENT_BUSY = "placement_busy"  # seed 002: every fitting node locked until the deadline
 
 

@@ -111,6 +111,36 @@ def test_health_readiness_and_metrics() -> None:
         assert name in text, name
 
 
+def test_objects_berth_cannot_read_are_counted_by_kind() -> None:
+    """An object the watch delivers that berth cannot read is left out of the view, logged, and
+    counted, so that an operator sees a view that silently lacks a node."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    h = harness(cluster())
+    h.store.apply_node({"metadata": {"name": "broken"}, "status": {"allocatable": {"cpu": "lots"}}})
+    h.store.apply_pod({"metadata": {"name": "p", "namespace": "shop"}, "spec": {"containers": "none"}})
+    assert "broken" not in h.store.view.nodes
+    families = {f.name: f for f in text_string_to_metric_families(h.client.get("/metrics").text)}
+    counts = {s.labels["kind"]: s.value for s in families["berth_view_unreadable_objects"].samples
+              if s.name.endswith("_total")}
+    assert counts == {"nodes": 1.0, "pods": 1.0, "leases": 0.0}
+
+
+def test_view_sizes_are_read_under_the_stores_lock() -> None:
+    """A scrape must not walk the view while a watch thread changes it."""
+    import threading
+
+    h = harness(cluster())
+    read: list[dict[str, int]] = []
+    with h.store.lock:
+        reader = threading.Thread(target=lambda: read.append(h.store.sizes()))
+        reader.start()
+        reader.join(0.2)
+        assert reader.is_alive() and not read  # waits for the lock
+    reader.join(5)
+    assert read and read[0]["nodes"] == 3
+
+
 def test_the_openapi_schema_documents_the_wire_types() -> None:
     h = harness(cluster())
     schema = h.client.get("/openapi.json").json()

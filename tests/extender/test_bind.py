@@ -25,8 +25,6 @@ WEB = {"app": "web"}
 class RecordingBinder:
     """Stands in for the API server: records Bindings, can be slow, can fail."""
 
-    offline = False
-
     def __init__(self, *, delay: float = 0.0, fail: str | None = None,
                  event_gates: Mapping[str, asyncio.Event] | None = None, event_fails: bool = False) -> None:
         self.delay = delay

@@ -55,7 +55,7 @@ def extender(control_plane: ControlPlane, crd: None) -> Iterator[str]:  # noqa: 
     api = control_plane.api_client()
     settings = ExtenderSettings()
     store = ClusterStore(leases_tracked=True)
-    metrics = Metrics(store.sizes)
+    metrics = Metrics(store)
     live = LiveView(store, KubeSource(api), metrics=metrics, watch_timeout_seconds=60, settle_heap=False)
     app = create_app(store, settings, binder=KubeBinder(api), source=live, metrics=metrics)
     port = free_port()

@@ -63,7 +63,7 @@ def event(etype: str, obj: dict[str, Any], rv: str) -> dict[str, Any]:
 
 def live(source: FakeSource, **kw: Any) -> tuple[ClusterStore, LiveView, Metrics]:
     store = ClusterStore(leases_tracked=True)
-    metrics = Metrics(store.sizes)
+    metrics = Metrics(store)
     return store, LiveView(store, source, metrics=metrics, sleep=lambda s: None, settle_heap=False, **kw), metrics
 
 
