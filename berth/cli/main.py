@@ -217,11 +217,17 @@ def cmd_plan(args: argparse.Namespace) -> int:
     now = now_from(args, snapshot)
     result = plan_round(snapshot.view(), pod, policy, settings, now, count=args.count)
     out = result.to_dict()
+    notes = []
     if policy is not None and not policy.selector.matches(pod.labels):
+        notes.append(f"the policy's selector does not match the pod's labels: its pods already placed are "
+                     f"counted by the selector, not by {args.pod}")
+    if snapshot.pending_pods:
+        notes.append(f"the snapshot holds {snapshot.pending_pods} pending pod(s) with no node yet: they take no "
+                     "room in this plan")
+    if notes:
         decision = out["decision"]
         assert isinstance(decision, dict)
-        decision["warnings"] = [*decision["warnings"], f"the policy's selector does not match the pod's labels: "
-                                f"its pods already placed are counted by the selector, not by {args.pod}"]
+        decision["warnings"] = [*decision["warnings"], *notes]
     _print_json(out)
     return EXIT_REFUSED if result.error is not None else EXIT_OK
 

@@ -16,6 +16,7 @@ Cli = Callable[..., Result]
 
 # n1 4 cpu / 8Gi with web-0 (500m, 1Gi); n2 4 / 8Gi with batch-0 (1, 2Gi); n3 2 / 4Gi (its pod finished)
 CAPACITY = {"n1": 7, "n2": 6, "n3": 4}
+PENDING_WARNING = "the snapshot holds 1 pending pod(s) with no node yet: they take no room in this plan"
 
 
 def test_renewed_constant_is_the_lease_time() -> None:
@@ -33,7 +34,8 @@ def test_plan_output_shape_is_exact(cli: Cli, files: Files, fmt: str) -> None:
     assert out["error"] is None
     # Auto: the flattest distribution from where the cluster is (web-0 already on n1)
     assert out["plan"] == {"n1": 1, "n2": 1, "n3": 1}
-    assert out["decision"] == {"considered": ["n1", "n2", "n3"], "refused": {}, "warnings": [], "strategy": "Auto"}
+    assert out["decision"] == {"considered": ["n1", "n2", "n3"], "refused": {}, "warnings": [PENDING_WARNING],
+                               "strategy": "Auto"}
 
 
 def test_json_and_yaml_snapshots_give_the_same_answer(cli: Cli, files: Files) -> None:
@@ -115,6 +117,17 @@ def test_selector_not_matching_the_pod_is_a_warning(cli: Cli, files: Files) -> N
     path = kube.write_yaml(files.dir / "pod-api.yaml", kube.pod("api-0", labels={"app": "api"}))
     out = json.loads(cli("plan", "--snapshot", files.json, "--policy", files.policy, "--pod", path).out)
     assert any("selector does not match" in w for w in out["decision"]["warnings"])
+
+
+def test_pending_pods_in_the_snapshot_are_a_warning(cli: Cli, files: Files) -> None:
+    """Pods with no node yet hold no room: the plan says it left them out rather than hiding it."""
+    args = ("--policy", files.policy, "--pod", files.pod)
+    out = json.loads(cli("plan", "--snapshot", files.json, *args).out)  # web-pending has no node
+    assert out["decision"]["warnings"] == [PENDING_WARNING]
+    bound_only = [o for o in kube.cluster() if o["metadata"]["name"] != "web-pending"]
+    plain = json.loads(cli("plan", "--snapshot", kube.write_json(files.dir / "bound.json", bound_only), *args).out)
+    assert plain["decision"]["warnings"] == []
+    assert out["plan"] == plain["plan"]
 
 
 def test_capacity_output_shape_is_exact(cli: Cli, files: Files) -> None:
