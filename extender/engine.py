@@ -504,14 +504,12 @@ class Extender:
             annotations, message = checked
             try:
                 await self.binder.bind(pod, node, annotations)
-            except BindError as exc:
+            except Exception as exc:  # kube-scheduler retries the pod; it counts nowhere meanwhile
                 with self.store.lock:
                     self.store.release(pod.uid)
-                return "bind_failed", str(exc)
-            except Exception as exc:  # the API server or the network; kube-scheduler retries the pod
-                log.exception("bind of %s to %s failed", pod.key, node)
-                with self.store.lock:
-                    self.store.release(pod.uid)
+                if isinstance(exc, BindError):  # the API server's refusal, already worded
+                    return "bind_failed", str(exc)
+                log.exception("bind of %s to %s failed", pod.key, node)  # the network, or worse
                 return "bind_failed", f"berth: bind of {pod.key} to {node} failed: {exc}"
         finally:
             lock.release()

@@ -515,22 +515,18 @@ class ClusterStore:
 
     def sizes(self) -> dict[str, int]:
         """Under the lock: a scrape may come while a watch thread changes the view."""
-        with self.lock:
-            return self._sizes()
-
-    def _sizes(self) -> dict[str, int]:
         view = self.view
-        assumed = len(self.assumed)
-        return {
-            "nodes": len(view.nodes),
-            "pods": sum(1 for _ in view.all_pods()) - len(view.assumed_uids()),
-            "assumed": assumed,
-            "pending": len(self.pending),
-            "policies": len(self.policies),
-            "invalid_policies": len(self.invalid_policies),
-            "leases": len(view.leases),
-            "rounds": len(self.rounds),
-        }
+        with self.lock:
+            return {
+                "nodes": len(view.nodes),
+                "pods": sum(1 for _ in view.all_pods()) - len(view.assumed_uids()),
+                "assumed": len(self.assumed),
+                "pending": len(self.pending),
+                "policies": len(self.policies),
+                "invalid_policies": len(self.invalid_policies),
+                "leases": len(view.leases),
+                "rounds": len(self.rounds),
+            }
 
     def iter_policies(self) -> Iterator[PlacementPolicy]:
         return iter(sorted(self.policies.values(), key=lambda p: p.key))

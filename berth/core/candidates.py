@@ -156,14 +156,18 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
     fit = _fit_reading(state, pod, policy, settings, counts, considered)
     for name in fit.among("refused" if require_fit else "refused-anyway", considered) - out:
         refused.one(name, fit[name].fit.refusal or "", True)
+
+    def standing() -> list[Candidate]:
+        return list(map(_CANDIDATE, fit.each(filterfalse(out.__contains__, names))))
+
     try:
-        passing = list(map(_CANDIDATE, fit.each(filterfalse(out.__contains__, names))))
+        passing = standing()
     except KeyError:
         # A name the view does not know (a node deleted since the scheduler's snapshot): no check
         # above refuses it, as their node sets come from the view, so it is found here, when its
         # verdict is looked up, rather than by one more pass over every name of every request.
         refuse_unknown()
-        passing = list(map(_CANDIDATE, fit.each(filterfalse(out.__contains__, names))))
+        passing = standing()
     result.order = lambda key: fit.order(_by_candidate(key))
     if broken:
         passing = _apply_rules(result, passing, broken, policy, fit, require_fit, refused)
