@@ -22,13 +22,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
-from itertools import islice
 from typing import Any
 
 import orjson
 
 from berth.core.capacity import capacity_table, node_allocations
-from berth.core.decision import DECISION_ANNOTATION, Decision, Refusal
+from berth.core.decision import DECISION_ANNOTATION, Decision, Refusal, Refused
 from berth.core.errors import ErrorCode, PlacementError
 from berth.core.evaluate import Evaluation, evaluate_pod, score_runs, scores
 from berth.core.kube import ObjectError, node_from_object, pod_from_object
@@ -152,17 +151,19 @@ class RequestNodes:
         return getattr(self._view, name)
 
 
-def _failed_nodes(refused: Mapping[str, Refusal]) -> tuple[dict[str, str], dict[str, str]]:
-    """(FailedNodes, FailedAndUnresolvableNodes) in the scheduler's spelling. One plain pass: at 5,000
-    nodes it measured faster than grouping the nodes by their shared Refusal objects, both when
-    thousands of nodes share a few reasons and when every node has its own."""
+def _failed_nodes(refused: Refused) -> tuple[dict[str, str], dict[str, str]]:
+    """(FailedNodes, FailedAndUnresolvableNodes) in the scheduler's spelling: the nodes refused
+    together added group by group, without a Python step per node."""
     failed: dict[str, str] = {}
     unresolvable: dict[str, str] = {}
-    for name, refusal in refused.items():
+    each, groups = refused.parts()
+    for name, refusal in each.items():
         reason = refusal.reason
         if "%" in reason:
             reason = scheduler_text(reason)
         (failed if refusal.resolvable else unresolvable)[name] = reason
+    for names, refusal in groups:
+        (failed if refusal.resolvable else unresolvable).update(dict.fromkeys(names, scheduler_text(refusal.reason)))
     return failed, unresolvable
 
 
@@ -176,8 +177,8 @@ def decision_record(decision: Decision, *, limit: int = RECORD_LIMIT) -> dict[st
     considered, refused = decision.considered, decision.refused
     if len(considered) <= limit and len(refused) <= limit:
         return decision.to_dict()
-    kept = list(islice((n for n in considered if n in refused), limit)) if len(refused) > limit else refused
-    data = replace(decision, considered=considered[:limit], refused={n: refused[n] for n in kept}).to_dict()
+    kept = refused.first(considered, limit) if len(refused) > limit else refused
+    data = replace(decision, considered=considered[:limit], refused=kept).to_dict()
     if len(considered) > limit:
         data["consideredTotal"] = len(considered)
     if len(refused) > limit:
@@ -341,7 +342,7 @@ class Extender:
         reason = f"{error.code.value}: {error.message}"
         decision = Decision(pod=pod.key, policy=policy.key if policy else None, strategy=plan_decision.strategy,
                             considered=list(names),
-                            refused={n: Refusal(reason, resolvable) for n in names},
+                            refused=Refused({n: Refusal(reason, resolvable) for n in names}),
                             warnings=list(plan_decision.warnings), error=error)
         return Evaluation(decision)
 

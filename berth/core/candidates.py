@@ -16,7 +16,7 @@ from functools import cache
 from itertools import filterfalse
 from operator import attrgetter
 
-from berth.core.decision import Refusal
+from berth.core.decision import Refusal, Refused
 from berth.core.errors import ErrorCode, PlacementError
 from berth.core.fit import SHARE_DIMENSIONS, Fit, check_fit, demand, unverified_warning
 from berth.core.liveness import ALIVE, ASK_LEASE, lease_down_reason, lease_suspects, node_liveness
@@ -79,7 +79,7 @@ SortKey = Callable[[Candidate], tuple[object, ...]]
 class CandidateSet:
     considered: list[str]
     candidates: list[Candidate]
-    refused: dict[str, Refusal] = field(default_factory=dict)
+    refused: Refused = field(default_factory=Refused)
     warnings: list[str] = field(default_factory=list)
     error: PlacementError | None = None
     order: Callable[[SortKey], Sequence[str] | None] | None = field(default=None, repr=False)
@@ -185,7 +185,7 @@ class _Refusals:
     """Records refusals and adds the refused nodes to ``out``. Thousands of nodes share a
     handful of reasons, so they share the objects."""
 
-    def __init__(self, into: dict[str, Refusal], out: set[str]) -> None:
+    def __init__(self, into: Refused, out: set[str]) -> None:
         self._into = into
         self._out = out
         self._shared: dict[tuple[str, bool], Refusal] = {}
@@ -198,12 +198,13 @@ class _Refusals:
         return shared
 
     def one(self, name: str, reason: str, resolvable: bool) -> None:
-        self._into[name] = self._refusal(reason, resolvable)
+        self._into.one(name, self._refusal(reason, resolvable))
         self._out.add(name)
 
     def group(self, names: AbstractSet[str], reason: str, resolvable: bool) -> None:
+        """``names``: a set of its own, none of them refused yet (it is kept, not copied)."""
         if names:
-            self._into.update(dict.fromkeys(names, self._refusal(reason, resolvable)))
+            self._into.group(names, self._refusal(reason, resolvable))
             self._out |= names
 
 
@@ -302,7 +303,7 @@ def _fit_and_figures(state: ClusterState, node: NodeInfo, need: Mapping[str, int
 
 
 def no_node_message(result: CandidateSet) -> str:
-    lines = [f"{node}: {result.refused[node].reason}" for node in sorted(result.refused)]
+    lines = [f"{node}: {refusal.reason}" for node, refusal in result.refused.by_node()]
     if not result.considered:
         return "no node to consider"
     return f"0/{len(result.considered)} nodes can take the pod: " + "; ".join(lines)

@@ -4,7 +4,11 @@ served by the explain API; it round-trips through JSON unchanged."""
 
 from __future__ import annotations
 
+from collections.abc import ItemsView, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from itertools import chain, islice, repeat
+from operator import itemgetter
 from typing import Any
 
 from berth.core.errors import ErrorCode, PlacementError
@@ -18,13 +22,92 @@ class Refusal:
     resolvable: bool = True  # False: preemption cannot fix it (node filter, node rules, liveness)
 
 
+class Refused(Mapping[str, Refusal]):
+    """The refused nodes and why, kept as the checks refused them: thousands of nodes refused
+    together for one reason (a spread domain, a rule) stay one group, and single refusals a dict.
+    The scheduler's FailedNodes is then built group by group (:meth:`parts`), and nothing makes a
+    per-node dict of a large cluster that only a few lookups read. Each node is refused once."""
+
+    GROUP_MIN = 16
+    """Smaller groups are kept node by node, so that a lookup scans few groups."""
+
+    __slots__ = ("_each", "_groups", "_size")
+
+    def __init__(self, each: Mapping[str, Refusal] | None = None) -> None:
+        self._each: dict[str, Refusal] = dict(each.items()) if each else {}
+        self._groups: list[tuple[AbstractSet[str], Refusal]] = []
+        self._size = len(self._each)
+
+    def one(self, name: str, refusal: Refusal) -> None:
+        self._size += name not in self._each
+        self._each[name] = refusal
+
+    def group(self, names: AbstractSet[str], refusal: Refusal) -> None:
+        """Refuse ``names``, none of which is refused yet, for one reason."""
+        if len(names) < self.GROUP_MIN:
+            self._each.update(dict.fromkeys(names, refusal))
+        else:
+            self._groups.append((names, refusal))
+        self._size += len(names)
+
+    def parts(self) -> tuple[Mapping[str, Refusal], list[tuple[AbstractSet[str], Refusal]]]:
+        """(the nodes refused one by one, the groups refused together)."""
+        return self._each, self._groups
+
+    def first(self, order: Sequence[str], limit: int) -> Refused:
+        """The first ``limit`` refused nodes of ``order``, with their refusals: each part scanned
+        by C-level filters that stop at ``limit`` hits, not by a lookup per node in Python."""
+        parts: list[Mapping[str, Refusal] | AbstractSet[str]] = [self._each, *(names for names, _ in self._groups)]
+        near = set(chain.from_iterable(islice(filter(part.__contains__, order), limit) for part in parts))
+        return Refused({name: self[name] for name in islice(filter(near.__contains__, order), limit)})
+
+    def by_node(self) -> list[tuple[str, Refusal]]:
+        """(node, refusal) sorted by node name."""
+        return sorted(self.pairs(), key=itemgetter(0))
+
+    def __getitem__(self, name: str) -> Refusal:
+        hit = self._each.get(name)
+        if hit is not None:
+            return hit
+        for names, refusal in self._groups:
+            if name in names:
+                return refusal
+        raise KeyError(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._each or any(name in names for names, _ in self._groups)
+
+    def __iter__(self) -> Iterator[str]:
+        return chain(self._each, *(names for names, _ in self._groups))
+
+    def __len__(self) -> int:
+        return self._size
+
+    def items(self) -> ItemsView[str, Refusal]:
+        return _RefusedItems(self)
+
+    def pairs(self) -> Iterator[tuple[str, Refusal]]:
+        """(node, refusal) for every refused node, without a lookup per node."""
+        return chain(self._each.items(), *(zip(names, repeat(refusal)) for names, refusal in self._groups))
+
+    def __repr__(self) -> str:
+        return f"Refused({dict(self.items())!r})"
+
+
+class _RefusedItems(ItemsView[str, Refusal]):
+    _mapping: Refused
+
+    def __iter__(self) -> Iterator[tuple[str, Refusal]]:
+        return self._mapping.pairs()
+
+
 @dataclass
 class Decision:
     pod: str  # namespace/name, or a shape's description
     policy: str | None  # namespace/name
     strategy: str
     considered: list[str] = field(default_factory=list)
-    refused: dict[str, Refusal] = field(default_factory=dict)
+    refused: Refused = field(default_factory=Refused)
     ranking: list[str] = field(default_factory=list)  # passing nodes, best first
     warnings: list[str] = field(default_factory=list)
     error: PlacementError | None = None
@@ -38,7 +121,7 @@ class Decision:
 
     def refusal_lines(self) -> list[str]:
         """``node-a: insufficient capacity: ...`` for every refused node, in name order."""
-        return [f"{node}: {self.refused[node].reason}" for node in sorted(self.refused)]
+        return [f"{node}: {refusal.reason}" for node, refusal in self.refused.by_node()]
 
     def to_dict(self, *, ranking_limit: int = 10) -> dict[str, Any]:
         return {
@@ -48,7 +131,7 @@ class Decision:
             "trigger": self.trigger,
             "time": self.time,
             "considered": list(self.considered),
-            "refused": {node: self.refused[node].reason for node in sorted(self.refused)},
+            "refused": {node: refusal.reason for node, refusal in self.refused.by_node()},
             "winner": self.winner,
             "ranking": self.ranking[:ranking_limit],
             "warnings": list(self.warnings),
@@ -64,7 +147,7 @@ class Decision:
             policy=data.get("policy"),
             strategy=str(data.get("strategy", "")),
             considered=list(data.get("considered") or []),
-            refused={n: Refusal(str(r)) for n, r in (data.get("refused") or {}).items()},
+            refused=Refused({n: Refusal(str(r)) for n, r in (data.get("refused") or {}).items()}),
             ranking=list(data.get("ranking") or []),
             warnings=list(data.get("warnings") or []),
             error=PlacementError(ErrorCode(error["code"]), str(error["message"])) if error else None,

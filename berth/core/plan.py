@@ -12,7 +12,7 @@ import heapq
 from dataclasses import dataclass, replace
 
 from berth.core.candidates import Candidate, CandidateSet, collect_candidates
-from berth.core.decision import Decision
+from berth.core.decision import Decision, Refused
 from berth.core.errors import ErrorCode, PlacementError
 from berth.core.evaluate import effective_strategy, rank
 from berth.core.model import PodInfo
@@ -59,7 +59,7 @@ def _decision(pod: PodInfo, policy: PlacementPolicy | None, strategy: Strategy |
               first: CandidateSet) -> Decision:
     return Decision(pod=pod.key, policy=policy.key if policy else None,
                     strategy=strategy.value if strategy else "Default", considered=considered,
-                    refused=dict(first.refused), warnings=list(first.warnings), trigger="plan")
+                    refused=Refused(first.refused), warnings=list(first.warnings), trigger="plan")
 
 
 def _greedy(view: ClusterView, pod: PodInfo, policy: PlacementPolicy | None, strategy: Strategy | None,

@@ -4,7 +4,8 @@
 - the same inputs give the same plan and decision, whatever order nodes and pods were inserted in;
 - a plan sums exactly to the count, or fails with an error and no plan;
 - AUTO ends at the flattest distribution reachable from the current one;
-- a greedy round equals placing its pods one at a time with evaluate_pod + ClusterView.assume.
+- a greedy round equals placing its pods one at a time with evaluate_pod + ClusterView.assume;
+- the refused nodes kept in groups (Refused) read exactly like a plain node -> refusal dict.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 
 import berth.core.strategies as strategies
 from berth.core.capacity import capacity_table
+from berth.core.decision import Refusal, Refused
 from berth.core.errors import ErrorCode
 from berth.core.evaluate import evaluate_pod
 from berth.core.model import NodeInfo, PodInfo
@@ -389,3 +391,32 @@ def test_an_overlay_without_some_pods_judges_like_a_view_without_them(data: st.D
         assert (ours.ranking, ours.refused, ours.error) == (theirs.ranking, theirs.refused, theirs.error), node.name
     everyone = evaluate_pod(overlay, p, pol, world.settings, NOW).decision
     assert everyone.to_dict() == evaluate_pod(without, p, pol, world.settings, NOW).decision.to_dict()
+
+
+REASONS = [Refusal("spread", True), Refusal("rule", False), Refusal("fit", True)]
+
+
+@PROPS
+@given(st.lists(st.tuples(st.integers(0, 40), st.sampled_from(REASONS)), max_size=6),
+       st.permutations(range(200)), st.integers(1, 60))
+def test_refusals_kept_in_groups_read_like_a_dict(batches: list[tuple[int, Refusal]], order: list[int],
+                                                  limit: int) -> None:
+    """Groups large and small (below Refused.GROUP_MIN they are kept node by node), each node once."""
+    names = [f"n{i:03d}" for i in order]
+    refused, plain = Refused(), {}
+    start = 0
+    for size, refusal in batches:
+        batch = set(names[start:start + size])
+        start += size
+        if size == 1:
+            refused.one(next(iter(batch)), refusal)
+        else:
+            refused.group(batch, refusal)
+        plain.update(dict.fromkeys(batch, refusal))
+    assert refused == plain and len(refused) == len(plain) and set(refused) == set(plain)
+    assert all(refused[n] is plain[n] for n in plain) and "absent" not in refused
+    assert refused.by_node() == sorted(plain.items())
+    considered = sorted(names)
+    kept = refused.first(considered, limit)
+    expected = [n for n in considered if n in plain][:limit]
+    assert list(kept) == expected and all(kept[n] is plain[n] for n in expected)

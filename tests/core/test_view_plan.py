@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from berth.core.decision import Decision, Refusal
+from berth.core.decision import Decision, Refusal, Refused
 from berth.core.errors import ErrorCode, InvalidPolicy, PlacementError
 from berth.core.policy import Strategy, policy_from_manifest
 from berth.core.settings import Settings
@@ -156,7 +156,7 @@ def test_scores_give_the_winner_ten_and_the_rest_at_most_four() -> None:
 
 def test_decision_round_trips_through_json_form() -> None:
     d = Decision(pod="shop/p", policy="shop/web", strategy="Auto", considered=["a", "b"],
-                 refused={"b": Refusal("not Ready", False)}, ranking=["a"], warnings=["w"],
+                 refused=Refused({"b": Refusal("not Ready", False)}), ranking=["a"], warnings=["w"],
                  error=None, trigger="bind", time="2026-01-01T00:00:00Z", plan={"a": 1})
     again = Decision.from_dict(d.to_dict())
     assert again.to_dict() == d.to_dict()

@@ -89,6 +89,37 @@ def test_topology_spread_do_not_schedule_refuses_the_crowded_zone() -> None:
     assert "topology spread" in result["FailedNodes"]["a1"]
 
 
+def test_nodes_refused_in_large_groups_are_each_named_in_their_bucket() -> None:
+    """Thousands of nodes refused together (a spread domain, a node rule) are kept as groups and
+    sent group by group: every node is still named, in the right bucket, with its reason."""
+    spread = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": WEB}}]
+    rule = [{"resource": "Node", "operator": "HasNot", "labels": {"type": "gpu"}}]
+    crowded = [node(f"a{i:03d}", labels={ZONE: "a"}) for i in range(120)]
+    gpus = [node(f"g{i:02d}", labels={ZONE: "b", "type": "gpu"}) for i in range(30)]
+    small = [node(f"b{i:02d}", labels={ZONE: "b"}, cpu="1") for i in range(3)]
+    free = [node(f"b{i:02d}", labels={ZONE: "b"}) for i in range(3, 8)]
+    h = harness([*crowded, *gpus, *small, *free,
+                 policy("web", topologySpreadConstraints=spread, placementRules=rule),
+                 pod("web-0", labels=WEB, node_name="a000")])
+    names = ["ghost", *sorted(h.store.view.nodes, reverse=True)]
+    result = h.filter(pod("web-1", labels=WEB, cpu="1500m"), names)
+    assert sorted(result["NodeNames"]) == [f"b{i:02d}" for i in range(3, 8)]
+    failed, unresolvable = result["FailedNodes"], result["FailedAndUnresolvableNodes"]
+    assert set(failed) == {f"a{i:03d}" for i in range(120)} | {"b00", "b01", "b02"}
+    assert all(failed[f"a{i:03d}"].startswith("topology spread: placing here makes skew 2") for i in range(120))
+    assert failed["b00"].startswith("insufficient capacity: cpu")
+    assert set(unresolvable) == {f"g{i:02d}" for i in range(30)} | {"ghost"}
+    assert all(unresolvable[f"g{i:02d}"].startswith("placementRules[0] not met") for i in range(30))
+    record = h.client.get("/api/v1/decisions/shop/web-1").json()
+    assert record["refusedTotal"] == 120 + 30 + 3 + 1
+    # the record keeps the first 100 refused nodes in the order considered, from every group
+    kept = ["ghost", *(f"g{i:02d}" for i in reversed(range(30))), "b02", "b01", "b00",
+            *(f"a{i:03d}" for i in reversed(range(54, 120)))]
+    assert sorted(record["refused"]) == sorted(kept)
+    assert record["refused"]["g00"] == unresolvable["g00"] and record["refused"]["a119"] == failed["a119"]
+
+
 # -- pass-through and the cluster default strategy ---------------------------------------------
 
 def test_pods_no_policy_selects_pass_through_with_equal_scores() -> None:
