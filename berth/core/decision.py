@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import ItemsView, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from itertools import chain, islice, repeat
+from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any
 
@@ -55,11 +55,21 @@ class Refused(Mapping[str, Refusal]):
         return self._each, self._groups
 
     def first(self, order: Sequence[str], limit: int) -> Refused:
-        """The first ``limit`` refused nodes of ``order``, with their refusals: each part scanned
-        by C-level filters that stop at ``limit`` hits, not by a lookup per node in Python."""
-        parts: list[Mapping[str, Refusal] | AbstractSet[str]] = [self._each, *(names for names, _ in self._groups)]
-        near = set(chain.from_iterable(islice(filter(part.__contains__, order), limit) for part in parts))
-        return Refused({name: self[name] for name in islice(filter(near.__contains__, order), limit)})
+        """The first ``limit`` refused nodes of ``order``, with their refusals. ``order`` is read in
+        slices, each tested against every part by C-level filters, until ``limit`` are found: a
+        large cluster's record costs a slice or two, not a Python step per node of ``order``."""
+        found: dict[str, Refusal] = {}
+        kept: list[str] = []
+        step = 2 * max(limit, 1)
+        for start in range(0, len(order), step):
+            piece = order[start:start + step]
+            found.update((name, self._each[name]) for name in filter(self._each.__contains__, piece))
+            for names, refusal in self._groups:
+                found.update(dict.fromkeys(filter(names.__contains__, piece), refusal))
+            kept.extend(filter(found.__contains__, piece))
+            if len(kept) >= limit:
+                break
+        return Refused({name: found[name] for name in kept[:limit]})
 
     def by_node(self) -> list[tuple[str, Refusal]]:
         """(node, refusal) sorted by node name."""
