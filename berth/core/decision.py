@@ -73,7 +73,7 @@ class Refused(Mapping[str, Refusal]):
 
     def by_node(self) -> list[tuple[str, Refusal]]:
         """(node, refusal) sorted by node name."""
-        return sorted(self.pairs(), key=itemgetter(0))
+        return sorted(self.items(), key=itemgetter(0))
 
     def __getitem__(self, name: str) -> Refusal:
         hit = self._each.get(name)
@@ -96,19 +96,18 @@ class Refused(Mapping[str, Refusal]):
     def items(self) -> ItemsView[str, Refusal]:
         return _RefusedItems(self)
 
-    def pairs(self) -> Iterator[tuple[str, Refusal]]:
-        """(node, refusal) for every refused node, without a lookup per node."""
-        return chain(self._each.items(), *(zip(names, repeat(refusal)) for names, refusal in self._groups))
-
     def __repr__(self) -> str:
         return f"Refused({dict(self.items())!r})"
 
 
 class _RefusedItems(ItemsView[str, Refusal]):
+    """(node, refusal) pairs read group by group, without a lookup per node."""
+
     _mapping: Refused
 
     def __iter__(self) -> Iterator[tuple[str, Refusal]]:
-        return self._mapping.pairs()
+        each, groups = self._mapping.parts()
+        return chain(each.items(), *(zip(names, repeat(refusal)) for names, refusal in groups))
 
 
 @dataclass
