@@ -158,10 +158,7 @@ def _failed_nodes(refused: Refused) -> tuple[dict[str, str], dict[str, str]]:
     unresolvable: dict[str, str] = {}
     each, groups = refused.parts()
     for name, refusal in each.items():
-        reason = refusal.reason
-        if "%" in reason:
-            reason = scheduler_text(reason)
-        (failed if refusal.resolvable else unresolvable)[name] = reason
+        (failed if refusal.resolvable else unresolvable)[name] = scheduler_text(refusal.reason)
     for names, refusal in groups:
         (failed if refusal.resolvable else unresolvable).update(dict.fromkeys(names, scheduler_text(refusal.reason)))
     return failed, unresolvable

@@ -514,12 +514,13 @@ class ClusterStore:
     # -- sizes (metrics) ---------------------------------------------------------------
 
     def sizes(self) -> dict[str, int]:
-        """Under the lock: a scrape may come while a watch thread changes the view."""
+        """Under the lock (a scrape may come while a watch thread changes the view), and counted, not
+        walked: the lock is the one every filter takes."""
         view = self.view
         with self.lock:
             return {
                 "nodes": len(view.nodes),
-                "pods": sum(1 for _ in view.all_pods()) - len(view.assumed_uids()),
+                "pods": view.bound_pod_count(),
                 "assumed": len(self.assumed),
                 "pending": len(self.pending),
                 "policies": len(self.policies),

@@ -173,8 +173,9 @@ class ClusterView:
     def is_assumed(self, uid: str) -> bool:
         return uid in self._assumed
 
-    def assumed_uids(self) -> frozenset[str]:
-        return frozenset(self._assumed)
+    def bound_pod_count(self) -> int:
+        """Pods placed and shown by the API server (the assumed ones not counted)."""
+        return len(self._pods) - len(self._assumed)
 
     def all_pods(self) -> Iterator[PodInfo]:
         return iter(self._pods.values())

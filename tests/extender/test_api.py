@@ -107,6 +107,7 @@ def test_health_readiness_and_metrics() -> None:
     text = h.client.get("/metrics").text
     for name in ("berth_extender_request_seconds_bucket{le=", 'berth_view_objects{kind="nodes"} 3.0',
                  'berth_view_objects{kind="assumed"} 1.0', 'berth_extender_decisions_total{result="placed"',
+                 'berth_view_objects{kind="pods"} 1.0',  # the bound pod; the assumed one is counted apart
                  "berth_bind_conflicts_total", "berth_watch_restarts_total"):
         assert name in text, name
 
