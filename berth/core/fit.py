@@ -58,10 +58,12 @@ def check_fit(allocatable: Mapping[str, int], requested: Mapping[str, int], need
         fits_n = max(free, 0) // amount
         capacity = fits_n if capacity is None else min(capacity, fits_n)
         if amount > free:
+            # The shortfall is what the message shows missing: a node past its limit shows 0 free.
+            shown = max(free, 0)
             over = f" at {percent}% overcommit" if percent != 100 else ""
             shortfalls.append(
-                f"{name}: needs {format_amount(name, amount)}, {format_amount(name, max(free, 0))} free of "
-                f"{format_amount(name, total)} allocatable{over} (short by {format_amount(name, amount - free)})")
+                f"{name}: needs {format_amount(name, amount)}, {format_amount(name, shown)} free of "
+                f"{format_amount(name, total)} allocatable{over} (short by {format_amount(name, amount - shown)})")
     disk_total = allocatable.get(DISK)
     if disk_total is None:
         unknown.append(DISK)
@@ -75,11 +77,11 @@ def check_fit(allocatable: Mapping[str, int], requested: Mapping[str, int], need
         elif room < 0:
             capacity = 0
         if disk_need > room:
-            left = disk_total - requested.get(DISK, 0) - disk_need
+            left = max(disk_total - requested.get(DISK, 0) - disk_need, 0)  # as the message shows it
             shortfalls.append(
-                f"{DISK}: placing leaves {format_amount(DISK, max(left, 0))} free of "
+                f"{DISK}: placing leaves {format_amount(DISK, left)} free of "
                 f"{format_amount(DISK, disk_total)} allocatable, below the {settings.min_free_disk_percent}% "
-                f"free floor (short by {format_amount(DISK, disk_need - room)})")
+                f"free floor (short by {format_amount(DISK, floor - left)})")
     if unknown and settings.reject_unknown_capacity:
         shortfalls.append(f"unknown capacity: the node reports no {', '.join(sorted(unknown))}")
     refusal = "insufficient capacity: " + "; ".join(shortfalls) if shortfalls else None

@@ -83,6 +83,32 @@ SCENARIOS = [
                       "10% free floor (short by 1.0 GiB)"},
     ),
     Scenario(
+        "short_by_is_the_whole_need_on_a_node_past_its_allocatable",
+        # 5 cpu requested of 4: the message shows 0 free, so the pod is short by all it needs.
+        nodes=(node("a", cpu="4"),),
+        pods=(pod("old", cpu="5", node="a", labels={}),),
+        pod=web("new", cpu="2"),
+        refused={"a": "cpu: needs 2, 0 free of 4 allocatable (short by 2)"},
+    ),
+    Scenario(
+        "short_by_is_the_whole_need_under_an_overcommit_below_100",
+        # 80% of 4 cpu is 3.2, already requested past by 3.5: 0 free, short by the whole 1.
+        nodes=(node("a", cpu="4"),),
+        pods=(pod("old", cpu="3500m", node="a", labels={}),),
+        pod=web("new", cpu="1"),
+        settings=Settings(cpu_overcommit_percent=80),
+        refused={"a": "cpu: needs 1, 0 free of 4 allocatable at 80% overcommit (short by 1)"},
+    ),
+    Scenario(
+        "disk_short_by_is_the_floor_minus_the_free_figure_shown",
+        # 105Gi requested of 100Gi: placing leaves (shown) 0 free, 10Gi below the 10% floor.
+        nodes=(node("a", disk="100Gi"),),
+        pods=(pod("old", disk="105Gi", node="a", labels={}),),
+        pod=web("new", disk="1Gi"),
+        refused={"a": "ephemeral-storage: placing leaves 0 B free of 100.0 GiB allocatable, below the "
+                      "10% free floor (short by 10.0 GiB)"},
+    ),
+    Scenario(
         "disk_free_share_floor_exactly_met_fits",
         nodes=(node("a", disk="100Gi"),),
         pods=(pod("old", disk="85Gi", node="a", labels={}),),
