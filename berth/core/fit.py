@@ -95,3 +95,10 @@ def check_fit(allocatable: Mapping[str, int], requested: Mapping[str, int], need
 
 def unverified_warning(node: str, dims: tuple[str, ...]) -> str:
     return f"{node}: capacity unverified for {', '.join(dims)}; ranked after verified nodes"
+
+
+def room_text(node: str, more: int, capacity: int, unverified: tuple[str, ...]) -> str:
+    """Why a node cannot take ``more`` pods of a round: its room, or that its room is unknown."""
+    if unverified:
+        return f"{node} needs {more} more but its capacity is unknown (the node reports no {', '.join(unverified)})"
+    return f"{node} needs {more} more but has room for {capacity}"

@@ -117,10 +117,41 @@ FILL = [
         plan={"a": 1, "b": 1, "c": 1},
     ),
     Scenario(
-        "fill_fails_when_a_chosen_node_lacks_room",
+        "fill_limit_zero_fails_when_a_candidate_cannot_reach_count",
         nodes=(node("a"), cpu_node("small", 1)),
         spec={"strategy": "Fill", "count": 2}, round=True, error=ErrorCode.INSUFFICIENT_RESOURCE,
-        error_contains="small",
+        error_contains="small needs 2 more but has room for 1",
+    ),
+    Scenario(
+        "fill_passes_over_a_node_that_cannot_reach_count",
+        # small comes first (Count 1) but has room for 1 of the 2 it needs: b is covered instead.
+        nodes=(node("a"), node("b"), cpu_node("small", 2)), pods=tuple(spread_pods({"small": 1})),
+        spec={"strategy": "Fill", "count": 3, "nodesLimit": 2}, round=True, plan={"a": 3, "b": 3},
+    ),
+    Scenario(
+        "fill_fails_when_fewer_than_nodes_limit_nodes_can_be_covered",
+        nodes=(node("a"), cpu_node("small", 2)), pods=tuple(spread_pods({"small": 1})),
+        spec={"strategy": "Fill", "count": 3, "nodesLimit": 2}, round=True,
+        error=ErrorCode.INSUFFICIENT_RESOURCE, error_contains="Fill: 1 of 2 nodes can reach 3 pods",
+    ),
+    Scenario(
+        "fill_nodes_limit_above_the_number_of_nodes_fails",
+        nodes=(node("a"), node("b")),
+        spec={"strategy": "Fill", "count": 1, "nodesLimit": 3}, round=True,
+        error=ErrorCode.INSUFFICIENT_RESOURCE, error_contains="Fill: 2 of 3 nodes can reach 1 pods",
+    ),
+    Scenario(
+        "fill_unverified_node_ranks_after_verified_nodes",
+        # u holds more pods of the workload (Count first) but cannot verify its memory: a is covered.
+        nodes=(node("u", memory=None), node("a")), pods=tuple(spread_pods({"u": 1})),
+        spec={"strategy": "Fill", "count": 2, "nodesLimit": 1}, round=True, plan={"a": 2},
+    ),
+    Scenario(
+        "fill_unverified_node_that_must_be_covered_says_its_capacity_is_unknown",
+        nodes=(node("a"), node("u", memory=None)),
+        spec={"strategy": "Fill", "count": 2, "nodesLimit": 2}, round=True,
+        error=ErrorCode.INSUFFICIENT_RESOURCE,
+        error_contains="u needs 2 more but its capacity is unknown (the node reports no memory)",
     ),
     Scenario(
         "fill_round_count_takes_the_first_pods_of_the_plan",
@@ -153,7 +184,19 @@ EACH = [
         "each_fails_when_one_chosen_node_lacks_room",
         nodes=(node("a"), cpu_node("small", 1)),
         spec={"strategy": "Each", "count": 2}, round=True, error=ErrorCode.INSUFFICIENT_RESOURCE,
-        error_contains="small has room for 1",
+        error_contains="small needs 2 more but has room for 1",
+    ),
+    Scenario(
+        "each_unverified_node_ranks_after_verified_nodes",
+        # Both have room for one web pod; u comes first by name but cannot verify its memory.
+        nodes=(node("u", memory=None), cpu_node("v", 1)),
+        spec={"strategy": "Each", "count": 1, "nodesLimit": 1}, round=True, plan={"v": 1},
+    ),
+    Scenario(
+        "each_unverified_chosen_node_says_its_capacity_is_unknown",
+        nodes=(node("a"), node("u", memory=None)),
+        spec={"strategy": "Each", "count": 2}, round=True, error=ErrorCode.INSUFFICIENT_RESOURCE,
+        error_contains="u needs 2 more but its capacity is unknown (the node reports no memory)",
     ),
     Scenario(
         "each_fails_when_fewer_candidates_than_nodes_limit",
