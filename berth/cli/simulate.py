@@ -261,8 +261,7 @@ def _place_greedy(view: ClusterView, w: Workload, policy: PlacementPolicy, setti
 def _place_round(view: ClusterView, w: Workload, strategy: Strategy | None, settings: Settings, now: float,
                  outcome: Outcome) -> None:
     probe = w.policy(strategy)
-    with_room = sum(1 for n in capacity_table(view, w.pod, probe, settings, now).nodes.values() if n > 0)
-    count, limit = w.round_shape(with_room)
+    count, limit = w.round_shape(list(capacity_table(view, w.pod, probe, settings, now).nodes.values()))
     policy = w.policy(strategy, count=count, nodes_limit=limit)
     first = _replica(w.pod, w, 0)
     result = plan_round(view, first, policy, settings, now, count=w.replicas)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,15 +40,19 @@ class Workload:
                                      "metadata": {"name": self.name, "namespace": self.namespace},
                                      "spec": spec})
 
-    def round_shape(self, nodes_with_room: int) -> tuple[int, int]:
-        """Fill's and Each's (count, nodesLimit) for this workload: the policy's when it sets
-        them, else ``replicas`` spread over the nodes with room, ``count`` per node."""
+    def round_shape(self, room: Sequence[int]) -> tuple[int, int]:
+        """Fill's and Each's (count, nodesLimit) for this workload: the policy's when it sets them.
+        Else, from ``room`` (how many more pods fit on each node): the per-node ``count`` that lets
+        one round place the most of ``replicas`` on the nodes that can take that many (ties to the
+        smaller count, which spreads wider), and as many such nodes as that needs."""
         count = self.spec.get("count")
         if not isinstance(count, int) or count <= 0:
-            count = max(1, math.ceil(self.replicas / max(nodes_with_room, 1)))
+            count = max(range(1, max([*room, 1]) + 1),
+                        key=lambda c: (min(self.replicas, c * sum(1 for r in room if r >= c)), -c))
         limit = self.spec.get("nodesLimit")
         if not isinstance(limit, int) or limit <= 0:
-            limit = max(1, math.ceil(self.replicas / count))
+            able = sum(1 for r in room if r >= count)
+            limit = max(1, min(math.ceil(self.replicas / count), able))
         return count, limit
 
 

@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 
 from berth.cli.simulate import ALL_STRATEGIES, place_workload, simulate
-from berth.cli.workloads import parse_mix
+from berth.cli.workloads import Workload, parse_mix
+from berth.core.policy import Strategy
 from berth.core.settings import Settings
 from berth.sample import SOURCE, ZONE_LABEL, sample_objects, workloads_text
 from berth.snapshot import snapshot_from_documents
 from tests.cli import kube
 from tests.cli.conftest import Files, Result, run_process
+from tests.core.builders import web
 
 Cli = Callable[..., Result]
 STRATEGY_NAMES = ["Auto", "Fill", "Each", "Global", "Drained", "Balanced", "Spread", "BestFit", "Default"]
@@ -207,3 +209,35 @@ def test_measures_on_a_tiny_cluster() -> None:
     assert by["Drained"].stranded_cpu == 0 and by["Drained"].stranded_memory == 4 * 2**30
     assert by["Auto"].stranded_memory == 0
     assert all(r.refused == 0 for r in sim.results)
+
+
+ROUND_SHAPES = [
+    # name, replicas, the policy's spec, room per node, expected (count, nodesLimit)
+    ("round_shape_one_per_node_when_enough_nodes_have_room", 4, {}, [5, 5, 5, 5, 5], (1, 4)),
+    ("round_shape_count_reaches_the_replicas_on_the_nodes_that_can_take_it", 40, {}, [11, 11, 11, 3, 1, 1], (11, 3)),
+    ("round_shape_ties_go_to_the_smaller_count", 40, {}, [11, 11, 11] + [1] * 30, (1, 33)),
+    ("round_shape_limit_is_never_more_nodes_than_can_take_count", 10, {"count": 3}, [3, 3, 1], (3, 2)),
+    ("round_shape_keeps_the_policys_own_count_and_limit", 10, {"count": 2, "nodesLimit": 7}, [1], (2, 7)),
+    ("round_shape_with_no_room_anywhere", 3, {}, [0, 0], (1, 1)),
+]
+
+
+@pytest.mark.parametrize(("name", "replicas", "spec", "room", "expected"), ROUND_SHAPES,
+                         ids=[c[0] for c in ROUND_SHAPES])
+def test_round_shape(name: str, replicas: int, spec: dict[str, int], room: list[int],
+                     expected: tuple[int, int]) -> None:
+    w = Workload("batch", "jobs", replicas, web("b"), spec)
+    assert w.round_shape(room) == expected
+
+
+def test_sample_places_its_batch_workload_under_fill_and_each() -> None:
+    """No single round of one count per node holds all 40 batch pods on the sample cluster once
+    the other workloads are placed; the round covers the nodes that can take its count."""
+    snap = snapshot_from_documents([sample_objects()], SOURCE)
+    mix = parse_mix(workloads_text(), "mix")
+    for strategy in (Strategy.FILL, Strategy.EACH):
+        view = snap.view()
+        outcomes = {w.name: place_workload(view, w, strategy, Settings(), snap.now()) for w in mix.workloads}
+        batch = outcomes["batch"]
+        assert batch.placed >= 30, (strategy, batch.error)
+        assert all(n <= 11 for n in batch.nodes.values())
