@@ -39,7 +39,7 @@ class Candidate:
     name: str
     capacity: int  # how many more pods of this shape fit
     count: int  # pods of this workload already there, bound + assumed (+ planned)
-    usage: float  # requested / allocatable, averaged over cpu, memory and requested extended resources
+    usage: float  # requested / allocatable, averaged over the resources the pod asks for (weighed_dimensions)
     rate: float  # what this pod adds, same averaging
     free_share_after: float  # free share of the tightest resource after placing (seed 001)
     pod_count: int  # all pods on the node
@@ -48,6 +48,7 @@ class Candidate:
     memory_after_discounted: float  # sleepy memory divided by the factor (seed 002, ranking only)
     disk_after: float
     sleepy_memory: int
+    projected_use: float  # the dominant projected share of cpu and memory the pod asks for (Spread, BestFit)
     unverified: tuple[str, ...] = ()
     spread_score: int = 0  # ScheduleAnyway score, 0..100
     keys: dict[Callable[[Candidate], tuple[object, ...]], tuple[object, ...]] = field(
@@ -57,7 +58,7 @@ class Candidate:
         """A copy for one evaluation (memoised candidates are shared and never changed)."""
         return Candidate(self.name, self.capacity, self.count, self.usage, self.rate, self.free_share_after,
                          self.pod_count, self.cpu_after, self.memory_after, self.memory_after_discounted,
-                         self.disk_after, self.sleepy_memory, self.unverified, score)
+                         self.disk_after, self.sleepy_memory, self.projected_use, self.unverified, score)
 
     def sort_key(self, strategy_key: Callable[[Candidate], tuple[object, ...]]) -> tuple[object, ...]:
         """``strategy_key(self)``, worked out once: a candidate outlives evaluations until its node changes."""
@@ -65,11 +66,6 @@ class Candidate:
         if hit is None:
             hit = self.keys[strategy_key] = strategy_key(self)
         return hit
-
-    @property
-    def projected_use(self) -> float:
-        """The dominant projected share (seed 002's "projected use" for Spread and BestFit)."""
-        return max(self.cpu_after, self.memory_after)
 
 
 SortKey = Callable[[Candidate], tuple[object, ...]]
@@ -343,20 +339,32 @@ def _share(used: int, total: int | None) -> float:
     return used / total if total else 1.0
 
 
+def weighed_dimensions(need: Mapping[str, int], among: AbstractSet[str] | None = None) -> list[str]:
+    """The resources a strategy weighs for a pod (seed 001: a dimension the workload does not ask
+    for is ignored): those it asks for (``among`` them, when given), or cpu and memory for a pod
+    that asks for none."""
+    asked = [d for d in need if d != PODS and (among is None or d in among)]
+    return asked or [CPU, MEMORY]
+
+
+_PROJECTED = frozenset({CPU, MEMORY})
+
+
 def _candidate(node: NodeInfo, requested: Mapping[str, int], need: Mapping[str, int], capacity: int,
                count: int, pod_count: int, sleepy_memory: int, pod: PodInfo, settings: Settings) -> Candidate:
     alloc = node.allocatable
-    usage_dims = [CPU, MEMORY, *(d for d in need if d not in (CPU, MEMORY, DISK, PODS))]
     usage = rate = 0.0
     known = 0
-    for dim in usage_dims:
+    for dim in weighed_dimensions(need):
         total = alloc.get(dim)
-        if total:
+        if total:  # a resource the node does not report is unknown: not weighed, never full
             known += 1
             usage += requested.get(dim, 0) / total
             rate += need.get(dim, 0) / total
     if known:
         usage, rate = usage / known, rate / known
+    projected = max((((requested.get(d, 0) + need.get(d, 0)) / alloc[d])
+                     for d in weighed_dimensions(need, _PROJECTED) if alloc.get(d)), default=0.0)
     free_after = min(
         ((alloc[d] - requested.get(d, 0) - need.get(d, 0)) / alloc[d]
          for d in (*SHARE_DIMENSIONS, *(d for d in need if d not in SHARE_DIMENSIONS and d != PODS))
@@ -380,4 +388,5 @@ def _candidate(node: NodeInfo, requested: Mapping[str, int], need: Mapping[str, 
         memory_after_discounted=discounted / mem_total if mem_total else 1.0,
         disk_after=_share(requested.get(DISK, 0) + need.get(DISK, 0), alloc.get(DISK)),
         sleepy_memory=sleepy_memory,
+        projected_use=projected,
     )

@@ -392,6 +392,66 @@ SEED_002 = [
 ]
 
 
+WEIGHED_DIMENSIONS = [
+    Scenario(
+        "global_weighs_disk_for_a_pod_that_asks_only_for_disk",
+        # full-disk is idle on cpu and memory but its disk is 80% requested: a disk-only pod goes to
+        # the node whose disk it loads least, not onto the fullest disk.
+        nodes=(pct_node("full-disk"), pct_node("roomy-disk")),
+        pods=(load("x1", "full-disk", disk="80Gi"), load("x2", "roomy-disk", cpu="50", memory="50Gi")),
+        pod=web("new", cpu=None, memory=None, disk="5Gi"),
+        spec={"strategy": "Global"}, count=2, plan={"roomy-disk": 2},
+    ),
+    Scenario(
+        "global_weighs_ephemeral_storage_beside_cpu_and_memory",
+        # b is less used on cpu and memory (10% against 20%) but its disk is 60% requested, a's empty.
+        nodes=(pct_node("a"), pct_node("b")),
+        pods=(load("x1", "a", cpu="20", memory="20Gi"), load("x2", "b", cpu="10", memory="10Gi", disk="60Gi")),
+        pod=web("new", cpu="1", memory="1Gi", disk="1Gi"),
+        spec={"strategy": "Global"}, ranking=("a", "b"),
+    ),
+    Scenario(
+        "drained_usage_tie_break_weighs_the_disk_the_pod_asks_for",
+        # Both have room for 5 pods of 10Gi disk; a's disk is 40% requested, b's 35% (b is busy on cpu,
+        # which this pod does not ask for). Drained prefers the higher usage: a.
+        nodes=(pct_node("a"), pct_node("b")),
+        pods=(load("x1", "a", disk="40Gi"), load("x2", "b", disk="35Gi", cpu="90")),
+        pod=web("new", cpu=None, memory=None, disk="10Gi"),
+        spec={"strategy": "Drained"}, count=1, plan={"a": 1},
+    ),
+    Scenario(
+        "spread_ignores_a_dimension_the_pod_does_not_ask_for",
+        # A memory-only pod: cpu-busy's cpu is 90% requested, which does not matter; its memory is lower.
+        nodes=(pct_node("cpu-busy"), pct_node("mem-busy")),
+        pods=(load("x1", "cpu-busy", cpu="90", memory="10Gi"), load("x2", "mem-busy", memory="50Gi")),
+        pod=web("new", cpu=None, memory="1Gi"),
+        spec={"strategy": "Spread"}, ranking=("cpu-busy", "mem-busy"),
+    ),
+    Scenario(
+        "best_fit_ignores_a_dimension_the_pod_does_not_ask_for",
+        nodes=(pct_node("cpu-busy"), pct_node("mem-busy")),
+        pods=(load("x1", "cpu-busy", cpu="90", memory="10Gi"), load("x2", "mem-busy", memory="50Gi")),
+        pod=web("new", cpu=None, memory="1Gi"),
+        spec={"strategy": "BestFit"}, ranking=("mem-busy", "cpu-busy"),
+    ),
+    Scenario(
+        "spread_a_dimension_the_node_does_not_report_is_not_full",
+        # no-cpu reports no cpu, which a memory-only pod does not ask for: it is not 100% used.
+        nodes=(node("no-cpu", cpu=None, memory="100Gi"), pct_node("half")),
+        pods=(load("x1", "no-cpu", memory="20Gi"), load("x2", "half", memory="50Gi")),
+        pod=web("new", cpu=None, memory="1Gi"),
+        spec={"strategy": "Spread"}, ranking=("no-cpu", "half"), no_warnings=True,
+    ),
+    Scenario(
+        "best_fit_a_dimension_the_node_does_not_report_is_not_full",
+        nodes=(node("no-cpu", cpu=None, memory="100Gi"), pct_node("half")),
+        pods=(load("x1", "no-cpu", memory="20Gi"), load("x2", "half", memory="50Gi")),
+        pod=web("new", cpu=None, memory="1Gi"),
+        spec={"strategy": "BestFit"}, ranking=("half", "no-cpu"), no_warnings=True,
+    ),
+]
+
+
 @pytest.mark.parametrize("s", AUTO, ids=str)
 def test_auto(s: Scenario) -> None:
     run(s)
@@ -442,3 +502,8 @@ def test_each_is_an_increment_not_a_target() -> None:
     for i, node_name in enumerate(first.plan):
         view.assume(web(f"placed-{i}"), node_name)
     assert plan(view, web("new"), pol).plan == {"a": 1, "b": 1}
+
+
+@pytest.mark.parametrize("s", WEIGHED_DIMENSIONS, ids=str)
+def test_strategies_weigh_the_dimensions_the_pod_asks_for(s: Scenario) -> None:
+    run(s)
