@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
+from berth.core.errors import ERROR_CODES
 from berth.core.kube import ObjectError, pod_from_object
 from berth.core.model import PodInfo
 from berth.extender.binder import Binder, MemoryBinder
@@ -289,7 +290,8 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
     api_bad: dict[int | str, dict[str, Any]] = {400: {"model": ApiError, "description": "bad input"}}
 
     @app.get("/api/v1/decisions/{namespace}/{pod}", tags=["explain"],
-             responses={200: {"description": "the recorded decision (Decision.to_dict())"},
+             responses={200: {"description": f"the recorded decision (Decision.to_dict()); error.code is one of "
+                                             f"{ERROR_CODES}"},
                         404: {"model": ApiError, "description": "no decision recorded for this pod"}})
     async def decision(namespace: str, pod: str) -> Response:
         started = time.perf_counter()
@@ -304,7 +306,8 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
         return Response(content=found, media_type=JSON)
 
     @app.post("/api/v1/preview", tags=["explain"], openapi_extra=_body_schema(ShapeRequest),
-              responses={**api_bad, 200: {"description": "a fresh evaluation of every node: decision and scores"},
+              responses={**api_bad, 200: {"description": "a fresh evaluation of every node: decision and scores; "
+                                                         f"decision.error.code is one of {ERROR_CODES}"},
                          404: {"model": ApiError, "description": "the named policy does not exist"}})
     async def preview(request: Request) -> Response:
         started = time.perf_counter()

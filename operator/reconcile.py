@@ -9,7 +9,7 @@ Conditions (``metav1.Condition``, reasons in CamelCase):
   invalid policy, so its pods are placed as if it did not exist.
 - ``Satisfied``: the pods waiting for a node can be placed now (``NoPendingPods``, ``Planned``),
   or why not (``InsufficientResource``, ``AlreadyFilled``, ``AffinityUnsatisfied``,
-  ``PlacementBusy``: the core's error codes).
+  ``SpreadUnsatisfied``, ``PlacementBusy``: the core's error codes).
 - ``Ready``: every pod the policy selects is placed (``AllPodsPlaced`` / ``PodsPending``).
 """
 

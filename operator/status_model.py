@@ -13,6 +13,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from berth.core.errors import ERROR_CODES
+
 CONDITION_VALID = "Valid"
 CONDITION_SATISFIED = "Satisfied"
 CONDITION_READY = "Ready"
@@ -48,8 +50,7 @@ class Condition(_Model):
 
 
 class PlacementErrorStatus(_Model):
-    code: str = Field(description="insufficient_resource, already_filled, affinity_unsatisfied or "
-                                  "placement_busy.")
+    code: str = Field(description=f"One of {ERROR_CODES}.")
     message: str
 
 

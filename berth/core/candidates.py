@@ -138,14 +138,19 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
         for name in [n for n, count in counts.items() if count >= ceiling and n in considered and n not in out]:
             refused.one(name, f"nodesLimit: already holds {counts[name]} pods of this workload (per-node ceiling "
                               f"{ceiling})", False)
+    held: list[AbstractSet[str]] = []  # the nodes topology spread refused, group by group
     if spread is not None and spread.hard:
         for group, (reason, resolvable) in spread.refusals(state):
-            refused.group((group & considered) - out, reason, resolvable)
+            group = (group & considered) - out
+            refused.group(group, reason, resolvable)
+            held.append(group)
     broken: list[tuple[AbstractSet[str], tuple[str, bool]]] = []  # nodes breaking each rule: fitted only if needed
+    failing: list[AbstractSet[str]] = []  # every node each rule refuses, spread-refused ones included
     if rules:
         ctx = rule_context(state, pod, policy)
         for index, rule in enumerate(rules):
-            breaking = (ctx.failing(rule) & considered) - out
+            failing.append(ctx.failing(rule))
+            breaking = (failing[-1] & considered) - out
             if breaking:
                 broken.append((breaking, ctx.refusal(index, rule)))
                 out |= breaking
@@ -173,8 +178,25 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
     result.candidates = passing
     result.warnings.extend(unverified_warning(c.name, c.unverified) for c in filter(is_unverified, passing))
     if not result.candidates and result.error is None:
-        result.error = PlacementError(ErrorCode.INSUFFICIENT_RESOURCE, no_node_message(result))
+        result.error = _no_node_error(result, held, failing, fit)
     return result
+
+
+def _no_node_error(result: CandidateSet, held: list[AbstractSet[str]], failing: list[AbstractSet[str]],
+                   fit: Judged[_Fitted]) -> PlacementError:
+    """Why no node can take the pod: spread_unsatisfied when topology spread refuses nodes that
+    have room for it and meet the rules (spread alone holds the pod back), else a lack of room."""
+    def free(name: str) -> bool:
+        return fit[name].fit.refusal is None and not any(name in f for f in failing)
+
+    roomy = [name for group in held for name in filter(free, group)]
+    if not roomy:
+        return PlacementError(ErrorCode.INSUFFICIENT_RESOURCE, no_node_message(result))
+    listed = sorted(roomy)[:LISTED]
+    more = f"; and {len(roomy) - LISTED} more" if len(roomy) > LISTED else ""
+    return PlacementError(ErrorCode.SPREAD_UNSATISFIED,
+                          f"0/{len(result.considered)} nodes can take the pod; topology spread refuses every node "
+                          "with room for it: " + "; ".join(f"{n}: {result.refused[n].reason}" for n in listed) + more)
 
 
 class _Refusals:
@@ -298,8 +320,15 @@ def _fit_and_figures(state: ClusterState, node: NodeInfo, need: Mapping[str, int
     return fit, proto
 
 
-def no_node_message(result: CandidateSet) -> str:
-    lines = [f"{node}: {refusal.reason}" for node, refusal in result.refused.by_node()]
+LISTED = 10
+"""Nodes named one by one in a spread_unsatisfied message; the rest are counted."""
+
+
+def no_node_message(result: CandidateSet, leave_out: AbstractSet[str] = frozenset(),
+                    more: Sequence[str] = ()) -> str:
+    """Every refused node's reason (but ``leave_out``'s), then ``more`` lines."""
+    lines = [f"{node}: {refusal.reason}" for node, refusal in result.refused.by_node() if node not in leave_out]
+    lines.extend(more)
     if not result.considered:
         return "no node to consider"
     return f"0/{len(result.considered)} nodes can take the pod: " + "; ".join(lines)
@@ -310,7 +339,9 @@ def _apply_rules(result: CandidateSet, passing: list[Candidate],
                  policy: PlacementPolicy | None, fit: Judged[_Fitted], require_fit: bool,
                  refused: _Refusals) -> list[Candidate]:
     """Seed 002: when a node that meets the rules has room, the others go; when none does,
-    Enforced refuses with affinity_unsatisfied and Preferred ignores the rules."""
+    Preferred ignores the rules and Enforced refuses: affinity_unsatisfied when nodes that break
+    the rules have room, insufficient_resource (with the shortfall of the nodes that meet them)
+    when nothing has room anywhere."""
     if any(c.capacity > 0 for c in passing):
         for group, (reason, resolvable) in broken:
             refused.group(group, reason, resolvable)
@@ -329,6 +360,15 @@ def _apply_rules(result: CandidateSet, passing: list[Candidate],
         return passing
     for group, (reason, resolvable) in broken:
         refused.group(group, reason, resolvable)
+    if not any(fit[name].candidate.capacity > 0 for name in in_order):
+        # Nothing fits anywhere: room, not the rules, is what is missing (seed 002's out_of_capacity).
+        # A fixed round keeps candidates with no room (it judges room itself): their shortfall too.
+        no_room = [f"{c.name}: {fit[c.name].fit.refusal}" for c in passing if fit[c.name].fit.refusal]
+        message = no_node_message(result, leave_out=reasons.keys(), more=no_room)
+        result.error = PlacementError(
+            ErrorCode.INSUFFICIENT_RESOURCE,
+            f"{message}; the {len(in_order)} node(s) that do not meet placementRules have no room either")
+        return []
     result.error = PlacementError(
         ErrorCode.AFFINITY_UNSATISFIED,
         "no node that meets placementRules has room: " + "; ".join(f"{n}: {reasons[n][0]}" for n in in_order))

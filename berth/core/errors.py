@@ -10,8 +10,13 @@ from enum import StrEnum
 class ErrorCode(StrEnum):
     INSUFFICIENT_RESOURCE = "insufficient_resource"  # seed 000 ErrInsufficientResource, seed 002 out_of_capacity
     ALREADY_FILLED = "already_filled"  # seed 000 ErrAlreadyFilled
-    AFFINITY_UNSATISFIED = "affinity_unsatisfied"  # seed 002
+    AFFINITY_UNSATISFIED = "affinity_unsatisfied"  # seed 002: nodes with room, none meeting the rules
+    SPREAD_UNSATISFIED = "spread_unsatisfied"  # nodes with room, every one refused by topology spread
     PLACEMENT_BUSY = "placement_busy"  # seed 002: every fitting node locked until the deadline
+
+
+ERROR_CODES = ", ".join(code.value for code in ErrorCode)
+"""Every code, as the CRD's schema and the API document them."""
 
 
 @dataclass(frozen=True, slots=True)

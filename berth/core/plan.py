@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from berth.core.candidates import Candidate, CandidateSet, collect_candidates
 from berth.core.decision import Decision, Refused
-from berth.core.errors import ErrorCode, PlacementError
+from berth.core.errors import PlacementError
 from berth.core.evaluate import effective_strategy, rank
 from berth.core.model import PodInfo
 from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy
@@ -91,8 +91,6 @@ def _greedy(view: ClusterView, pod: PodInfo, policy: PlacementPolicy | None, str
     if error is not None:
         error = PlacementError(error.code, f"placed {placed} of {count}: {error.message}"
                                if placed else error.message)
-        if error.code is not ErrorCode.AFFINITY_UNSATISFIED:
-            error = PlacementError(ErrorCode.INSUFFICIENT_RESOURCE, error.message)
     decision.warnings = list(warnings)
     decision.plan = plan if error is None else None
     decision.error = error

@@ -261,6 +261,23 @@ MATCHING = [
         refused={"ssd": "insufficient capacity", "hdd": "placementRules[0] not met"},
     ),
     Scenario(
+        "enforced_nothing_fits_anywhere_is_insufficient_resource_with_the_meeting_nodes_shortfall",
+        # ssd meets the rule but is full; hdd breaks it and is full too: room is what is missing.
+        nodes=(node("ssd", labels={"disk": "ssd"}, cpu="100m"), node("hdd", cpu="100m")),
+        pods=(pod("x", node="ssd", labels={}), pod("y", node="hdd", labels={})),
+        spec={"placementRules": [rule("Node", "Has", {"disk": "ssd"})]},
+        error=ErrorCode.INSUFFICIENT_RESOURCE, passing=frozenset(),
+        error_contains="ssd: insufficient capacity: cpu: needs 100m, 0 free of 100m allocatable (short by 100m)",
+        refused={"ssd": "insufficient capacity", "hdd": "placementRules[0] not met"},
+    ),
+    Scenario(
+        "enforced_nothing_fits_in_a_fixed_round_is_insufficient_resource",
+        nodes=(node("ssd", labels={"disk": "ssd"}, cpu="100m"), node("hdd", cpu="100m")),
+        pods=(pod("x", node="ssd", labels={}), pod("y", node="hdd", labels={})),
+        spec={"strategy": "Fill", "count": 1, "placementRules": [rule("Node", "Has", {"disk": "ssd"})]},
+        round=True, error=ErrorCode.INSUFFICIENT_RESOURCE, error_contains="ssd: insufficient capacity",
+    ),
+    Scenario(
         "enforced_is_the_default",
         nodes=(node("hdd"),),
         spec={"placementRules": [rule("Node", "Has", {"disk": "ssd"})]},

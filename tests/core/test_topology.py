@@ -92,6 +92,22 @@ SCENARIOS = [
         "min_domains_not_reached_makes_global_minimum_zero",
         # Two zones with 1/1 and minDomains 3: the global minimum is 0, so both zones would go to skew 2.
         nodes=Z3[:2], pods=tuple(spread_pods({"n1": 1, "n2": 1})), spec=spec(tsc(1, minDomains=3)),
+        passing=frozenset(), error=ErrorCode.SPREAD_UNSATISFIED,
+    ),
+    Scenario(
+        "spread_alone_refusing_every_node_with_room_is_spread_unsatisfied_with_the_skew",
+        # n3 is full; n1 and n2 have room, but zone3 has no pods of the workload: skew 2 for both.
+        nodes=(zoned("n1", "zone1"), zoned("n2", "zone2"), zoned("n3", "zone3", cpu="100m")),
+        pods=(*spread_pods({"n1": 1, "n2": 1}), pod("x", node="n3", labels={})), spec=spec(tsc(1)),
+        passing=frozenset(), error=ErrorCode.SPREAD_UNSATISFIED,
+        error_contains="n1: topology spread: placing here makes skew 2 in topology.kubernetes.io/zone=zone1",
+        refused={"n3": "insufficient capacity"},
+    ),
+    Scenario(
+        "spread_refusing_only_nodes_without_room_is_insufficient_resource",
+        # Every node is full; spread refuses n1 and n2 too, but room is what is missing.
+        nodes=(zoned("n1", "zone1", cpu="100m"), zoned("n2", "zone2", cpu="100m"), zoned("n3", "zone3", cpu="100m")),
+        pods=(*spread_pods({"n1": 1, "n2": 1}), pod("x", node="n3", labels={})), spec=spec(tsc(1)),
         passing=frozenset(), error=ErrorCode.INSUFFICIENT_RESOURCE,
     ),
     Scenario(
@@ -213,4 +229,15 @@ def test_round_stops_with_an_error_when_spread_cannot_be_kept() -> None:
     pol = policy(**spec(tsc(1, minDomains=3)))
     result = plan(view, web("new"), pol, count=1)
     assert result.plan == {} and result.error is not None
-    assert result.error.code is ErrorCode.INSUFFICIENT_RESOURCE
+    assert result.error.code is ErrorCode.SPREAD_UNSATISFIED
+    assert "skew 2" in result.error.message
+
+
+def test_round_that_spread_stops_part_way_keeps_the_spread_code() -> None:
+    """1/1/0, maxSkew 1, n1 and n2 with room for one more each: five pods reach 2/2/3, then n3 is the
+    only node with room and a sixth there would make skew 2: spread, not room, stops the round."""
+    nodes = (zoned("n1", "zone1", cpu="200m"), zoned("n2", "zone2", cpu="200m"), zoned("n3", "zone3"))
+    view = cluster(nodes, spread_pods({"n1": 1, "n2": 1}))
+    result = plan(view, web("new"), policy(**spec(tsc(1))), count=6)
+    assert result.error is not None and result.error.code is ErrorCode.SPREAD_UNSATISFIED, result.error
+    assert result.error.message.startswith("placed 5 of 6: ")

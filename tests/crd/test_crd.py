@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel
 
 from berth.core import placement_rules as pr
+from berth.core.errors import ERROR_CODES, ErrorCode
 from berth.core.policy import PlacementPolicySpec
 from berth.operator import crdgen
 from berth.operator.status_model import PolicyStatus
@@ -315,3 +316,12 @@ def test_peering_crds() -> None:
     for doc in docs:
         status = doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
         assert status["x-kubernetes-preserve-unknown-fields"] is True
+
+
+@pytest.mark.parametrize("code", [c.value for c in ErrorCode])
+def test_every_error_code_is_documented(root: dict[str, Any], code: str) -> None:
+    """Tooling keys on the codes: the CRD's planError, the README and the explain API list each."""
+    plan_error = root["properties"]["status"]["properties"]["planError"]["properties"]["code"]
+    assert code in plan_error["description"]
+    assert f"| `{code}` |" in (ROOT / "README.md").read_text()
+    assert code in ERROR_CODES

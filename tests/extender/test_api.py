@@ -43,6 +43,20 @@ def test_decision_when_nothing_fits_carries_the_error() -> None:
     assert d["error"]["code"] == "insufficient_resource"
 
 
+def test_decision_held_back_by_topology_spread_alone_says_spread_unsatisfied() -> None:
+    """Both nodes have room; with minDomains 3 over two hostnames each would make skew 2."""
+    spread = [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+               "minDomains": 3}]
+    h = harness([node("a", labels={"kubernetes.io/hostname": "a"}), node("b", labels={"kubernetes.io/hostname": "b"}),
+                 policy("web", topologySpreadConstraints=spread),
+                 pod("w1", labels=WEB, node_name="a"), pod("w2", labels=WEB, node_name="b")])
+    h.filter(pod("w3", labels=WEB))
+    d = h.client.get("/api/v1/decisions/shop/w3").json()
+    assert d["winner"] is None
+    assert d["error"]["code"] == "spread_unsatisfied"
+    assert "skew 2" in d["error"]["message"]
+
+
 def test_preview_of_a_shape() -> None:
     h = harness(cluster())
     body = {"namespace": "shop", "labels": WEB, "requests": {"cpu": "3", "memory": "1Gi"}}

@@ -72,6 +72,10 @@ CASES: list[tuple[str, dict[str, Any], list[dict[str, Any]], dict[str, Any]]] = 
     ("affinity unsatisfied", {**WEB, "placementRules": [
         {"resource": "Node", "operator": "Has", "labels": {"gpu": "a100"}}]}, [o.pod("w1")], {
         "conditions": {"Satisfied": ("False", "AffinityUnsatisfied")}, "planError.code": "affinity_unsatisfied"}),
+    ("spread unsatisfied", {**WEB, "topologySpreadConstraints": [
+        {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+         "minDomains": 3}]}, [o.pod("w1", "node-a"), o.pod("w2", "node-b"), o.pod("w3")], {
+        "conditions": {"Satisfied": ("False", "SpreadUnsatisfied")}, "planError.code": "spread_unsatisfied"}),
     ("affinity met", {**WEB, "placementRules": [
         {"resource": "Pod", "operator": "HasNot", "labels": {"app": "web"}}]}, [o.pod("w1", "node-a"), o.pod("w2")], {
         "conditions": {"Satisfied": ("True", "Planned")}, "plan": {"node-b": 1}}),
