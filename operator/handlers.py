@@ -22,7 +22,7 @@ import dataclasses
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,12 +105,14 @@ class OperatorState:
         leases: LeaseIndex | None = indexes.get(LEASES_INDEX) if self.config.track_leases else None
         namespace = str((body.get("metadata") or {}).get("namespace") or "default")
         return compute_status(body, pods.get(namespace, ()), lambda: self.views.view(nodes, pods, leases),
-                              self.config.settings, time.time() if now is None else now)
+                              self.config.settings, time.time() if now is None else now, nodes=nodes)
 
-    def _inputs(self, meta: Mapping[str, Any], pending: bool, now: float) -> tuple[object, ...]:
+    def _inputs(self, raw: Mapping[str, Any], pending: bool, now: float,
+                nodes: Container[str] | None) -> tuple[object, ...]:
+        meta = raw.get("metadata") or {}
         namespace = str(meta.get("namespace") or "default")
         cluster = int(now // self.config.plan_period) if pending else None
-        return meta.get("generation"), self.namespace_changes.get(namespace, 0), cluster
+        return meta.get("generation"), self.namespace_changes.get(namespace, 0), cluster, _includes_seen(raw, nodes)
 
     def refresh(self, body: kopf.Body, patch: kopf.Patch, indexes: Mapping[str, Any],
                 now: float | None = None) -> Outcome | None:
@@ -122,9 +124,10 @@ class OperatorState:
         uid = str(meta.get("uid") or "")
         current = raw.get("status") or {}
         memo = self._memo.get(uid)
-        if memo is not None and memo.inputs == self._inputs(meta, memo.pending, now) and memo.status == current:
+        nodes = indexes.get(NODES_INDEX)
+        if memo is not None and memo.inputs == self._inputs(raw, memo.pending, now, nodes) and memo.status == current:
             return None
-        with_plan, without_plan = self._inputs(meta, True, now), self._inputs(meta, False, now)
+        with_plan, without_plan = self._inputs(raw, True, now, nodes), self._inputs(raw, False, now, nodes)
         outcome = self.compute(raw, indexes, now)
         self.computations += 1
         pending = bool(outcome.status.get("pending"))
@@ -136,6 +139,16 @@ class OperatorState:
         for event in outcome.events:
             kopf.event(body, type=event.type, reason=event.reason, message=event.message)
         return outcome
+
+
+def _includes_seen(raw: Mapping[str, Any], nodes: Container[str] | None) -> tuple[bool, ...]:
+    """Which nodes of the policy's ``nodeFilter.includes`` exist: its Valid condition says which do not."""
+    spec = raw.get("spec")
+    node_filter = spec.get("nodeFilter") if isinstance(spec, Mapping) else None
+    includes = node_filter.get("includes") if isinstance(node_filter, Mapping) else None
+    if nodes is None or not isinstance(includes, list):
+        return ()
+    return tuple(isinstance(name, str) and name in nodes for name in includes)
 
 
 def _plain(body: Mapping[str, Any]) -> dict[str, Any]:

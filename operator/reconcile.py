@@ -6,7 +6,9 @@ Conditions (``metav1.Condition``, reasons in CamelCase):
 
 - ``Valid``: the spec passes every check of seed 002's Validation section and the schema's
   (``Validated`` / ``InvalidSpec`` with the field path and problem). The extender ignores an
-  invalid policy, so its pods are placed as if it did not exist.
+  invalid policy, so its pods are placed as if it did not exist. A valid spec whose
+  ``nodeFilter.includes`` names nodes the cluster does not have is ``IncludesUnknownNodes``
+  (still True: the nodes may come), naming them.
 - ``Satisfied``: the pods waiting for a node can be placed now (``NoPendingPods``, ``Planned``),
   or why not (``InsufficientResource``, ``AlreadyFilled``, ``AffinityUnsatisfied``,
   ``SpreadUnsatisfied``, ``PlacementBusy``: the core's error codes).
@@ -17,13 +19,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from berth.core.errors import InvalidPolicy, PlacementError
 from berth.core.kube import ObjectError, parse_time
+from berth.core.node_filter import unknown_includes
 from berth.core.plan import plan_round
 from berth.core.policy import PlacementPolicy, policy_from_manifest
 from berth.core.settings import Settings
@@ -38,6 +41,8 @@ from berth.operator.status_model import (
 )
 
 log = logging.getLogger("berth.operator")
+
+INCLUDES_UNKNOWN_NODES = "IncludesUnknownNodes"
 
 EventType = Literal["Normal", "Warning"]
 
@@ -62,11 +67,12 @@ def rfc3339(now: float) -> str:
 
 
 def compute_status(body: Mapping[str, Any], pods: Iterable[PodRecord], view: Callable[[], ClusterView],
-                   settings: Settings, now: float) -> Outcome:
+                   settings: Settings, now: float, nodes: Container[str] | None = None) -> Outcome:
     """The whole status of the policy ``body`` and the Events its changes deserve.
 
     ``pods`` are the pods of the policy's namespace (others are ignored); ``view`` is called only
-    when a plan is needed (some selected pod is pending)."""
+    when a plan is needed (some selected pod is pending); ``nodes``, the names of the cluster's
+    nodes (default: the view's, when the policy's node filter names any)."""
     meta = body.get("metadata") or {}
     generation = int(meta.get("generation") or 0)
     previous = body.get("status") or {}
@@ -98,8 +104,14 @@ def compute_status(body: Mapping[str, Any], pods: Iterable[PodRecord], view: Cal
         else:
             plan, error = dict(result.plan), result.error
 
+    valid = cond.ConditionUpdate(CONDITION_VALID, "True", "Validated", "the spec is valid")
+    if policy.spec.node_filter.includes:
+        unknown = unknown_includes(policy.spec.node_filter, view().nodes if nodes is None else nodes)
+        if unknown is not None:
+            valid = cond.ConditionUpdate(CONDITION_VALID, "True", INCLUDES_UNKNOWN_NODES,
+                                         f"the spec is valid; {unknown}")
     updates = [
-        cond.ConditionUpdate(CONDITION_VALID, "True", "Validated", "the spec is valid"),
+        valid,
         _satisfied(pending, plan, error, plan_failure),
         _ready(len(selected), len(pending), error),
     ]
@@ -239,6 +251,8 @@ def transition_events(before: Iterable[Mapping[str, Any]] | None,
         if kind == CONDITION_VALID:
             if status == "False":
                 events.append(Event("Warning", "InvalidSpec", message))
+            elif reason == INCLUDES_UNKNOWN_NODES:
+                events.append(Event("Warning", INCLUDES_UNKNOWN_NODES, message))
             elif old is not None and old.get("status") == "False":
                 events.append(Event("Normal", "Validated", "the spec is valid again"))
         elif kind == CONDITION_SATISFIED:

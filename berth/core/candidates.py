@@ -21,7 +21,7 @@ from berth.core.errors import ErrorCode, PlacementError
 from berth.core.fit import SHARE_DIMENSIONS, Fit, check_fit, demand, unverified_warning
 from berth.core.liveness import ALIVE, ASK_LEASE, lease_down_reason, lease_suspects, node_liveness
 from berth.core.model import LabelSelector, NodeInfo, PodInfo
-from berth.core.node_filter import node_filter_refusal, pod_constraint_refusal
+from berth.core.node_filter import node_filter_refusal, pod_constraint_refusal, unknown_includes
 from berth.core.node_verdicts import Judged, VerdictTable
 from berth.core.policy import AffinityMatching, NodeFilter, PlacementPolicy, Strategy
 from berth.core.quantity import CPU, DISK, MEMORY, PODS
@@ -121,6 +121,8 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
     def refuse_unknown() -> None:
         refused.group(considered.difference(state.nodes), "unknown node: berth has not seen it", False)
 
+    if node_filter is not None and node_filter.includes and (unknown := unknown_includes(node_filter, state.nodes)):
+        result.warnings.append(unknown)
     static = _static_reading(state, pod, policy, node_filter, considered)
     for name in static.among("refused", considered):
         refused.one(name, static[name].reason or "", False)

@@ -3,7 +3,7 @@ node filter. Refusals here are unresolvable: preemption cannot change them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 
 from berth.core.model import SCHEDULING_EFFECTS, NodeInfo, PodInfo, Taint
 from berth.core.policy import NodeFilter
@@ -45,3 +45,13 @@ def node_filter_refusal(nf: NodeFilter, node: NodeInfo, down: Callable[[], str |
 def in_node_filter(nf: NodeFilter, node: NodeInfo) -> bool:
     """The node filter without liveness: the policy's notion of where its pods may go at all."""
     return node_filter_refusal(nf, node, lambda: None) is None
+
+
+def unknown_includes(nf: NodeFilter, known: Container[str]) -> str | None:
+    """What to say when ``includes`` names nodes that are not ``known``: a typo or a node gone
+    silently narrows where the policy's pods may go."""
+    missing = [name for name in dict.fromkeys(nf.includes) if name not in known]
+    if not missing:
+        return None
+    return (f"nodeFilter.includes names {len(missing)} node{'s' if len(missing) > 1 else ''} berth has not seen: "
+            + ", ".join(missing))

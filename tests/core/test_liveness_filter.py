@@ -96,6 +96,22 @@ NODE_FILTER = [
         refused={"d": "not in nodeFilter.includes"},
     ),
     Scenario(
+        "includes_naming_a_node_that_does_not_exist_is_said",
+        nodes=ASSORTED, spec={"nodeFilter": {"includes": ["a", "gone", "b", "typo-node"]}},
+        passing=frozenset({"a", "b"}),
+        warnings=("nodeFilter.includes names 2 nodes berth has not seen: gone, typo-node",),
+    ),
+    Scenario(
+        "includes_naming_a_missing_node_is_said_in_a_plan_too",
+        nodes=ASSORTED, spec={"strategy": "Auto", "nodeFilter": {"includes": ["a", "gone"]}}, count=1,
+        plan={"a": 1}, warnings=("nodeFilter.includes names 1 node berth has not seen: gone",),
+    ),
+    Scenario(
+        "includes_naming_a_missing_node_is_said_in_a_fixed_round",
+        nodes=ASSORTED, spec={"strategy": "Fill", "count": 1, "nodeFilter": {"includes": ["a", "gone"]}},
+        round=True, plan={"a": 1}, warnings=("nodeFilter.includes names 1 node berth has not seen: gone",),
+    ),
+    Scenario(
         "includes_short_circuits_liveness_and_excludes",
         nodes=ASSORTED,
         spec={"nodeFilter": {"includes": ["b", "c"], "excludes": ["b", "c"], "labels": {"tier": "gold"}}},

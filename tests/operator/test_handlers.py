@@ -169,6 +169,27 @@ def test_refresh_of_an_invalid_policy_posts_a_warning(events: list[tuple[str, st
     assert events == [("Warning", "InvalidSpec", "spec.placementRules[0].within: is only allowed on Pod rules")]
 
 
+def test_includes_naming_a_missing_node_is_said_until_the_node_appears(events: list[tuple[str, str, str]]) -> None:
+    """The Valid condition names the nodes of nodeFilter.includes the cluster does not have (a
+    typo narrows the policy silently), and is recomputed once such a node appears, with no pod
+    event in the namespace."""
+    state = OperatorState(OperatorConfig(track_leases=False))
+    body = o.policy({"nodeFilter": {"includes": ["node-a", "node-z"]}})
+
+    def valid(nodes: list[dict[str, Any]]) -> tuple[str, str, str]:
+        patch = kopf.Patch()
+        state.refresh(kopf.Body(body), patch, indexes(nodes, []))
+        if patch:
+            body["status"] = apply_merge_patch(body.get("status"), dict(patch["status"]))
+        c = body["status"]["conditions"][0]
+        return c["status"], c["reason"], c["message"]
+
+    said = "the spec is valid; nodeFilter.includes names 1 node berth has not seen: node-z"
+    assert valid([o.node("node-a")]) == ("True", "IncludesUnknownNodes", said)
+    assert events == [("Warning", "IncludesUnknownNodes", said)]
+    assert valid([o.node("node-a"), o.node("node-z")]) == ("True", "Validated", "the spec is valid")
+
+
 def test_a_deleted_policy_stops_its_timer() -> None:
     registry, _ = build_registry(OperatorConfig())
     (timer,) = registry._spawning.get_all_handlers()

@@ -76,6 +76,8 @@ CASES: list[tuple[str, dict[str, Any], list[dict[str, Any]], dict[str, Any]]] = 
         {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
          "minDomains": 3}]}, [o.pod("w1", "node-a"), o.pod("w2", "node-b"), o.pod("w3")], {
         "conditions": {"Satisfied": ("False", "SpreadUnsatisfied")}, "planError.code": "spread_unsatisfied"}),
+    ("includes naming a missing node", {**WEB, "nodeFilter": {"includes": ["node-a", "node-gone"]}},
+     [o.pod("w1", "node-a")], {"conditions": {"Valid": ("True", "IncludesUnknownNodes")}}),
     ("affinity met", {**WEB, "placementRules": [
         {"resource": "Pod", "operator": "HasNot", "labels": {"app": "web"}}]}, [o.pod("w1", "node-a"), o.pod("w2")], {
         "conditions": {"Satisfied": ("True", "Planned")}, "plan": {"node-b": 1}}),
