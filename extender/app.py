@@ -322,7 +322,8 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
         return _json(result)
 
     capacity_responses: dict[int | str, dict[str, Any]] = {
-        **api_bad, 200: {"description": "per-node capacity for the shape and the total (seed 000's DUMMY)"},
+        **api_bad, 200: {"description": "each node's room for the shape, the total, and placeable: how many one "
+                                    "round could place under the whole policy and why not one more"},
         404: {"model": ApiError, "description": "the named policy does not exist"}}
 
     @app.get("/api/v1/capacity", tags=["explain"], responses=capacity_responses)

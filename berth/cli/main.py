@@ -24,7 +24,7 @@ from dataclasses import replace
 from typing import Any, NoReturn
 
 from berth import __version__
-from berth.core.capacity import capacity_table
+from berth.core.capacity import capacity_report
 from berth.core.plan import plan_round
 from berth.core.policy import PlacementPolicy
 from berth.core.settings import Settings
@@ -238,7 +238,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy) if args.policy else None
     pod = load_pod(args.pod, default_namespace=policy.namespace if policy else "default")
     now = now_from(args, snapshot)
-    _print_json(capacity_table(snapshot.view(), pod, policy, settings, now).to_dict())
+    _print_json(capacity_report(snapshot.view(), pod, policy, settings, now).to_dict())
     return EXIT_OK
 
 

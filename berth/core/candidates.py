@@ -93,10 +93,12 @@ def workload_selector(pod: PodInfo, policy: PlacementPolicy | None) -> LabelSele
 def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | None, settings: Settings,
                        now: float, *, nodes: Sequence[str] | None = None, quota: Mapping[str, int] | None = None,
                        strategy: Strategy | None = None, require_fit: bool = True,
-                       spread: SpreadContext | None = None) -> CandidateSet:
+                       spread: SpreadContext | None = None, room_only: bool = False) -> CandidateSet:
     """Judge ``nodes`` (default: every node) for ``pod``. ``settings`` must already carry the policy's
     overrides. With ``require_fit=False`` nodes that cannot take one pod stay candidates with
-    capacity 0 (round strategies and the capacity query judge capacity themselves).
+    capacity 0 (round strategies and the capacity query judge capacity themselves). With
+    ``room_only`` topology spread and placement rules are not judged: where the pod may go at
+    all (its own constraints, the node filter, liveness) and how much room it has there.
 
     Each check takes the set of nodes still standing and refuses a subset of it. What depends
     only on the node and the policy (the pod's own constraints, the node filter, the node's own
@@ -107,9 +109,9 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
     result = CandidateSet(considered=names, candidates=[])
     workload = workload_selector(pod, policy)
     counts = state.matching_counts(pod.namespace, workload)
-    if spread is None:
+    if spread is None and not room_only:
         spread = spread_context(state, pod, policy)
-    rules = policy.rules if policy is not None else ()
+    rules = policy.rules if policy is not None and not room_only else ()
     node_filter = policy.spec.node_filter if policy is not None else None
     check_liveness = node_filter is None or not (node_filter.includes or node_filter.all)
     ceiling = policy.spec.nodes_limit if policy is not None and strategy is Strategy.AUTO else 0

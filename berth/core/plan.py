@@ -9,7 +9,7 @@ placing a pod changes only its own node, so only that node is judged again.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from berth.core.candidates import Candidate, CandidateSet, collect_candidates
 from berth.core.decision import Decision, Refused
@@ -29,6 +29,10 @@ class PlanResult:
     plan: dict[str, int]
     decision: Decision
     error: PlacementError | None
+    placed: dict[str, int] = field(default_factory=dict)
+    """The pods placed before the round stopped (the plan itself when it did not)."""
+    stop: PlacementError | None = None
+    """Why the pod after ``placed`` found no node: ``error`` as its own pod said it."""
 
     def to_dict(self) -> dict[str, object]:
         decision = self.decision.to_dict()
@@ -51,7 +55,7 @@ def plan_round(state: ClusterView, pod: PodInfo, policy: PlacementPolicy | None,
         fixed = plan_fixed_round(state, pod, policy, strategy, settings, now, count)
         decision = _decision(pod, policy, strategy, fixed.candidates.considered, fixed.candidates)
         decision.plan, decision.error = dict(fixed.plan), fixed.error
-        return PlanResult(dict(fixed.plan), decision, fixed.error)
+        return PlanResult(dict(fixed.plan), decision, fixed.error, dict(fixed.plan), fixed.error)
     return _greedy(state, pod, policy, strategy, settings, now, 1 if count is None else count)
 
 
@@ -73,7 +77,7 @@ def _greedy(view: ClusterView, pod: PodInfo, policy: PlacementPolicy | None, str
     warnings = dict.fromkeys(first.warnings)
     if count == 0:
         decision.plan = plan
-        return PlanResult(plan, decision, None)
+        return PlanResult(plan, decision, None, {})
     placed = 0
     if local_only and first.error is None:
         placed = _greedy_local(overlay, pod, policy, strategy, settings, now, count, first.candidates, plan)
@@ -88,13 +92,13 @@ def _greedy(view: ClusterView, pod: PodInfo, policy: PlacementPolicy | None, str
         overlay.place(_nth(pod, placed), winner)
         plan[winner] = plan.get(winner, 0) + 1
         placed += 1
-    if error is not None:
-        error = PlacementError(error.code, f"placed {placed} of {count}: {error.message}"
-                               if placed else error.message)
+    stop = error
+    if error is not None and placed:
+        error = PlacementError(error.code, f"placed {placed} of {count}: {error.message}")
     decision.warnings = list(warnings)
     decision.plan = plan if error is None else None
     decision.error = error
-    return PlanResult(plan if error is None else {}, decision, error)
+    return PlanResult(plan if error is None else {}, decision, error, plan, stop)
 
 
 def _greedy_local(overlay: Overlay, pod: PodInfo, policy: PlacementPolicy | None, strategy: Strategy | None,

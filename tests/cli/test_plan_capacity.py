@@ -134,13 +134,52 @@ def test_capacity_output_shape_is_exact(cli: Cli, files: Files) -> None:
     for snapshot in (files.json, files.yaml):
         r = cli("capacity", "--snapshot", snapshot, "--pod", files.pod)
         assert r.code == 0, r.err
-        assert json.loads(r.out) == {"nodes": CAPACITY, "total": sum(CAPACITY.values())}
+        out = json.loads(r.out)
+        assert list(out) == ["nodes", "total", "placeable"]
+        assert out["nodes"] == CAPACITY and out["total"] == sum(CAPACITY.values())
+        # No policy: the default ranking places pod after pod until every node is full.
+        assert out["placeable"]["pods"] == 17 and out["placeable"]["code"] == "insufficient_resource"
+        assert out["placeable"]["reason"].startswith("0/3 nodes can take the pod: n1: insufficient capacity")
 
 
 def test_capacity_applies_the_policy_node_filter(cli: Cli, files: Files) -> None:
     policy = files.write_policy("filter.yaml", kube.policy("Auto", nodeFilter={"excludes": ["n3"]}))
     out = json.loads(cli("capacity", "--snapshot", files.json, "--pod", files.pod, "--policy", policy).out)
-    assert out == {"nodes": {"n1": 7, "n2": 6}, "total": 13}
+    assert out["nodes"] == {"n1": 7, "n2": 6} and out["total"] == 13
+    assert out["placeable"]["pods"] == 13
+
+
+ZONE_SPREAD = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule"}]
+ZONE_B_RULE = [{"resource": "Node", "operator": "Has", "labels": {"topology.kubernetes.io/zone": "zone-b"}}]
+PLACEABLE_CASES: list[tuple[str, dict[str, Any], int, str]] = [
+    # zone a holds web-0: a round takes zone b to 4 (n3 full) and zone a to 5, then skew would be 2.
+    ("capacity_with_spread_lists_every_node_and_places_what_spread_allows", {"topologySpreadConstraints": ZONE_SPREAD},
+     8, "spread_unsatisfied"),
+    ("capacity_with_rules_lists_every_node_and_places_what_the_rules_allow", {"placementRules": ZONE_B_RULE},
+     4, "affinity_unsatisfied"),
+    ("capacity_with_a_ceiling_places_what_nodes_limit_allows", {"nodesLimit": 2}, 5, "insufficient_resource"),
+]
+
+
+@pytest.mark.parametrize(("name", "spec", "placeable", "code"), PLACEABLE_CASES, ids=[c[0] for c in PLACEABLE_CASES])
+def test_capacity_is_room_per_node_and_placeable_is_the_whole_policy(
+        cli: Cli, files: Files, name: str, spec: dict[str, Any], placeable: int, code: str) -> None:
+    """Spread and rules say where, not how much room: every node the filter admits is listed with
+    its raw room; what one round could place under the whole policy is ``placeable``, with why
+    one more would not be."""
+    policy = files.write_policy("p.yaml", kube.policy("Auto", **spec))
+    r = cli("capacity", "--snapshot", files.json, "--pod", files.pod, "--policy", policy)
+    assert r.code == 0, r.err
+    out = json.loads(r.out)
+    assert out["nodes"] == CAPACITY and out["total"] == 17
+    assert (out["placeable"]["pods"], out["placeable"]["code"]) == (placeable, code), out["placeable"]
+
+
+def test_capacity_placeable_of_a_fixed_round(cli: Cli, files: Files) -> None:
+    policy = files.write_policy("fill.yaml", kube.policy("Fill", count=5, nodesLimit=2))
+    out = json.loads(cli("capacity", "--snapshot", files.json, "--pod", files.pod, "--policy", policy).out)
+    # Fill tops n1 (web-0 there) up by 4 and n2 by 5: the round's own plan.
+    assert out["placeable"] == {"pods": 9, "code": None, "reason": "Fill: the round's own plan, 2 node(s)"}
 
 
 def test_settings_flags_before_or_after_the_subcommand(cli: Cli, files: Files) -> None:
@@ -149,7 +188,8 @@ def test_settings_flags_before_or_after_the_subcommand(cli: Cli, files: Files) -
     after = cli("capacity", "--snapshot", files.json, "--pod", files.pod,
                 "--cpu-overcommit", "200", "--memory-overcommit", "200")
     assert before.out == after.out
-    assert json.loads(before.out) == {"nodes": {"n1": 15, "n2": 14, "n3": 8}, "total": 37}
+    out = json.loads(before.out)
+    assert (out["nodes"], out["total"]) == ({"n1": 15, "n2": 14, "n3": 8}, 37)
     only_cpu = json.loads(cli("capacity", "--snapshot", files.json, "--pod", files.pod,
                               "--cpu-overcommit", "200").out)
     assert only_cpu["nodes"] == CAPACITY  # memory still binds
@@ -165,7 +205,8 @@ def test_unknown_capacity_and_the_reject_flag(cli: Cli, files: Files) -> None:
     plan = json.loads(cli("plan", "--snapshot", snapshot, "--policy", files.policy, "--pod", files.pod).out)
     assert any("n3" in w and "unverified" in w for w in plan["decision"]["warnings"])
     rejected = cli("capacity", "--snapshot", snapshot, "--pod", files.pod, "--reject-unknown-capacity")
-    assert json.loads(rejected.out) == {"nodes": {"n1": 7, "n2": 6}, "total": 13}
+    out = json.loads(rejected.out)
+    assert (out["nodes"], out["total"], "unverified" in out) == ({"n1": 7, "n2": 6}, 13, False)
 
 
 def test_snapshot_is_judged_at_its_newest_lease(cli: Cli, files: Files) -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from berth.core.capacity import capacity_table, node_allocations
+from berth.core.capacity import Placeable, capacity_report, capacity_table, node_allocations
 from berth.core.errors import ErrorCode
 from berth.core.fit import check_fit, demand
 from berth.core.settings import Settings
 
-from .builders import NOW, Scenario, cluster, evaluate, gib, node, plan, pod, policy, run, web
+from .builders import NOW, Scenario, cluster, evaluate, gib, node, plan, pod, policy, run, spread_pods, web
 
 SHORTFALL = ("insufficient capacity: memory: needs 2.0 GiB, 1.0 GiB free of 1.0 GiB allocatable "
              "(short by 1.0 GiB)")
@@ -267,6 +267,34 @@ def test_capacity_table_reports_unverified_nodes() -> None:
     table = capacity_table(view, web("new"), policy(), Settings(), NOW)
     assert table.unverified == {"u": ["memory"]}
     assert table.to_dict()["unverified"] == {"u": ["memory"]}
+
+
+def test_capacity_table_is_room_not_where_spread_and_rules_do_not_remove_nodes() -> None:
+    """The policy's node filter applies; topology spread and placement rules say where, not how much."""
+    zones = [node("a", labels={"zone": "z1", "disk": "ssd"}), node("b", labels={"zone": "z1"}),
+             node("c", labels={"zone": "z2"}), node("gone", labels={"zone": "z2"}, ready=False),
+             node("out", labels={"zone": "z2"})]
+    spread = {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}
+    pol = policy(topologySpreadConstraints=[spread],
+                 placementRules=[{"resource": "Node", "operator": "Has", "labels": {"disk": "ssd"}}],
+                 nodeFilter={"excludes": ["out"]})
+    view = cluster(zones, spread_pods({"a": 2}))
+    table = capacity_table(view, web("new", cpu="1", memory=None), pol, Settings(), NOW)
+    assert table.nodes == {"a": 3, "b": 4, "c": 4}  # a: two web pods (200m) already there
+    assert table.placeable is None  # the plan is capacity_report's, asked for where it is shown
+
+
+def test_placeable_plans_the_whole_policy_and_says_why_one_more_would_not_fit() -> None:
+    view = cluster([node("a", labels={"disk": "ssd"}), node("b")])
+    pol = policy(placementRules=[{"resource": "Node", "operator": "Has", "labels": {"disk": "ssd"}}])
+    report = capacity_report(view, web("new", cpu="1", memory=None), pol, Settings(), NOW)
+    assert report.nodes == {"a": 4, "b": 4}
+    assert report.placeable is not None
+    assert (report.placeable.pods, report.placeable.code) == (4, "affinity_unsatisfied")
+    bounded = capacity_report(view, web("new", cpu="1", memory=None), None, Settings(), NOW, limit=3)
+    assert bounded.placeable == Placeable(3, None, "planning stops at 3 pods; more may fit")
+    assert bounded.to_dict()["placeable"] == {"pods": 3, "code": None,
+                                              "reason": "planning stops at 3 pods; more may fit"}
 
 
 def test_node_allocations_reports_requested_free_and_unknown() -> None:

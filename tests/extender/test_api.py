@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import orjson
 
+from berth.extender.engine import CAPACITY_PLAN_LIMIT
 from tests.extender.helpers import harness, node, pod, policy
 
 WEB = {"app": "web"}
@@ -101,6 +102,28 @@ def test_capacity_by_query_and_by_body() -> None:
     assert h.client.post("/api/v1/capacity", content=orjson.dumps(body)).json() == by_query
     assert h.client.get("/api/v1/capacity", params={"labels": "nonsense"}).status_code == 400
     assert h.client.get("/api/v1/capacity", params={"cpu": "lots"}).status_code == 400
+
+
+def test_capacity_lists_room_per_node_and_what_one_round_places() -> None:
+    """A policy with rules and spread: every node keeps its raw room in the table, and placeable
+    says what one round could place under the whole policy and why not one more."""
+    zones = [node(n, labels={"kubernetes.io/hostname": n, "topology.kubernetes.io/zone": z, **extra})
+             for n, z, extra in (("a", "z1", {"disk": "ssd"}), ("b", "z2", {"disk": "ssd"}), ("c", "z2", {}))]
+    rules = [{"resource": "Node", "operator": "Has", "labels": {"disk": "ssd"}}]
+    h = harness([*zones, policy("web", placementRules=rules)])
+    out = h.client.get("/api/v1/capacity", params={"namespace": "shop", "labels": "app=web", "cpu": "1",
+                                                   "memory": "1Gi"}).json()
+    assert out["nodes"] == {"a": 4, "b": 4, "c": 4} and out["total"] == 12
+    assert out["placeable"]["pods"] == 8 and out["placeable"]["code"] == "affinity_unsatisfied"
+
+
+def test_capacity_plans_at_most_its_limit_under_the_lock() -> None:
+    h = harness([node(f"n{i}", cpu="64", memory="256Gi") for i in range(3)] + [policy("web")])
+    out = h.client.get("/api/v1/capacity", params={"namespace": "shop", "labels": "app=web", "cpu": "100m",
+                                                   "memory": "128Mi"}).json()
+    assert out["total"] == 3 * 110  # pod slots bind
+    assert out["placeable"] == {"pods": CAPACITY_PLAN_LIMIT, "code": None,
+                                "reason": f"planning stops at {CAPACITY_PLAN_LIMIT} pods; more may fit"}
 
 
 def test_allocations_show_every_node_and_the_settings_in_force() -> None:
