@@ -297,3 +297,30 @@ def test_a_kind_that_makes_no_pods_is_refused_by_name(cli: Cli, files: Files) ->
     r = cli("capacity", "--snapshot", files.json, "--pod", path)
     assert r.code == 2
     assert "svc.yaml: kind: expected Pod or a workload (Deployment, " in r.err and "found 'Service'" in r.err, r.err
+
+
+def test_plan_stopped_by_topology_spread_says_spread_unsatisfied(cli: Cli, files: Files) -> None:
+    policy = files.write_policy("spread.yaml", kube.policy("Auto", topologySpreadConstraints=ZONE_SPREAD))
+    r = cli("plan", "--snapshot", files.json, "--policy", policy, "--pod", files.pod, "--count", "9")
+    assert r.code == 1, r.err
+    error = json.loads(r.out)["error"]
+    assert error["code"] == "spread_unsatisfied"
+    assert error["message"].startswith("placed 8 of 9: 0/3 nodes can take the pod; topology spread refuses")
+    assert "makes skew 2 in topology.kubernetes.io/zone=zone-a (maxSkew 1)" in error["message"]
+
+
+def test_plan_fill_names_the_nodes_it_passed_over(cli: Cli, files: Files) -> None:
+    policy = files.write_policy("fill.yaml", kube.policy("Fill", count=7, nodesLimit=2))
+    r = cli("plan", "--snapshot", files.json, "--policy", policy, "--pod", files.pod)
+    assert r.code == 1, r.err
+    assert json.loads(r.out)["error"] == {
+        "code": "insufficient_resource",
+        "message": "Fill: 1 of 2 nodes can reach 7 pods: n2 needs 7 more but has room for 6; "
+                   "n3 needs 7 more but has room for 4"}
+
+
+def test_plan_warns_when_includes_names_a_node_that_does_not_exist(cli: Cli, files: Files) -> None:
+    policy = files.write_policy("inc.yaml", kube.policy("Auto", nodeFilter={"includes": ["n1", "n9"]}))
+    out = json.loads(cli("plan", "--snapshot", files.json, "--policy", policy, "--pod", files.pod).out)
+    assert out["plan"] == {"n1": 1}
+    assert "nodeFilter.includes names 1 node berth has not seen: n9" in out["decision"]["warnings"]
