@@ -9,6 +9,7 @@ plan leave it room, does topology spread allow it, does it fit, and do the place
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -190,13 +191,13 @@ def _no_node_error(result: CandidateSet, held: list[AbstractSet[str]], failing: 
                    fit: Judged[_Fitted]) -> PlacementError:
     """Why no node can take the pod: spread_unsatisfied when topology spread refuses nodes that
     have room for it and meet the rules (spread alone holds the pod back), else a lack of room."""
-    def free(name: str) -> bool:
-        return fit[name].fit.refusal is None and not any(name in f for f in failing)
-
-    roomy = [name for group in held for name in filter(free, group)]
+    roomy = set().union(*held)
+    roomy -= fit.among("refused", roomy)
+    for breaking in failing:
+        roomy -= breaking
     if not roomy:
         return PlacementError(ErrorCode.INSUFFICIENT_RESOURCE, no_node_message(result))
-    listed = sorted(roomy)[:LISTED]
+    listed = heapq.nsmallest(LISTED, roomy)
     more = f"; and {len(roomy) - LISTED} more" if len(roomy) > LISTED else ""
     return PlacementError(ErrorCode.SPREAD_UNSATISFIED,
                           f"0/{len(result.considered)} nodes can take the pod; topology spread refuses every node "
