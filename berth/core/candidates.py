@@ -366,7 +366,7 @@ def _apply_rules(result: CandidateSet, passing: list[Candidate],
     for group, (reason, resolvable) in broken:
         refused.group(group, reason, resolvable)
     if not any(fit[name].candidate.capacity > 0 for name in in_order):
-        # Nothing fits anywhere: room, not the rules, is what is missing (seed 002's out_of_capacity).
+        # Nothing fits anywhere: room, not the rules, is what is missing.
         # A fixed round keeps candidates with no room (it judges room itself): their shortfall too.
         no_room = [f"{c.name}: {fit[c.name].fit.refusal}" for c in passing if fit[c.name].fit.refusal]
         message = no_node_message(result, leave_out=reasons.keys(), more=no_room)
@@ -385,8 +385,8 @@ def _share(used: int, total: int | None) -> float:
 
 
 def weighed_dimensions(need: Mapping[str, int], among: AbstractSet[str] | None = None) -> list[str]:
-    """The resources a strategy weighs for a pod (seed 001: a dimension the workload does not ask
-    for is ignored): those it asks for (``among`` them, when given), or cpu and memory for a pod
+    """The resources a strategy weighs for a pod (a resource the pod does not ask for is
+    ignored): those it asks for (``among`` them, when given), or cpu and memory for a pod
     that asks for none."""
     asked = [d for d in need if d != PODS and (among is None or d in among)]
     return asked or [CPU, MEMORY]

@@ -10,7 +10,7 @@ from enum import StrEnum
 class ErrorCode(StrEnum):
     INSUFFICIENT_RESOURCE = "insufficient_resource"  # seed 000 ErrInsufficientResource, seed 002 out_of_capacity
     ALREADY_FILLED = "already_filled"  # seed 000 ErrAlreadyFilled
-    AFFINITY_UNSATISFIED = "affinity_unsatisfied"  # seed 002: nodes with room, none meeting the rules
+    AFFINITY_UNSATISFIED = "affinity_unsatisfied"  # nodes with room, none meeting the Enforced rules
     SPREAD_UNSATISFIED = "spread_unsatisfied"  # nodes with room, every one refused by topology spread
     PLACEMENT_BUSY = "placement_busy"  # seed 002: every fitting node locked until the deadline
 

@@ -1,5 +1,5 @@
 """Seed 000's EACH: "add count more to each of limit nodes". Nodes by capacity descending,
-unverified nodes after every verified one (seed 001); the top limit nodes (0: all) each get
+unverified nodes after every verified one; the top limit nodes (0: all) each get
 exactly count, and every chosen node must have room for all of them or the whole plan fails."""
 
 from __future__ import annotations

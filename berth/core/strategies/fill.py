@@ -1,5 +1,5 @@
 """Seed 000's FILL: "make sure each of limit nodes has count pods". Nodes sorted by (Count,
-Capacity) descending, unverified nodes after every verified one (seed 001); the walk tops each
+Capacity) descending, unverified nodes after every verified one; the walk tops each
 node up by count - Count (never negative) and covers it, passing over a node that cannot reach
 count, until limit nodes are covered (0: every candidate). Fewer coverable nodes than that fail
 the round. A convergence target: once satisfied it returns already_filled."""
