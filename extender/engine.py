@@ -39,7 +39,7 @@ from berth.core.view import ClusterView, Overlay, label_index
 from berth.extender.binder import Binder, BindError
 from berth.extender.metrics import Metrics
 from berth.extender.settings import ExtenderSettings
-from berth.extender.store import ROUND_ANNOTATION, ClusterStore, Round, round_id_for
+from berth.extender.store import ROUND_ANNOTATION, Assumption, ClusterStore, Round, round_id_for
 from berth.extender.wire import (
     BadRequest,
     ExtenderArgs,
@@ -499,6 +499,8 @@ class Extender:
             return "busy", (f"{ErrorCode.PLACEMENT_BUSY.value}: node {node} stayed locked by other binds for "
                             f"{self.settings.bind_lock_timeout_seconds:g}s")
         try:
+            with self.store.lock:
+                prior = self.store.assumed.get(pod.uid)
             checked = self._recheck(pod, node)
             if isinstance(checked, str):
                 self.metrics.bind_conflicts.labels("recheck").inc()
@@ -506,9 +508,8 @@ class Extender:
             annotations, message = checked
             try:
                 await self.binder.bind(pod, node, annotations)
-            except Exception as exc:  # kube-scheduler retries the pod; it counts nowhere meanwhile
-                with self.store.lock:
-                    self.store.release(pod.uid)
+            except Exception as exc:  # kube-scheduler retries the pod
+                await self._after_failed_bind(pod, prior)
                 if isinstance(exc, BindError):  # the API server's refusal, already worded
                     return "bind_failed", str(exc)
                 log.exception("bind of %s to %s failed", pod.key, node)  # the network, or worse
@@ -520,6 +521,26 @@ class Extender:
         except Exception as exc:  # informative only: the pod is bound and its annotation holds the decision
             log.warning("cannot record an Event on pod %s: %s", pod.key, exc)
         return "bound", ""
+
+    async def _after_failed_bind(self, pod: PodInfo, prior: Assumption | None) -> None:
+        """After a Binding failed, make the view hold what the API server holds. A refusal does not
+        mean the pod runs nowhere: an earlier Binding (whose reply timed out) or another scheduler
+        may have bound it, and the API server then answers Conflict while the pod takes room on
+        its node. So the pod is read again and counted as the API server shows it. When it cannot
+        be read, an earlier bind's assumption is put back (that Binding may have been created) and
+        anything else is released."""
+        with self.store.lock:
+            self.store.release(pod.uid)
+        try:
+            raw = await self.binder.fetch_pod(pod.namespace, pod.name)
+        except Exception as exc:
+            log.warning("cannot read pod %s after its failed bind: %s", pod.key, exc)
+            raw = None
+        with self.store.lock:
+            if raw is not None and _uid(raw) == pod.uid:
+                self.store.apply_pod(raw)
+            elif prior is not None and prior.bound and pod.uid not in self.store.assumed:
+                self.store.restore(prior)
 
     async def _bind_pod(self, args: ExtenderBindingArgs) -> PodInfo | None:
         with self.store.lock:
@@ -545,6 +566,11 @@ class Extender:
         with store.lock:
             now = self.clock()
             self._expire(now)
+            shown = store.view.pod(pod.uid)
+            if shown is not None and shown.node_name and not store.view.is_assumed(pod.uid):
+                # The watch shows the pod bound already (a retried or a second scheduler's bind): it
+                # keeps its room there, and the API server would refuse the Binding anyway.
+                return f"berth: pod {pod.key} is already bound to node {shown.node_name}"
             store.release(pod.uid)  # its tentative place (maybe on another node) must not count twice
             policy, strategy, governed = self._policy(pod)
             if not governed:
@@ -739,6 +765,11 @@ def _settings_dict(settings: Settings) -> dict[str, Any]:
     strategy = data.get("default_strategy")
     data["default_strategy"] = strategy.value if isinstance(strategy, Strategy) else strategy
     return data
+
+
+def _uid(raw: Mapping[str, Any]) -> str:
+    meta = raw.get("metadata")
+    return str(meta.get("uid") or "") if isinstance(meta, Mapping) else ""
 
 
 def _resource_version(raw: Mapping[str, Any]) -> str:

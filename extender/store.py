@@ -366,6 +366,12 @@ class ClusterStore:
                 rnd.placed.pop(uid, None)
         return entry
 
+    def restore(self, entry: Assumption) -> None:
+        """Count a released assumption again, as it was (its node, kind, deadline and round)."""
+        if entry.pod.node_name:
+            self.assume(entry.pod, entry.pod.node_name, bound=entry.bound, deadline=entry.deadline,
+                        round_key=entry.round_key, nominated=entry.nominated)
+
     def release_tentative(self, uid: str) -> Assumption | None:
         entry = self.assumed.get(uid)
         if entry is not None and not entry.bound:

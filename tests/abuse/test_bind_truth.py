@@ -1,0 +1,118 @@
+"""A refused bind tells the truth: after any failed Binding the extender's view holds what the API
+server holds, and a Binding refused because the pod is already bound elsewhere never frees the room
+the pod takes on the node it runs on (else the next pod over-commits that node)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+import pytest
+from fastapi.testclient import TestClient
+
+from berth.core.model import PodInfo
+from berth.extender.app import create_app
+from berth.extender.binder import BindError
+from berth.extender.settings import ExtenderSettings
+from tests.extender.helpers import Clock, args, bind_args, make_store, node, pod, policy
+
+WEB = {"app": "web"}
+
+
+class ApiServer:
+    """Stands in for the API server's side of a Binding: a pod is bound once; a second Binding is
+    refused with Conflict, as the API server refuses it; reads answer the pod as stored."""
+
+    def __init__(self, pods: list[dict[str, Any]], *, unreadable: bool = False) -> None:
+        self.pods = {p["metadata"]["uid"]: copy.deepcopy(p) for p in pods}
+        self.unreadable = unreadable
+        self.bindings = 0
+
+    def stored(self, uid: str) -> dict[str, Any]:
+        return self.pods[uid]
+
+    async def bind(self, pod: PodInfo, node: str, annotations: Mapping[str, str]) -> None:
+        stored = self.pods[pod.uid]
+        if stored["spec"].get("nodeName"):
+            raise BindError(f"cannot bind pod {pod.key} to {node}: Conflict: Operation cannot be fulfilled on "
+                            f"pods/binding \"{pod.name}\": pod {pod.name} is already assigned to node "
+                            f"\"{stored['spec']['nodeName']}\"")
+        self.bindings += 1
+        stored["spec"]["nodeName"] = node
+        stored["status"]["phase"] = "Running"
+
+    async def record_event(self, pod: PodInfo, node: str, message: str) -> None:
+        return None
+
+    async def fetch_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        if self.unreadable:
+            raise ConnectionError("the API server went away")
+        for stored in self.pods.values():
+            if stored["metadata"]["namespace"] == namespace and stored["metadata"]["name"] == name:
+                return copy.deepcopy(stored)
+        return None
+
+
+def _client(objects: list[dict[str, Any]], api: ApiServer) -> tuple[TestClient, Any]:
+    store = make_store(objects)
+    app = create_app(store, ExtenderSettings(), binder=api, clock=Clock())
+    return TestClient(app), store
+
+
+def _bind(client: TestClient, pod_obj: dict[str, Any], node_name: str) -> str:
+    reply = client.post("/bind", content=orjson.dumps(bind_args(pod_obj, node_name)))
+    assert reply.status_code == 200, reply.text
+    error: str = reply.json()["Error"]
+    return error
+
+
+def _passing(client: TestClient, pod_obj: dict[str, Any], names: list[str]) -> list[str]:
+    reply = client.post("/filter", content=orjson.dumps(args(pod_obj, names)))
+    assert reply.status_code == 200, reply.text
+    passing: list[str] = reply.json()["NodeNames"] or []
+    return passing
+
+
+@pytest.mark.parametrize("labels", [WEB, {"app": "batch"}], ids=["governed", "no_policy"])
+def test_a_second_bind_of_a_pod_the_watch_shows_bound_keeps_its_room(labels: dict[str, str]) -> None:
+    """The watch already shows the pod on node a; a bind of it to b (a second scheduler, a retry) is
+    refused and the pod keeps counting on a: a governed 3-CPU pod no longer fits a 4-CPU node a."""
+    running = pod("first", labels=labels, cpu="2", node_name="a")
+    api = ApiServer([running])
+    client, store = _client([node("a", cpu="4"), node("b", cpu="4"), policy("web"), running], api)
+    error = _bind(client, running, "b")
+    assert "already" in error
+    assert store.view.pod(running["metadata"]["uid"]).node_name == "a"
+    assert _passing(client, pod("next", labels=WEB, cpu="3"), ["a"]) == []
+
+
+@pytest.mark.parametrize("labels", [WEB, {"app": "batch"}], ids=["governed", "no_policy"])
+def test_a_retried_bind_refused_as_already_assigned_keeps_the_pod_on_its_node(labels: dict[str, str]) -> None:
+    """The first Binding was created but its reply never came; kube-scheduler binds again, the API
+    server answers Conflict before the watch shows the pod: the pod is read again and counted on a."""
+    first = pod("first", labels=labels, cpu="2")
+    api = ApiServer([first])
+    client, store = _client([node("a", cpu="4"), policy("web"), first], api)
+    _passing(client, first, ["a"])
+    assert _bind(client, first, "a") == ""
+    assert "already assigned" in _bind(client, first, "a")
+    assert api.bindings == 1
+    shown = store.view.pod(first["metadata"]["uid"])
+    assert shown is not None and shown.node_name == "a"
+    assert _passing(client, pod("next", labels=WEB, cpu="3"), ["a"]) == []
+
+
+def test_a_refused_bind_that_cannot_be_read_again_keeps_the_earlier_binds_count() -> None:
+    """The Conflict comes and the pod cannot be read (the API server went away): the earlier bind's
+    count on a stays, since that Binding may well exist."""
+    first = pod("first", labels=WEB, cpu="2")
+    api = ApiServer([first])
+    client, _ = _client([node("a", cpu="4"), policy("web"), first], api)
+    _passing(client, first, ["a"])
+    assert _bind(client, first, "a") == ""
+    api.unreadable = True
+    assert "already assigned" in _bind(client, first, "a")
+    assert _passing(client, pod("next", labels=WEB, cpu="3"), ["a"]) == []
+
