@@ -10,11 +10,14 @@ kube-scheduler's calls.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import ssl
 import sys
+from collections.abc import Mapping
 from typing import Any
 
+import orjson
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -83,40 +86,132 @@ def read_only(app: ASGIApp) -> ASGIApp:
     return wrapped
 
 
-def tls_options(settings: ExtenderSettings) -> dict[str, Any]:
-    """uvicorn's TLS options: a certificate, and client certificates required when a CA is given."""
-    if not settings.tls_cert_file:
+class ServingRefused(ValueError):
+    """The extender would serve the scheduler verbs to callers other than kube-scheduler."""
+
+
+DEV_FLAG = "--dev-insecure"
+"""``berth extender``'s development flag: the verbs in plain HTTP, without client certificates, on a
+loopback address only."""
+
+
+def client_names(settings: ExtenderSettings) -> frozenset[str]:
+    return frozenset(name.strip() for name in settings.tls_client_names.split(",") if name.strip())
+
+
+def tls_options(settings: ExtenderSettings, *, dev_insecure: bool = False, host: str = DEFAULT_HOST
+                ) -> dict[str, Any]:
+    """uvicorn's TLS options: a certificate, and client certificates from the client CA required.
+
+    The scheduler verbs (``bind`` creates Bindings with berth's rights) are served only over HTTPS
+    with client certificates, unless ``dev_insecure`` (``--dev-insecure``), which is allowed on a
+    loopback address only. A setting given but empty is refused rather than read as "off"."""
+    for name, value in (("BERTH_TLS_CERT_FILE", settings.tls_cert_file), ("BERTH_TLS_KEY_FILE", settings.tls_key_file),
+                        ("BERTH_TLS_CLIENT_CA_FILE", settings.tls_client_ca_file)):
+        if value is not None and not value.strip():
+            raise ServingRefused(f"{name} is set but empty: name the file, or unset it")
+    if dev_insecure:
+        if not _loopback(host):
+            raise ServingRefused(f"{DEV_FLAG} serves the scheduler verbs without TLS or client certificates and "
+                                 f"listens only on a loopback address (127.0.0.1, ::1, localhost), not {host}")
+        if settings.tls_cert_file or settings.tls_client_ca_file:
+            raise ServingRefused(f"{DEV_FLAG} and BERTH_TLS_* settings together: use one or the other")
         return {}
-    options: dict[str, Any] = {"ssl_certfile": settings.tls_cert_file, "ssl_keyfile": settings.tls_key_file}
-    if settings.tls_client_ca_file:
-        options["ssl_ca_certs"] = settings.tls_client_ca_file
-        options["ssl_cert_reqs"] = ssl.CERT_REQUIRED
-    return options
+    missing = [name for name, value in (("BERTH_TLS_CERT_FILE", settings.tls_cert_file),
+                                        ("BERTH_TLS_KEY_FILE", settings.tls_key_file),
+                                        ("BERTH_TLS_CLIENT_CA_FILE", settings.tls_client_ca_file)) if not value]
+    if missing:
+        raise ServingRefused(f"the scheduler verbs (bind creates Bindings with berth's rights) are served only "
+                             f"over HTTPS to kube-scheduler's client certificate: set {', '.join(missing)} "
+                             f"(or pass {DEV_FLAG} for local development, loopback only)")
+    if not client_names(settings):
+        raise ServingRefused("BERTH_TLS_CLIENT_NAMES names no client: set kube-scheduler's client certificate name")
+    return {"ssl_certfile": settings.tls_cert_file, "ssl_keyfile": settings.tls_key_file,
+            "ssl_ca_certs": settings.tls_client_ca_file, "ssl_cert_reqs": ssl.CERT_REQUIRED}
 
 
-def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, snapshot: str | None = None,
-          **uvicorn_options: Any) -> None:
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def certificate_names(peercert: Mapping[str, Any] | None) -> frozenset[str]:
+    """The names a client certificate (``ssl.SSLSocket.getpeercert()``) carries: its subject's
+    common names and its DNS subject alternative names."""
+    if not peercert:
+        return frozenset()
+    names = {value for rdn in peercert.get("subject", ()) for key, value in rdn if key == "commonName"}
+    names.update(value for kind, value in peercert.get("subjectAltName", ()) if kind == "DNS")
+    return frozenset(names)
+
+
+def client_identity_protocol(base: type[Any], allowed: frozenset[str]) -> type[Any]:
+    """uvicorn's HTTP protocol ``base`` admitting only clients whose certificate names one of
+    ``allowed``: the client CA's other certificates (the operator's webhook serving certificate,
+    any leaf of a shared CA) get 403 on every request of their connection, before any handler."""
+
+    class ClientIdentityProtocol(base):  # type: ignore[misc]
+        def connection_made(self, transport: asyncio.Transport) -> None:
+            super().connection_made(transport)
+            names = certificate_names(transport.get_extra_info("peercert"))
+            if not names & allowed:
+                shown = ", ".join(sorted(names)) or "no name"
+                log.warning("refused a client certificate naming %s (allowed: %s)", shown, ", ".join(sorted(allowed)))
+                self.app = _forbidden(f"the client certificate ({shown}) is not one the extender serves "
+                                      f"(BERTH_TLS_CLIENT_NAMES: {', '.join(sorted(allowed))})")
+
+    return ClientIdentityProtocol
+
+
+def _forbidden(message: str) -> ASGIApp:
+    body = orjson.dumps({"Error": message})
+
+    async def forbidden(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        await send({"type": "http.response.start", "status": 403,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+    return forbidden
+
+
+def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, snapshot: str | None = None, *,
+          dev_insecure: bool = False, **uvicorn_options: Any) -> None:
     """Serve the extender until interrupted (the ``berth extender`` command).
 
     With ``BERTH_TLS_CERT_FILE`` / ``BERTH_TLS_KEY_FILE`` it serves HTTPS, and with
     ``BERTH_TLS_CLIENT_CA_FILE`` it accepts only clients with a certificate from that CA
-    (kube-scheduler's ``tlsConfig``). ``BERTH_API_PORT`` adds a plain-HTTP listener on the same
-    host for the explain API, ``/healthz``, ``/readyz`` and ``/metrics`` (never the verbs)."""
+    (kube-scheduler's ``tlsConfig``) whose certificate names one of ``BERTH_TLS_CLIENT_NAMES``.
+    Without them it refuses to start, unless ``dev_insecure`` (loopback only; see
+    :func:`tls_options`). ``BERTH_API_PORT`` adds a plain-HTTP listener on the same host for the
+    explain API, ``/healthz``, ``/readyz`` and ``/metrics`` (never the verbs)."""
     import uvicorn
+    from uvicorn.config import HTTP_PROTOCOLS
+    from uvicorn.importer import import_from_string
 
     settings = load_settings()
     logging.basicConfig(level=getattr(logging, settings.log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    tls = tls_options(settings, dev_insecure=dev_insecure, host=host)  # refused before anything starts
     app = build_app(snapshot, settings)
     options: dict[str, Any] = {"host": host, "port": port, "access_log": False,
                                "log_level": settings.log_level.lower(), "timeout_keep_alive": 75,
-                               **UVICORN_IO, **tls_options(settings)}
+                               **UVICORN_IO, **tls}
+    if tls:
+        options["http"] = client_identity_protocol(import_from_string(HTTP_PROTOCOLS[UVICORN_IO["http"]]),
+                                                   client_names(settings))
     options.update(uvicorn_options)
     main = uvicorn.Server(uvicorn.Config(app, **options))
     servers = [main]
     if settings.api_port is not None and settings.api_port != port:
         api = uvicorn.Config(read_only(app), host=host, port=settings.api_port, access_log=False,
-                             log_level=settings.log_level.lower(), lifespan="off", http=main.config.http)
+                             log_level=settings.log_level.lower(), lifespan="off", http=UVICORN_IO["http"])
         servers.append(uvicorn.Server(api))
 
     async def run_all() -> None:

@@ -47,7 +47,9 @@ class ExtenderSettings(BaseSettings):
     # -- serving (DESIGN: only kube-scheduler may drive filter, prioritize and bind) -----------
     tls_cert_file: str | None = None  # serve HTTPS with this certificate ...
     tls_key_file: str | None = None  # ... and key
-    tls_client_ca_file: str | None = None  # and require client certificates signed by this CA
+    tls_client_ca_file: str | None = None  # and require client certificates signed by this CA ...
+    tls_client_names: str = "berth-scheduler-client"  # ... naming one of these (comma-separated; the CN
+    # or a DNS SAN of kube-scheduler's client certificate; the chart's scheduler client by default)
     api_port: int | None = Field(default=None, ge=1, le=65535)  # a second, plain-HTTP listener: explain
     # API, health and metrics only (never the scheduler verbs), for probes and people
 

@@ -4,7 +4,7 @@
     berth capacity  --snapshot S --pod POD [--policy P]              per-node capacity for a shape (JSON)
     berth simulate  [--snapshot S] [--workload W] [--report FILE]    every strategy compared
     berth sample    [--workloads]                                    print the built-in sample cluster
-    berth extender  [--host H] [--port P] [--snapshot FILE]          serve the scheduler extender
+    berth extender  [--host H] [--port P] [--snapshot FILE] [--dev-insecure]   serve the scheduler extender
     berth operator  [ARGS...]                                        run the PlacementPolicy operator
 
 Exit status: 0 success; 1 the strategy refused the round (``plan``) or a service failed; 2 bad
@@ -186,6 +186,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     p.add_argument("--port", type=_port, default=8888, help="port to listen on (default 8888)")
     p.add_argument("--snapshot", metavar="FILE", help="serve offline from this cluster snapshot")
+    p.add_argument("--dev-insecure", action="store_true",
+                   help="local development only: serve the scheduler verbs in plain HTTP without client "
+                        "certificates (refused unless --host is a loopback address); without it the extender "
+                        "needs BERTH_TLS_CERT_FILE, BERTH_TLS_KEY_FILE and BERTH_TLS_CLIENT_CA_FILE")
 
     command("operator", cmd_operator, "Run the PlacementPolicy operator; the arguments that follow go to it "
             "(berth operator --help shows them).", add_help=False)
@@ -302,7 +306,8 @@ def cmd_extender(args: argparse.Namespace) -> int:
     services.export_settings(_given_settings(args))
     if args.snapshot and args.snapshot != STDIN:
         load_snapshot(args.snapshot)  # bad input is reported here, on one line, before anything starts
-    return _service("extender", lambda: services.run_extender(args.host, args.port, args.snapshot))
+    return _service("extender", lambda: services.run_extender(args.host, args.port, args.snapshot,
+                                                                    args.dev_insecure))
 
 
 def cmd_operator(args: argparse.Namespace) -> int:

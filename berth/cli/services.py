@@ -71,8 +71,10 @@ def exit_status(result: object) -> int:
     return 0
 
 
-def run_extender(host: str, port: int, snapshot: str | None) -> int:
+def run_extender(host: str, port: int, snapshot: str | None, dev_insecure: bool = False) -> int:
     serve = entry_point("berth.extender.server", "serve")
+    if dev_insecure:
+        return exit_status(call_with(serve, host=host, port=port, snapshot=snapshot, dev_insecure=True))
     return exit_status(call_with(serve, host=host, port=port, snapshot=snapshot))
 
 

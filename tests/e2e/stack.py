@@ -101,7 +101,8 @@ class Extender:
     def start(self, timeout: float = 120.0) -> Extender:
         """Start (or restart) the process and wait for ``/readyz`` (its first full list)."""
         self.process = ManagedProcess(
-            self.name, [_berth_command(), "extender", "--host", "127.0.0.1", "--port", str(self.port)],
+            self.name, [_berth_command(), "extender", "--host", "127.0.0.1", "--port", str(self.port),
+                        "--dev-insecure"],
             self.log_path, env=self.env, cwd=self.cp.workdir).start()
         self.starts += 1
         self.process.wait_until(self.ready, timeout, "ready (/readyz)", interval=0.25)

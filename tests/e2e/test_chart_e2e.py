@@ -426,7 +426,7 @@ def test_scheduler_service_account(installed: Installed) -> None:
 def test_extender_rbac_is_enough_for_what_it_does(installed: Installed, make_nodes: Any,  # noqa: F811
                                                   e2e_namespace: str, kube_api: Any) -> None:  # noqa: F811
     """`berth extender` under the chart's extender ServiceAccount with the chart's environment
-    (plain HTTP on 127.0.0.1, whatever TLS flags the CLI takes): its watches list everything
+    (plain HTTP on 127.0.0.1 with the development flag): its watches list everything
     (/readyz), and filter + bind get, patch and bind the pod and post its Event."""
     deploy = installed.manifest().get("Deployment", f"{installed.fullname}-extender")
     port = free_port()
@@ -435,7 +435,8 @@ def test_extender_rbac_is_enough_for_what_it_does(installed: Installed, make_nod
     env = {**plain,
            "KUBECONFIG": str(installed.sa_kubeconfig(f"{installed.fullname}-extender")),
            "POD_NAME": "e2e-extender-rbac", "POD_NAMESPACE": installed.namespace, "HOME": str(installed.workdir)}
-    proc = ManagedProcess("berth-extender-rbac", [_berth_bin(), "extender", "--host", "127.0.0.1", "--port", str(port)],
+    proc = ManagedProcess("berth-extender-rbac", [_berth_bin(), "extender", "--host", "127.0.0.1", "--port", str(port),
+                                                   "--dev-insecure"],
                           installed.workdir / "logs" / "extender-rbac.log", env=env).start()
     installed.processes.append(proc)
     base = f"http://127.0.0.1:{port}"

@@ -112,7 +112,7 @@ def test_both_listeners_run_on_uvloop_and_httptools(tmp_path: Path, monkeypatch:
                        type(asyncio.get_running_loop()).__module__))
 
     monkeypatch.setattr(uvicorn.Server, "serve", record)
-    serve("127.0.0.1", free_port(), str(snapshot))
+    serve("127.0.0.1", free_port(), str(snapshot), dev_insecure=True)
     # named, not "auto" (which falls back to h11 and asyncio silently when they are missing)
     assert served == [("httptools", "HttpToolsProtocol", "uvloop")] * 2
 
@@ -143,7 +143,8 @@ def test_tls_with_client_certificates_and_a_plain_api_port(tmp_path: Path) -> No
     snapshot.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [node("a"), policy("web")]}))
     port, api_port = free_port(), free_port()
     env = {**os.environ, "BERTH_TLS_CERT_FILE": str(pki.apiserver_cert), "BERTH_TLS_KEY_FILE": str(pki.apiserver_key),
-           "BERTH_TLS_CLIENT_CA_FILE": str(pki.ca_cert), "BERTH_API_PORT": str(api_port)}
+           "BERTH_TLS_CLIENT_CA_FILE": str(pki.ca_cert), "BERTH_API_PORT": str(api_port),
+           "BERTH_TLS_CLIENT_NAMES": "berth-e2e-admin"}
     code = f"from berth.extender.server import serve; serve('127.0.0.1', {port}, {str(snapshot)!r})"
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
