@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import os
 import ssl
 import sys
 from collections.abc import Mapping
@@ -130,6 +131,38 @@ def tls_options(settings: ExtenderSettings, *, dev_insecure: bool = False, host:
             "ssl_ca_certs": settings.tls_client_ca_file, "ssl_cert_reqs": ssl.CERT_REQUIRED}
 
 
+async def reload_certificates(config: Any, settings: ExtenderSettings) -> None:
+    """Load the certificate, key and client CA again when their files change (a renewed Secret
+    reaches a mounted volume within about a minute): new connections get them, open ones keep
+    theirs, and no restart is needed. A failed load keeps the certificates in use and is logged."""
+    files = [path for path in (settings.tls_cert_file, settings.tls_key_file, settings.tls_client_ca_file) if path]
+    seen = _modified(files)
+    while True:
+        await asyncio.sleep(settings.tls_reload_seconds)
+        current = _modified(files)
+        context = getattr(config, "ssl", None)
+        if current == seen or context is None:
+            continue
+        try:
+            context.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
+            context.load_verify_locations(settings.tls_client_ca_file)
+        except (OSError, ssl.SSLError) as exc:
+            log.warning("cannot load the renewed TLS files yet (keeping the ones in use): %s", exc)
+            continue
+        seen = current
+        log.info("loaded the renewed TLS certificate, key and client CA")
+
+
+def _modified(files: list[str]) -> tuple[float, ...]:
+    times = []
+    for path in files:
+        try:
+            times.append(os.stat(path).st_mtime)
+        except OSError:
+            times.append(-1.0)
+    return tuple(times)
+
+
 def _loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -215,7 +248,12 @@ def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, snapshot: str | No
         servers.append(uvicorn.Server(api))
 
     async def run_all() -> None:
-        await asyncio.gather(*(server.serve() for server in servers))
+        reloading = asyncio.create_task(reload_certificates(main.config, settings)) if tls else None
+        try:
+            await asyncio.gather(*(server.serve() for server in servers))
+        finally:
+            if reloading is not None:
+                reloading.cancel()
 
     # Both servers share one loop, made as uvicorn.run would make it for the main server's options
     # (asyncio.run would always make the standard library's loop).

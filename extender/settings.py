@@ -50,6 +50,7 @@ class ExtenderSettings(BaseSettings):
     tls_client_ca_file: str | None = None  # and require client certificates signed by this CA ...
     tls_client_names: str = "berth-scheduler-client"  # ... naming one of these (comma-separated; the CN
     # or a DNS SAN of kube-scheduler's client certificate; the chart's scheduler client by default)
+    tls_reload_seconds: float = Field(default=30.0, ge=0.1, le=3600)  # how often the TLS files are checked
     api_port: int | None = Field(default=None, ge=1, le=65535)  # a second, plain-HTTP listener: explain
     # API, health and metrics only (never the scheduler verbs), for probes and people
 

@@ -156,3 +156,45 @@ def test_an_empty_client_ca_setting_is_refused(leaves: Leaves, snapshot: Path) -
 def test_the_development_flag_listens_on_loopback_only(snapshot: Path) -> None:
     out = _refused(snapshot, {}, "--dev-insecure", host="0.0.0.0")
     assert "loopback" in out
+
+
+def test_a_renewed_certificate_is_served_without_a_restart(tmp_path: Path, leaves: Leaves, snapshot: Path) -> None:
+    """The chart renews short-lived leaves (on upgrade, or cert-manager by itself): the running
+    extender serves the renewed certificate from its files, so no leaf outlives its renewal."""
+    ca_cert = x509.load_pem_x509_certificate(leaves.ca.read_bytes())
+    ca_key = serialization.load_pem_private_key((leaves.ca.parent / "ca.key").read_bytes(), None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    serving = tmp_path / "serving.crt", tmp_path / "serving.key"
+    serving[0].write_bytes(leaves.serving[0].read_bytes())
+    serving[1].write_bytes(leaves.serving[1].read_bytes())
+    port, api_port = free_port(), free_port()
+    proc = _start(snapshot, {"BERTH_TLS_CERT_FILE": str(serving[0]), "BERTH_TLS_KEY_FILE": str(serving[1]),
+                             "BERTH_TLS_CLIENT_CA_FILE": str(leaves.ca), "BERTH_API_PORT": str(api_port),
+                             "BERTH_TLS_RELOAD_SECONDS": "0.2"}, port=port)
+    try:
+        def presented() -> bytes | None:
+            try:
+                return ssl.get_server_certificate(("127.0.0.1", port), timeout=2).encode()
+            except OSError:
+                return None
+
+        deadline = time.monotonic() + 30
+        while presented() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        first = presented()
+        assert first is not None
+        renewed = _leaf(tmp_path, "renewed", "localhost", ca_cert, ca_key, [ExtendedKeyUsageOID.SERVER_AUTH],
+                        ["localhost"])
+        os.replace(renewed[1], serving[1])  # kubelet swaps a Secret volume's files at once; near enough
+        os.replace(renewed[0], serving[0])
+        wanted = x509.load_pem_x509_certificate(serving[0].read_bytes())
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            now = presented()
+            if now is not None and x509.load_pem_x509_certificate(now) == wanted:
+                break
+            time.sleep(0.2)
+        now = presented()
+        assert now is not None and x509.load_pem_x509_certificate(now) == wanted
+    finally:
+        _stop(proc)
