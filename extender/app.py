@@ -22,7 +22,7 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, NamedTuple, Protocol
 
@@ -37,6 +37,7 @@ from starlette.types import Receive, Scope, Send
 from berth.core.errors import ERROR_CODES
 from berth.core.kube import ObjectError, pod_from_object
 from berth.core.model import PodInfo
+from berth.extender.authz import Access, ApiGate, Caller, Denied, Reviewer
 from berth.extender.binder import Binder, MemoryBinder
 from berth.extender.engine import Extender, PodUnreadable
 from berth.extender.heap import collector_paused
@@ -113,6 +114,12 @@ def _json(data: object, status: int = 200) -> Response:
     return Response(content=orjson.dumps(data), status_code=status, media_type=JSON)
 
 
+def _denied(exc: Denied) -> Response:
+    headers = {"WWW-Authenticate": 'Bearer realm="berth"'} if exc.status == 401 else None
+    return Response(content=orjson.dumps({"error": exc.message}), status_code=exc.status, media_type=JSON,
+                    headers=headers)
+
+
 class VerbReply(NamedTuple):
     status: int
     body: bytes
@@ -179,10 +186,13 @@ _REQUEST_MODELS: tuple[type[BaseModel], ...] = (ExtenderArgs, ExtenderBindingArg
 def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *, binder: Binder | None = None,
                source: ViewSource | None = None, metrics: Metrics | None = None,
                clock: Callable[[], float] | None = None,
-               eval_clock: Callable[[], float] | None = None) -> ExtenderApp:
+               eval_clock: Callable[[], float] | None = None, reviewer: Reviewer | None = None) -> ExtenderApp:
     """The extender app on ``store``. Without ``binder`` binds are recorded in memory (offline
-    mode); ``source`` is started and stopped with the app."""
+    mode); ``source`` is started and stopped with the app. ``reviewer`` authenticates and
+    authorizes the explain API's callers (without one, only ``BERTH_API_ANONYMOUS`` opens it)."""
     settings = settings or ExtenderSettings()
+    gate = ApiGate(reviewer, anonymous=settings.api_anonymous, cache_seconds=settings.api_auth_cache_seconds,
+                   cache_entries=settings.api_auth_cache_entries)
     metrics = metrics or Metrics(store)
     engine = Extender(store, settings, binder or MemoryBinder(store), metrics, clock=clock,
                       eval_clock=eval_clock)
@@ -203,6 +213,7 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
     app.state.engine = engine
     app.state.store = store
     app.state.metrics = metrics
+    app.state.gate = gate
 
     bad = {400: {"model": ProtocolError, "description": "the body is not the JSON the verb expects"}}
 
@@ -287,14 +298,45 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
 
     # -- explain API ----------------------------------------------------------------------
 
-    api_bad: dict[int | str, dict[str, Any]] = {400: {"model": ApiError, "description": "bad input"}}
+    # Every answer is authorized first, with the caller's own rights (berth.extender.authz): nothing
+    # is computed, and nothing read from the API server, for a caller who may not read it.
+    api_bad: dict[int | str, dict[str, Any]] = {
+        400: {"model": ApiError, "description": "bad input"},
+        401: {"model": ApiError, "description": "no bearer token, or one the API server does not authenticate"},
+        403: {"model": ApiError, "description": "the caller may not read what this answer holds"}}
+
+    async def allowed(request: Request, accesses: Sequence[Access]) -> Response | None:
+        """None when the caller may read what ``accesses`` name, else the refusal to answer."""
+        try:
+            await gate.require(await gate.caller(request.headers.get("authorization")), accesses)
+        except Denied as exc:
+            return _denied(exc)
+        return None
+
+    async def caller_of(request: Request) -> Caller | Response | None:
+        try:
+            return await gate.caller(request.headers.get("authorization"))
+        except Denied as exc:
+            return _denied(exc)
+
+    async def shape_allowed(caller: Caller | None, pod: PodInfo) -> Response | None:
+        """A preview or a capacity table shows the policies of the pod's namespace and every node."""
+        try:
+            await gate.require(caller, (Access("list", "placementpolicies", "berth.dev", pod.namespace),
+                                        Access("list", "nodes")))
+        except Denied as exc:
+            return _denied(exc)
+        return None
 
     @app.get("/api/v1/decisions/{namespace}/{pod}", tags=["explain"],
-             responses={200: {"description": f"the recorded decision (Decision.to_dict()); error.code is one of "
-                                             f"{ERROR_CODES}"},
+             responses={**api_bad, 200: {"description": f"the recorded decision (Decision.to_dict()); error.code is "
+                                                        f"one of {ERROR_CODES}"},
                         404: {"model": ApiError, "description": "no decision recorded for this pod"}})
-    async def decision(namespace: str, pod: str) -> Response:
+    async def decision(namespace: str, pod: str, request: Request) -> Response:
         started = time.perf_counter()
+        refusal = await allowed(request, (Access("get", "pods", namespace=namespace),))
+        if refusal is not None:
+            return refusal  # before the decision is looked up, or the pod read with berth's rights
         try:
             found = await engine.decision_of(namespace, pod)
         except Exception as exc:
@@ -311,9 +353,16 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
                          404: {"model": ApiError, "description": "the named policy does not exist"}})
     async def preview(request: Request) -> Response:
         started = time.perf_counter()
+        caller = await caller_of(request)
+        if isinstance(caller, Response):
+            return caller
         try:
             shape = decode(await request.body(), ShapeRequest)
-            result = engine.preview(shape.to_pod(), shape.policy, shape.nodes)
+            shape_pod = shape.to_pod()
+            refusal = await shape_allowed(caller, shape_pod)
+            if refusal is not None:
+                return refusal
+            result = engine.preview(shape_pod, shape.policy, shape.nodes)
         except BadRequest as exc:
             return _json({"error": str(exc)}, 400)
         except LookupError as exc:
@@ -328,6 +377,7 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
 
     @app.get("/api/v1/capacity", tags=["explain"], responses=capacity_responses)
     async def capacity_get(
+        request: Request,
         namespace: str = Query("default", min_length=1, max_length=253),
         labels: str = Query("", description="k=v,k2=v2: the pod's labels (selects the policy)"),
         cpu: str | None = Query(None, description="e.g. 500m"),
@@ -335,6 +385,9 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
         ephemeral_storage: str | None = Query(None, alias="ephemeral-storage"),
         policy: str | None = Query(None),
     ) -> Response:
+        caller = await caller_of(request)
+        if isinstance(caller, Response):
+            return caller
         try:
             given = (("cpu", cpu), ("memory", memory), ("ephemeral-storage", ephemeral_storage))
             requests: dict[str, str | int | float] = {k: v for k, v in given if v}
@@ -342,21 +395,28 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
                                  policy=policy or None)
         except (BadRequest, ValueError) as exc:
             return _json({"error": str(exc)}, 400)
-        return _capacity(shape)
+        return await _capacity(caller, shape)
 
     @app.post("/api/v1/capacity", tags=["explain"], responses=capacity_responses,
               openapi_extra=_body_schema(ShapeRequest))
     async def capacity_post(request: Request) -> Response:
+        caller = await caller_of(request)
+        if isinstance(caller, Response):
+            return caller
         try:
             shape = decode(await request.body(), ShapeRequest)
         except BadRequest as exc:
             return _json({"error": str(exc)}, 400)
-        return _capacity(shape)
+        return await _capacity(caller, shape)
 
-    def _capacity(shape: ShapeRequest) -> Response:
+    async def _capacity(caller: Caller | None, shape: ShapeRequest) -> Response:
         started = time.perf_counter()
         try:
-            result = engine.capacity(shape.to_pod(), shape.policy)
+            shape_pod = shape.to_pod()
+            refusal = await shape_allowed(caller, shape_pod)
+            if refusal is not None:
+                return refusal
+            result = engine.capacity(shape_pod, shape.policy)
         except BadRequest as exc:
             return _json({"error": str(exc)}, 400)
         except LookupError as exc:
@@ -365,10 +425,14 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
         return _json(result)
 
     @app.get("/api/v1/nodes/allocations", tags=["explain"],
-             responses={200: {"description": "every node's allocatable, requested, free and unknown dimensions, "
-                                             "and the settings in force"}})
-    async def allocations() -> Response:
+             responses={**api_bad, 200: {"description": "every node's allocatable, requested, free and unknown "
+                                                        "dimensions, and the settings in force"}})
+    async def allocations(request: Request) -> Response:
         started = time.perf_counter()
+        refusal = await allowed(request, (Access("list", "nodes"),
+                                          Access("list", "placementpolicies", "berth.dev")))  # every namespace's
+        if refusal is not None:
+            return refusal
         result = engine.allocations()
         metrics.observe("allocations", time.perf_counter() - started)
         return _json(result)

@@ -23,6 +23,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from berth.extender.app import create_app
+from berth.extender.authz import KubeReviewer
 from berth.extender.binder import KubeBinder, MemoryBinder
 from berth.extender.heap import collector_paused, settle
 from berth.extender.live_view import KubeSource, LiveView, kube_api_client
@@ -65,7 +66,7 @@ def build_app(snapshot: str | None = None, settings: ExtenderSettings | None = N
                     watch_timeout_seconds=settings.watch_timeout_seconds,
                     backoff_max_seconds=settings.relist_backoff_max_seconds, settle_heap=settle_heap)
     return create_app(store, settings, binder=KubeBinder(api_client, record_events=settings.record_events),
-                      source=live, metrics=metrics)
+                      source=live, metrics=metrics, reviewer=KubeReviewer(api_client))
 
 
 SCHEDULER_PATHS = frozenset({"/filter", "/prioritize", "/bind", "/preempt"})

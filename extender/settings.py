@@ -51,6 +51,9 @@ class ExtenderSettings(BaseSettings):
     tls_client_names: str = "berth-scheduler-client"  # ... naming one of these (comma-separated; the CN
     # or a DNS SAN of kube-scheduler's client certificate; the chart's scheduler client by default)
     tls_reload_seconds: float = Field(default=30.0, ge=0.1, le=3600)  # how often the TLS files are checked
+    api_anonymous: bool = False  # the explain API to everyone who reaches the port, without authentication
+    api_auth_cache_seconds: float = Field(default=30.0, gt=0, le=600)  # TokenReview / SubjectAccessReview kept
+    api_auth_cache_entries: int = Field(default=4096, ge=0, le=1_000_000)  # at most this many of each
     api_port: int | None = Field(default=None, ge=1, le=65535)  # a second, plain-HTTP listener: explain
     # API, health and metrics only (never the scheduler verbs), for probes and people
 

@@ -15,6 +15,8 @@ EXTENDER_CLUSTER = {
     ("", "pods/binding", "create", ""),
     ("", "events", "create", ""),
     ("berth.dev", "placementpolicies", "list", ""), ("berth.dev", "placementpolicies", "watch", ""),
+    ("authentication.k8s.io", "tokenreviews", "create", ""),
+    ("authorization.k8s.io", "subjectaccessreviews", "create", ""),
 }
 EXTENDER_NODE_LEASES = {
     ("coordination.k8s.io", "leases", "list", ""), ("coordination.k8s.io", "leases", "watch", ""),

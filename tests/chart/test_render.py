@@ -145,6 +145,8 @@ def test_extender_deployment(default: Rendered) -> None:
     assert tls_env["BERTH_TLS_CERT_FILE"] == "/etc/berth/tls/tls.crt"
     assert tls_env["BERTH_TLS_KEY_FILE"] == "/etc/berth/tls/tls.key"
     assert tls_env["BERTH_TLS_CLIENT_CA_FILE"] == "/etc/berth/tls/ca.crt"  # client certificates required
+    assert tls_env["BERTH_TLS_CLIENT_NAMES"] == "berth-scheduler-client"  # ... and only kube-scheduler's
+    assert tls_env["BERTH_API_ANONYMOUS"] == "false"  # the explain API checks each caller's own rights
     assert tls_env["BERTH_API_PORT"] == "8080"
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
     assert ports == {"webhook": 8443, "api": 8080}

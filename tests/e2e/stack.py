@@ -90,7 +90,7 @@ class Extender:
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {"KUBECONFIG": str(cp.kubeconfig), "PYTHONUNBUFFERED": "1",
                     "BERTH_LIVENESS_THRESHOLD_SECONDS": str(LIVENESS_THRESHOLD_SECONDS),
-                    "BERTH_LOG_LEVEL": "WARNING", **(env or {})}
+                    "BERTH_LOG_LEVEL": "WARNING", "BERTH_API_ANONYMOUS": "true", **(env or {})}
         self.process: ManagedProcess | None = None
         self.starts = 0
 

@@ -118,10 +118,14 @@ class Installed:
             (into / key).write_bytes(base64.b64decode(value))
         return into
 
+    def token(self, service_account: str) -> str:
+        """A TokenRequest token of the ServiceAccount."""
+        return str(self.cp.kubectl("create", "token", service_account, "-n", self.namespace,
+                                   "--duration=2h").stdout.strip())
+
     def sa_kubeconfig(self, service_account: str) -> Path:
         """A kubeconfig that authenticates as the ServiceAccount (a TokenRequest token)."""
-        token = self.cp.kubectl("create", "token", service_account, "-n", self.namespace,
-                                "--duration=2h").stdout.strip()
+        token = self.token(service_account)
         admin = yaml.safe_load(self.cp.kubeconfig.read_text())
         cluster = admin["clusters"][0]["cluster"]
         config = {
@@ -197,20 +201,25 @@ def _policy(api: Any, namespace: str, app: str) -> None:
             "spec": {"selector": {"matchLabels": {"app": app}}, "strategy": "Spread"}})
 
 
-def _http_status(url: str) -> int:
+def _http_status(url: str, token: str) -> int:
     try:
-        with urllib.request.urlopen(url, timeout=5) as resp:
+        with urllib.request.urlopen(_as(url, token), timeout=5) as resp:
             return int(resp.status)
     except urllib.error.HTTPError as exc:
         return exc.code
 
 
-def _wait_until_seen(api_port: int, node: str, namespace: str, policy: str) -> None:
-    """Until the extender's view (its explain API) holds the node and the policy."""
+def _as(url: str, token: str) -> urllib.request.Request:
+    return urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+
+
+def _wait_until_seen(api_port: int, node: str, namespace: str, policy: str, token: str) -> None:
+    """Until the extender's view (its explain API, asked with ``token``: the chart's explain API
+    checks the caller's own rights) holds the node and the policy."""
     base = f"http://127.0.0.1:{api_port}"
-    wait_for(lambda: urllib.request.urlopen(base + "/api/v1/nodes/allocations", timeout=5).read().decode(),
+    wait_for(lambda: urllib.request.urlopen(_as(base + "/api/v1/nodes/allocations", token), timeout=5).read().decode(),
              lambda body: node in body, timeout=30, what=f"the extender to see node {node}")
-    wait_for(lambda: _http_status(f"{base}/api/v1/capacity?namespace={namespace}&policy={policy}&cpu=100m"),
+    wait_for(lambda: _http_status(f"{base}/api/v1/capacity?namespace={namespace}&policy={policy}&cpu=100m", token),
              lambda code: code == 200, timeout=30, what=f"the extender to see policy {namespace}/{policy}")
 
 
@@ -459,7 +468,9 @@ def test_extender_rbac_is_enough_for_what_it_does(installed: Installed, make_nod
         _policy(kube_api, e2e_namespace, "rbac")
         pod = core.create_namespaced_pod(e2e_namespace, simple_pod("rbac-placed", scheduler_name="nobody",
                                                                    labels={"app": "rbac"}))
-        _wait_until_seen(port, node, e2e_namespace, "rbac")
+        # the extender's own token as the caller: the explain API's TokenReview and SubjectAccessReview
+        # run under the chart's ClusterRole too
+        _wait_until_seen(port, node, e2e_namespace, "rbac", installed.token(f"{installed.fullname}-extender"))
         result = post("/filter", {"Pod": kube_api.sanitize_for_serialization(pod), "NodeNames": [node]})
         assert node in (result.get("NodeNames") or []), result
         bound = post("/bind", {"PodName": "rbac-placed", "PodNamespace": e2e_namespace,
@@ -537,7 +548,8 @@ def test_extender_binds_under_its_service_account(installed: Installed, extender
     pod = core.create_namespaced_pod(e2e_namespace, simple_pod("placed", scheduler_name="nobody",
                                                                labels={"app": "placed"}))
     pod_dict = kube_api.sanitize_for_serialization(pod)
-    _wait_until_seen(extender["api_port"], node, e2e_namespace, "placed")
+    _wait_until_seen(extender["api_port"], node, e2e_namespace, "placed",
+                     installed.token(f"{installed.fullname}-extender"))
 
     mutual = _mtls_context(extender["client"], client_cert=True)
     port, name = extender["webhook_port"], extender["server_name"]
@@ -594,7 +606,8 @@ def test_second_scheduler_runs_under_its_service_account(installed: Installed, e
     [node] = make_nodes(NodeSpec(name=f"chart-{uuid.uuid4().hex[:6]}"))
     core = k8s.CoreV1Api(kube_api)
     _policy(kube_api, e2e_namespace, "via")
-    _wait_until_seen(extender["api_port"], node, e2e_namespace, "via")
+    _wait_until_seen(extender["api_port"], node, e2e_namespace, "via",
+                     installed.token(f"{installed.fullname}-extender"))
     core.create_namespaced_pod(e2e_namespace, simple_pod("via-scheduler", scheduler_name="berth-scheduler",
                                                          labels={"app": "via"},
                                                          node_selector={"kubernetes.io/hostname": node}))

@@ -207,5 +207,5 @@ def harness(objects: Iterable[Mapping[str, Any]], *, leases_tracked: bool = Fals
     clock = Clock()
     store = make_store(objects, leases_tracked=leases_tracked)
     store.clock = clock
-    app = create_app(store, ExtenderSettings(**settings), clock=clock)
+    app = create_app(store, ExtenderSettings(**{"api_anonymous": True, **settings}), clock=clock)
     return Harness(store, app, TestClient(app), clock)

@@ -53,7 +53,7 @@ def crd(control_plane: ControlPlane) -> None:  # noqa: F811
 def extender(control_plane: ControlPlane, crd: None) -> Iterator[str]:  # noqa: F811
     """berth's extender against the control plane, served by uvicorn on 127.0.0.1."""
     api = control_plane.api_client()
-    settings = ExtenderSettings()
+    settings = ExtenderSettings(api_anonymous=True)  # the explain API read without tokens here
     store = ClusterStore(leases_tracked=True)
     metrics = Metrics(store)
     live = LiveView(store, KubeSource(api), metrics=metrics, watch_timeout_seconds=60, settle_heap=False)

@@ -24,6 +24,7 @@ from packaging.requirements import Requirement
 
 from berth.extender import server as server_module
 from berth.extender.server import UVICORN_IO, build_app, serve
+from berth.extender.settings import load_settings
 from tests.extender.helpers import args, bind_args, node, pod, policy
 
 WEB = {"app": "web"}
@@ -43,7 +44,7 @@ def server(tmp_path: Path) -> Iterator[str]:
         pod("web-0", labels=WEB, cpu="1", node_name="b")]}
     path = tmp_path / "snapshot.json"
     path.write_text(json.dumps(snapshot))
-    app = build_app(str(path), settle_heap=False)
+    app = build_app(str(path), load_settings(api_anonymous=True), settle_heap=False)  # the explain API without tokens
     port = free_port()
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
     srv = uvicorn.Server(config)
@@ -144,7 +145,7 @@ def test_tls_with_client_certificates_and_a_plain_api_port(tmp_path: Path) -> No
     port, api_port = free_port(), free_port()
     env = {**os.environ, "BERTH_TLS_CERT_FILE": str(pki.apiserver_cert), "BERTH_TLS_KEY_FILE": str(pki.apiserver_key),
            "BERTH_TLS_CLIENT_CA_FILE": str(pki.ca_cert), "BERTH_API_PORT": str(api_port),
-           "BERTH_TLS_CLIENT_NAMES": "berth-e2e-admin"}
+           "BERTH_TLS_CLIENT_NAMES": "berth-e2e-admin", "BERTH_API_ANONYMOUS": "true"}
     code = f"from berth.extender.server import serve; serve('127.0.0.1', {port}, {str(snapshot)!r})"
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -1,0 +1,223 @@
+"""The explain API answers a caller only what the caller could read with kubectl: its bearer token
+is authenticated with TokenReview and each answer authorized with SubjectAccessReview, before
+anything is computed or read from the API server with berth's rights (no confused deputy).
+
+The first tests run the app in-process with a stand-in for the API server's review endpoints
+(what is asked, how often, and what a failure answers); the ``e2e`` test runs a real ``berth
+extender`` against the real control plane with real ServiceAccount tokens and RBAC."""
+
+# ruff: noqa: F811  (the harness fixtures are imported, then requested by name)
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from fastapi.testclient import TestClient
+from kubernetes import client as k8s
+
+from berth.core.decision import DECISION_ANNOTATION
+from berth.core.model import PodInfo
+from berth.extender.app import create_app
+from berth.extender.authz import Access, Caller
+from berth.extender.settings import ExtenderSettings
+from tests.e2e.harness import temporary_namespace
+from tests.e2e.harness.fixtures import control_plane, kube_api  # noqa: F401  (pytest fixtures)
+from tests.e2e.harness.kube import simple_pod
+from tests.e2e.stack import Extender, berth_crd  # noqa: F401  (pytest fixture)
+from tests.extender.helpers import Clock, make_store, node, pod, policy
+
+TOKENS = {"alice-token": Caller("alice", groups=("system:authenticated",)),
+          "bob-token": Caller("bob", groups=("system:authenticated",))}
+RIGHTS = {  # what kubectl auth can-i would answer yes to
+    "alice": {Access("get", "pods", namespace="shop"), Access("list", "nodes"),
+              Access("list", "placementpolicies", "berth.dev", "shop")},
+    "bob": set(),
+}
+
+
+class Reviews:
+    """The API server's TokenReview and SubjectAccessReview, counting what berth asks."""
+
+    def __init__(self, *, failing: bool = False) -> None:
+        self.failing = failing
+        self.tokens: list[str] = []
+        self.accesses: list[tuple[str, Access]] = []
+        self.lock = threading.Lock()
+
+    def token_review(self, token: str) -> dict[str, Any]:
+        if self.failing:
+            raise ConnectionError("the API server went away")
+        with self.lock:
+            self.tokens.append(token)
+        caller = TOKENS.get(token)
+        if caller is None:
+            return {"status": {"authenticated": False, "error": "invalid bearer token"}}
+        return {"status": {"authenticated": True, "user": {"username": caller.name, "groups": list(caller.groups)}}}
+
+    def access_review(self, caller: Caller, access: Access) -> dict[str, Any]:
+        with self.lock:
+            self.accesses.append((caller.name, access))
+        return {"status": {"allowed": access in RIGHTS.get(caller.name, set())}}
+
+
+class Binder:
+    """berth's own reads of the API server: counted, to show none happens for a refused caller."""
+
+    def __init__(self) -> None:
+        self.reads: list[str] = []
+
+    async def bind(self, pod: PodInfo, node: str, annotations: Mapping[str, str]) -> None:
+        return None
+
+    async def record_event(self, pod: PodInfo, node: str, message: str) -> None:
+        return None
+
+    async def fetch_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.reads.append(f"{namespace}/{name}")
+        return pod(name, namespace=namespace, node_name="a",
+                   annotations={DECISION_ANNOTATION: json.dumps({"winner": "a", "strategy": "Spread"})})
+
+
+def _app(reviews: Reviews, **settings: Any) -> tuple[TestClient, Binder]:
+    store = make_store([node("a"), policy("web"), policy("secret-plan", namespace="bank")])
+    binder = Binder()
+    app = create_app(store, ExtenderSettings(**settings), binder=binder, clock=Clock(), reviewer=reviews)
+    return TestClient(app), binder
+
+
+SHAPE = {"namespace": "bank", "labels": {"app": "secret-plan"}, "requests": {"cpu": "100m"}}
+ENDPOINTS = [
+    ("GET", "/api/v1/decisions/bank/teller-1", None),
+    ("POST", "/api/v1/preview", SHAPE),
+    ("GET", "/api/v1/capacity?namespace=bank&labels=app=secret-plan&cpu=100m", None),
+    ("POST", "/api/v1/capacity", SHAPE),
+    ("GET", "/api/v1/nodes/allocations", None),
+]
+
+
+def _call(client: TestClient, method: str, path: str, body: Any, token: str | None = None) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    content = orjson.dumps(body) if body is not None else None
+    return client.request(method, path, content=content, headers=headers)
+
+
+@pytest.mark.parametrize(("method", "path", "body"), ENDPOINTS, ids=[p for _, p, _ in ENDPOINTS])
+def test_no_token_and_a_bad_token_get_401_while_health_and_metrics_stay_open(method: str, path: str,
+                                                                               body: Any) -> None:
+    client, binder = _app(Reviews())
+    for token in (None, "made-up"):
+        reply = _call(client, method, path, body, token)
+        assert reply.status_code == 401, reply.text
+        assert reply.headers["www-authenticate"].startswith("Bearer")
+    assert binder.reads == []
+    for probe in ("/healthz", "/readyz", "/metrics"):
+        assert client.get(probe).status_code == 200, probe
+
+
+@pytest.mark.parametrize(("method", "path", "body"), ENDPOINTS, ids=[p for _, p, _ in ENDPOINTS])
+def test_another_tenants_answers_are_403_and_nothing_is_read_for_them(method: str, path: str, body: Any) -> None:
+    """alice may read namespace shop, not bank: every answer about bank (and the cluster-wide
+    allocations, which list every namespace's policies) is refused before any work or API read."""
+    client, binder = _app(Reviews())
+    reply = _call(client, method, path, body, "alice-token")
+    assert reply.status_code == 403, reply.text
+    assert "alice may not" in reply.json()["error"]
+    assert binder.reads == []  # the confused deputy: no read of bank's pod with berth's rights
+
+
+def test_a_caller_reads_what_its_own_rights_allow() -> None:
+    client, binder = _app(Reviews())
+    decision = _call(client, "GET", "/api/v1/decisions/shop/web-1", None, "alice-token")
+    assert decision.status_code == 200 and decision.json()["winner"] == "a"
+    assert binder.reads == ["shop/web-1"]  # read with berth's rights only once alice may get pods in shop
+    capacity = _call(client, "POST", "/api/v1/capacity", {**SHAPE, "namespace": "shop", "labels": {"app": "web"}},
+                     "alice-token")
+    assert capacity.status_code == 200 and capacity.json()["policy"] == "shop/web"
+    assert _call(client, "GET", "/api/v1/decisions/shop/web-1", None, "bob-token").status_code == 403
+
+
+def test_reviews_are_cached_briefly_and_bounded() -> None:
+    """A repeated token is reviewed once; a flood of made-up tokens keeps at most the cache's bound."""
+    reviews = Reviews()
+    client, _ = _app(reviews, api_auth_cache_entries=16)
+    for _ in range(5):
+        assert _call(client, "GET", "/api/v1/decisions/shop/web-1", None, "alice-token").status_code == 200
+        assert _call(client, "GET", "/api/v1/decisions/shop/web-1", None, "junk").status_code == 401
+    assert reviews.tokens.count("alice-token") == 1 and reviews.tokens.count("junk") == 1
+    assert reviews.accesses.count(("alice", Access("get", "pods", namespace="shop"))) == 1
+    for i in range(100):
+        assert _call(client, "GET", "/api/v1/nodes/allocations", None, f"junk-{i}").status_code == 401
+    gate = client.app.state.gate  # type: ignore[attr-defined]
+    assert len(gate._tokens) <= 16
+
+
+def test_an_api_server_that_cannot_review_answers_503_never_500() -> None:
+    client, binder = _app(Reviews(failing=True))
+    for method, path, body in ENDPOINTS:
+        reply = _call(client, method, path, body, "alice-token")
+        assert reply.status_code == 503, (path, reply.text)
+        assert "cannot ask the API server" in reply.json()["error"]
+    assert binder.reads == []
+
+
+def test_anonymous_access_opens_the_api_to_everyone_when_turned_on() -> None:
+    """The single-tenant setting: no token needed, no review asked."""
+    reviews = Reviews()
+    client, _ = _app(reviews, api_anonymous=True)
+    assert _call(client, "GET", "/api/v1/nodes/allocations", None).status_code == 200
+    assert reviews.tokens == [] and reviews.accesses == []
+    assert ExtenderSettings().api_anonymous is False  # off unless asked for
+
+
+# -- against the real control plane ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def authz_extender(control_plane: Any, berth_crd: None) -> Iterator[Any]:
+    """``berth extender`` against the control plane as the chart runs it: anonymous access off."""
+    ext = Extender(control_plane, env={"BERTH_API_ANONYMOUS": "false"}, name="berth-extender-authz")
+    try:
+        yield ext.start()
+    finally:
+        ext.stop()
+
+
+@pytest.mark.e2e
+def test_service_account_tokens_read_only_what_their_rbac_allows(control_plane: Any, kube_api: Any,
+                                                                  authz_extender: Any) -> None:
+    """A ServiceAccount allowed ``get pods`` in its namespace reads the decisions there and nothing
+    else: another namespace's decision (which berth would read with its own rights, the pod not
+    being in memory), the cluster's node allocations and a capacity table (which needs ``list
+    placementpolicies``) are 403; no token or a forged one is 401; probes stay open."""
+    cp = control_plane
+    core = k8s.CoreV1Api(kube_api)
+    with temporary_namespace(kube_api, "e2e-tenant-a") as mine, temporary_namespace(kube_api, "e2e-tenant-b") as other:
+        cp.kubectl("-n", mine, "create", "serviceaccount", "reader")
+        cp.kubectl("-n", mine, "create", "role", "pod-reader", "--verb=get", "--resource=pods")
+        cp.kubectl("-n", mine, "create", "rolebinding", "pod-reader", "--role=pod-reader",
+                   f"--serviceaccount={mine}:reader")
+        token = cp.kubectl("-n", mine, "create", "token", "reader", "--duration=10m").stdout.strip()
+        for ns in (mine, other):
+            manifest = simple_pod("placed", scheduler_name="nobody")
+            manifest["metadata"]["annotations"] = {DECISION_ANNOTATION: json.dumps({"winner": f"node-of-{ns}"})}
+            core.create_namespaced_pod(ns, manifest)
+        base = authz_extender.url
+
+        def status(method: str, path: str, bearer: str | None, body: Any = None) -> httpx.Response:
+            headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
+            return httpx.request(method, base + path, headers=headers, json=body, timeout=30)
+
+        own = status("GET", f"/api/v1/decisions/{mine}/placed", token)
+        assert own.status_code == 200 and own.json()["winner"] == f"node-of-{mine}", own.text
+        for bearer, expected in ((None, 401), ("forged." + token[7:], 401), (token, 403)):
+            assert status("GET", f"/api/v1/decisions/{other}/placed", bearer).status_code == expected, bearer
+            assert status("GET", "/api/v1/nodes/allocations", bearer).status_code == expected, bearer
+            shape = {"namespace": mine, "requests": {"cpu": "100m"}}
+            assert status("POST", "/api/v1/capacity", bearer, shape).status_code == expected, bearer
+        for probe in ("/healthz", "/readyz", "/metrics"):
+            assert status("GET", probe, None).status_code == 200, probe
