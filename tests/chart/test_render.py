@@ -324,6 +324,33 @@ def test_generated_tls_material(default: Rendered) -> None:
     assert "berth-webhook.berth-system.svc" in wsans
 
 
+def test_generated_leaves_are_short_lived_and_record_when_they_expire(default: Rendered) -> None:
+    """Leaves live tls.validityDays (90) and carry their expiry, which `helm upgrade` reads to renew
+    them in time; the scheduler client's CN is the one the extender admits."""
+    now = datetime.datetime.now(datetime.UTC)
+    for name in ("berth-extender-tls", "berth-scheduler-client-tls", "berth-webhook-tls"):
+        secret = default.get("Secret", name)
+        leaf = _cert(secret)
+        assert leaf.not_valid_after_utc < now + datetime.timedelta(days=91), name
+        expires = int(secret["metadata"]["annotations"]["berth.dev/tls-expires"])
+        assert abs(expires - leaf.not_valid_after_utc.timestamp()) < 3600, name
+    client = _cert(default.get("Secret", "berth-scheduler-client-tls"))
+    assert client.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)[0].value == "berth-scheduler-client"
+
+
+def test_the_chart_scheduler_rolls_when_its_client_certificate_is_renewed(helm: Path) -> None:
+    r = render(helm, {"scheduler.enabled": True})
+    annotations = r.get("Deployment", "berth-scheduler")["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["berth.dev/client-tls"].startswith("renewed-in-revision-")  # nothing to keep offline
+
+
+def test_cert_manager_leaves_are_short_lived(helm: Path) -> None:
+    r = render(helm, {"tls.certManager.enabled": True})
+    leaf = r.get("Certificate", "berth-extender")["spec"]
+    assert leaf["duration"] == "2160h" and leaf["usages"][-1] == "server auth"
+    assert r.get("Certificate", "berth-scheduler-client")["spec"]["usages"][-1] == "client auth"
+
+
 def test_network_policy_default_admits_no_one_but_the_test_pod_on_the_webhook_port(default: Rendered) -> None:
     np = default.get("NetworkPolicy", "berth-extender")
     assert np["spec"]["policyTypes"] == ["Ingress"]
@@ -645,7 +672,8 @@ def test_extender_takes_the_charts_arguments(default: Rendered) -> None:
             raise AssertionError(f"berth {' '.join(c['args'])}: {err.getvalue()}") from exc
     known = {f"BERTH_{f.upper()}" for f in ExtenderSettings.model_fields}
     chart = {e["name"] for e in c["env"] if e["name"].startswith("BERTH_")}
-    tls = {"BERTH_TLS_CERT_FILE", "BERTH_TLS_KEY_FILE", "BERTH_TLS_CLIENT_CA_FILE", "BERTH_API_PORT"}
+    tls = {"BERTH_TLS_CERT_FILE", "BERTH_TLS_KEY_FILE", "BERTH_TLS_CLIENT_CA_FILE", "BERTH_TLS_CLIENT_NAMES",
+           "BERTH_API_PORT"}
     assert tls <= known, f"the extender has no settings {sorted(tls - known)}"
     assert chart <= known, sorted(chart - known)
 

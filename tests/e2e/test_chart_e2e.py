@@ -348,6 +348,19 @@ def test_upgrade_keeps_the_certificates(installed: Installed, kube_api: Any) -> 
                        *set_args({**INSTALL_VALUES, "settings.logLevel": "DEBUG"}))
     after = {n: core.read_namespaced_secret(n, installed.namespace).data for n in names}
     assert after == before, "helm upgrade must keep the CA and the certificates it signed"
+    # A leaf close to its end (less than tls.renewBeforeDays left) is renewed by the next upgrade,
+    # signed by the same CA; the others are kept.
+    leaf = f"{installed.fullname}-extender-tls"
+    soon = str(int(time.time()) + 86400)
+    core.patch_namespaced_secret(leaf, installed.namespace,
+                                 {"metadata": {"annotations": {"berth.dev/tls-expires": soon}}})
+    installed.run_helm("upgrade", installed.release, str(CHART), "-n", installed.namespace,
+                       *set_args({**INSTALL_VALUES, "settings.logLevel": "DEBUG"}))
+    renewed = {n: core.read_namespaced_secret(n, installed.namespace) for n in names}
+    assert renewed[leaf].data["tls.crt"] != before[leaf]["tls.crt"]
+    assert renewed[leaf].data["ca.crt"] == before[leaf]["ca.crt"]
+    assert int(renewed[leaf].metadata.annotations["berth.dev/tls-expires"]) > time.time() + 80 * 86400
+    assert {n: renewed[n].data for n in names if n != leaf} == {n: before[n] for n in names if n != leaf}
     env = _plain_env(_container(installed.manifest().get("Deployment", f"{installed.fullname}-extender")))
     assert env["BERTH_LOG_LEVEL"] == "DEBUG"
 

@@ -52,6 +52,33 @@ https://{{ include "berth.extender.fullname" . }}.{{ .Release.Namespace }}.svc:{
 {{/* The CommonName of the client certificate kube-scheduler presents. */}}
 {{- define "berth.tls.schedulerClientCN" -}}berth-scheduler-client{{- end -}}
 
+{{/* Chart-generated TLS: the leaf a release keeps, or "" when it must be issued anew. A leaf is kept
+when its Secret exists with its key, was signed by the CA in force, names the same names (the
+berth.dev/tls-names annotation, a hash of CN and DNS names) and stays valid for more than
+tls.renewBeforeDays (the berth.dev/tls-expires annotation, Unix seconds). Deterministic within one
+render (lookups only), so a Deployment can roll exactly when its leaf is renewed.
+Arguments: (list ctx secretName namesHash). */}}
+{{- define "berth.tls.keptLeaf" -}}
+{{- $ctx := index . 0 }}
+{{- $prev := lookup "v1" "Secret" $ctx.Release.Namespace (index . 1) }}
+{{- $caSecret := $ctx.Values.tls.existingCASecret | default (include "berth.tls.caSecret" $ctx) }}
+{{- $caCrt := dig "data" "tls.crt" "" (lookup "v1" "Secret" $ctx.Release.Namespace $caSecret) }}
+{{- $expires := dig "metadata" "annotations" "berth.dev/tls-expires" "0" $prev | atoi }}
+{{- $renewFrom := add (now | unixEpoch | atoi) (mul (int $ctx.Values.tls.renewBeforeDays) 86400) }}
+{{- if and $caCrt (eq (dig "data" "ca.crt" "" $prev) $caCrt) (eq (dig "metadata" "annotations" "berth.dev/tls-names" "" $prev) (index . 2)) (dig "data" "tls.key" "" $prev) (gt $expires $renewFrom) }}
+{{- dig "data" "tls.crt" "" $prev }}
+{{- end }}
+{{- end -}}
+
+{{/* A pod annotation that changes when the chart renews a leaf the pod presents but cannot reload
+(kube-scheduler's client certificate): the kept leaf's hash, or the revision that renewed it. */}}
+{{- define "berth.tls.leafStamp" -}}
+{{- $kept := include "berth.tls.keptLeaf" . }}
+{{- if $kept }}{{ $kept | sha256sum | trunc 16 }}{{ else }}renewed-in-revision-{{ (index . 0).Release.Revision }}{{ end }}
+{{- end -}}
+
+{{- define "berth.tls.namesHash" -}}{{ printf "%s|%s" (index . 0) (join "," (index . 1)) | sha256sum | trunc 16 }}{{- end -}}
+
 {{/* ---------------------------------------------------------------- labels */}}
 
 {{- define "berth.labels" -}}
