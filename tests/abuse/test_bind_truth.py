@@ -2,20 +2,33 @@
 server holds, and a Binding refused because the pod is already bound elsewhere never frees the room
 the pod takes on the node it runs on (else the next pod over-commits that node)."""
 
+# ruff: noqa: F811  (the harness fixtures are imported, then requested by name)
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+import uuid
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
 import pytest
 from fastapi.testclient import TestClient
+from kubernetes import client as k8s
 
 from berth.core.model import PodInfo
 from berth.extender.app import create_app
 from berth.extender.binder import BindError
 from berth.extender.settings import ExtenderSettings
+from tests.e2e.harness import wait_for
+from tests.e2e.harness.fixtures import (  # noqa: F401  (pytest fixtures)
+    control_plane,
+    e2e_namespace,
+    kube_api,
+    make_nodes,
+    node_leases,
+)
+from tests.e2e.harness.kube import NodeSpec, simple_pod
+from tests.e2e.stack import GROUP, PLURAL, VERSION, Extender, berth_crd, berth_extender, policy_manifest  # noqa: F401
 from tests.extender.helpers import Clock, args, bind_args, make_store, node, pod, policy
 
 WEB = {"app": "web"}
@@ -116,3 +129,34 @@ def test_a_refused_bind_that_cannot_be_read_again_keeps_the_earlier_binds_count(
     assert "already assigned" in _bind(client, first, "a")
     assert _passing(client, pod("next", labels=WEB, cpu="3"), ["a"]) == []
 
+
+
+# -- against the real control plane ----------------------------------------------------------------
+
+
+@pytest.mark.e2e
+def test_a_duplicate_bind_refused_by_the_api_server_keeps_the_node_full(
+        control_plane: Any, kube_api: Any, berth_extender: Extender, e2e_namespace: str,
+        make_nodes: Callable[..., list[str]]) -> None:
+    """A real Binding, then a second bind of the same pod to another node (a second scheduler, a
+    retry): the API server refuses it (or berth does, its watch having shown the pod bound), and
+    the first node still counts the pod: a 3-CPU pod is refused there (2 + 3 > 4)."""
+    suffix = uuid.uuid4().hex[:6]
+    first, second = make_nodes(NodeSpec(name=f"dup-a-{suffix}", cpu="4"), NodeSpec(name=f"dup-b-{suffix}", cpu="4"))
+    k8s.CustomObjectsApi(kube_api).create_namespaced_custom_object(
+        GROUP, VERSION, e2e_namespace, PLURAL, policy_manifest("dup", {"app": "dup"}, strategy="Spread"))
+    core = k8s.CoreV1Api(kube_api)
+    placed = core.create_namespaced_pod(e2e_namespace, simple_pod("dup-1", cpu="2", labels={"app": "dup"},
+                                                                  scheduler_name="nobody"))
+    raw = kube_api.sanitize_for_serialization(placed)
+    wait_for(lambda: berth_extender.post("/filter", {"Pod": raw, "NodeNames": [first]}),
+             lambda answer: answer.get("NodeNames") == [first], timeout=30, what="berth to see the node and policy")
+    binding = {"PodName": "dup-1", "PodNamespace": e2e_namespace, "PodUID": placed.metadata.uid}
+    assert berth_extender.post("/bind", {**binding, "Node": first})["Error"] == ""
+    refused = berth_extender.post("/bind", {**binding, "Node": second})["Error"]
+    assert "already" in refused, refused
+    assert core.read_namespaced_pod("dup-1", e2e_namespace).spec.node_name == first
+    big = kube_api.sanitize_for_serialization(core.create_namespaced_pod(
+        e2e_namespace, simple_pod("dup-2", cpu="3", labels={"app": "dup"}, scheduler_name="nobody")))
+    answer = berth_extender.post("/filter", {"Pod": big, "NodeNames": [first]})
+    assert answer["NodeNames"] == [], answer
