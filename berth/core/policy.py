@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from berth.core.errors import InvalidPolicy
+from berth.core.labels import LabelKey, LabelKeyField, LabelValue
 from berth.core.model import LabelSelector, Requirement
 from berth.core.placement_rules import RuleNode, parse_rules
 
@@ -48,9 +49,9 @@ class _Model(BaseModel):
 
 
 class SelectorRequirement(_Model):
-    key: str = Field(min_length=1)
+    key: LabelKeyField
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
-    values: list[str] = Field(default_factory=list)
+    values: list[LabelValue] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _values_fit_operator(self) -> SelectorRequirement:
@@ -62,7 +63,7 @@ class SelectorRequirement(_Model):
 
 
 class Selector(_Model):
-    match_labels: dict[str, str] = Field(default_factory=dict)
+    match_labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
     match_expressions: list[SelectorRequirement] = Field(default_factory=list)
 
     def to_core(self) -> LabelSelector:
@@ -75,19 +76,19 @@ class NodeFilter(_Model):
 
     includes: list[str] = Field(default_factory=list)
     excludes: list[str] = Field(default_factory=list)
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
     all: bool = False
 
 
 class TopologySpreadConstraint(_Model):
     max_skew: int = Field(default=1, ge=1)
-    topology_key: str = Field(min_length=1)
+    topology_key: LabelKeyField
     when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"] = "DoNotSchedule"
     label_selector: Selector | None = None
     min_domains: int | None = Field(default=None, ge=1)
     node_affinity_policy: Literal["Honor", "Ignore"] = "Honor"
     node_taints_policy: Literal["Honor", "Ignore"] = "Ignore"
-    match_label_keys: list[str] = Field(default_factory=list)
+    match_label_keys: list[LabelKeyField] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _min_domains_needs_do_not_schedule(self) -> TopologySpreadConstraint:

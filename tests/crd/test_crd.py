@@ -15,7 +15,7 @@ from typing import Any
 import annotated_types
 import pytest
 import yaml
-from pydantic import BaseModel
+from pydantic import BaseModel, WithJsonSchema
 
 from berth.core import placement_rules as pr
 from berth.core.errors import ERROR_CODES, ErrorCode
@@ -225,6 +225,11 @@ def _unwrap(annotation: Any) -> tuple[Any, bool]:
     return annotation, False
 
 
+def _plain(kind: Any) -> Any:
+    """``Annotated[str, ...]`` (a label key or value) is a string in the schema."""
+    return typing.get_args(kind)[0] if typing.get_origin(kind) is typing.Annotated else kind
+
+
 def _agree(model: type[BaseModel], node: Mapping[str, Any], path: str, skip: frozenset[str]) -> None:
     fields = {f.alias or name: f for name, f in model.model_fields.items()}
     props = node["properties"]
@@ -251,11 +256,11 @@ def _agree(model: type[BaseModel], node: Mapping[str, Any], path: str, skip: fro
             if isinstance(item, type) and issubclass(item, BaseModel):
                 _agree(item, sub["items"], f"{where}[]", frozenset())
             else:
-                assert sub["items"]["type"] == SCALARS[item], where
+                assert sub["items"]["type"] == SCALARS[_plain(item)], where
         elif origin is dict:
             key, value = typing.get_args(kind)
-            assert key is str and sub["type"] == "object"
-            assert sub["additionalProperties"]["type"] == SCALARS[value], where
+            assert _plain(key) is str and sub["type"] == "object"
+            assert sub["additionalProperties"]["type"] == SCALARS[_plain(value)], where
         else:
             assert sub["type"] == SCALARS[kind], where
         bounds = {"minimum": None, "maximum": None, "minLength": None, "maxLength": None, "pattern": None}
@@ -270,6 +275,8 @@ def _agree(model: type[BaseModel], node: Mapping[str, Any], path: str, skip: fro
                 bounds["maxLength"] = meta.max_length
             elif hasattr(meta, "pattern"):
                 bounds["pattern"] = meta.pattern
+            elif isinstance(meta, WithJsonSchema) and meta.json_schema:  # a label key (berth.core.labels)
+                bounds.update({k: v for k, v in meta.json_schema.items() if k in bounds})
         for key, value in bounds.items():
             assert sub.get(key) == value, f"{where}: {key} {sub.get(key)} vs model {value}"
         default = None if f.is_required() else f.get_default(call_default_factory=True)
