@@ -121,7 +121,7 @@ def test_default_objects(default: Rendered) -> None:
     assert default.names("Secret") == {"berth-ca", "berth-extender-tls", "berth-scheduler-client-tls",
                                        "berth-webhook-tls"}
     assert default.names("PodDisruptionBudget") == {"berth-extender"}
-    assert default.names("NetworkPolicy") == {"berth-extender"}
+    assert default.names("NetworkPolicy") == {"berth-extender", "berth-operator"}
     assert default.names("ValidatingWebhookConfiguration") == {"berth-webhook"}
     assert default.names("Pod") == {"berth-test-extender"}  # the helm test hook
     for kind in ("ConfigMap", "ServiceMonitor", "Certificate", "Issuer", "ClusterKopfPeering"):
@@ -360,6 +360,22 @@ def test_network_policy_default_admits_no_one_but_the_test_pod_on_the_webhook_po
         "app.kubernetes.io/name": "berth", "app.kubernetes.io/instance": "berth",
         "app.kubernetes.io/component": "test"}}}]
     assert api_rule == {"ports": [{"port": "api", "protocol": "TCP"}]}  # read-only: open in the cluster
+
+
+def test_operator_network_policy_admits_the_webhook_and_liveness_ports_only(default: Rendered,
+                                                                               helm: Path) -> None:
+    """The API server's address varies by cluster: the webhook port is open to any source by default
+    (narrowed by operator.webhook.networkPolicy.from), every other port of the operator is closed."""
+    np = default.get("NetworkPolicy", "berth-operator")
+    assert np["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "operator"
+    assert np["spec"]["policyTypes"] == ["Ingress"]
+    assert np["spec"]["ingress"] == [{"ports": [{"port": "webhook", "protocol": "TCP"}]},
+                                     {"ports": [{"port": "health", "protocol": "TCP"}]}]
+    narrowed = render(helm, {"operator.webhook.networkPolicy.from": [{"ipBlock": {"cidr": "192.0.2.0/24"}}]})
+    webhook_rule = narrowed.get("NetworkPolicy", "berth-operator")["spec"]["ingress"][0]
+    assert webhook_rule["from"] == [{"ipBlock": {"cidr": "192.0.2.0/24"}}]
+    off = render(helm, {"operator.webhook.networkPolicy.enabled": False})
+    assert "berth-operator" not in off.names("NetworkPolicy")
 
 
 def test_network_policy_with_scheduler_and_extra_peers(helm: Path) -> None:
