@@ -12,10 +12,12 @@ from typing import Any
 
 from berth.core.model import (
     BYPASS_ANNOTATION,
+    MIRROR_ANNOTATION,
     SLEEPY_ANNOTATION,
     LabelSelector,
     NodeAffinity,
     NodeInfo,
+    Owner,
     PodInfo,
     Requirement,
     Taint,
@@ -105,7 +107,19 @@ def pod_from_object(obj: Mapping[str, Any]) -> PodInfo:
         sleepy=annotations.get(SLEEPY_ANNOTATION) == "true",
         tolerations=tuple(_toleration(t) for t in spec.get("tolerations") or () if isinstance(t, Mapping)),
         node_affinity=_node_affinity(spec),
+        controller=_controller(meta.get("ownerReferences")),
+        mirror=MIRROR_ANNOTATION in annotations,
     )
+
+
+def _controller(refs: object) -> Owner | None:
+    """The ownerReference marked ``controller: true``, as kubectl drain reads it."""
+    if not isinstance(refs, list):
+        return None
+    for ref in refs:
+        if isinstance(ref, Mapping) and ref.get("controller") is True:
+            return Owner(str(ref.get("kind") or ""), str(ref.get("name") or ""))
+    return None
 
 
 def _toleration(t: Mapping[str, Any]) -> Toleration:

@@ -11,6 +11,7 @@ Resources = Mapping[str, int]
 
 
 SLEEPY_ANNOTATION = "berth.dev/sleepy"
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"  # a static pod's mirror, as the kubelet marks it
 BYPASS_ANNOTATION = "berth.dev/bypass"
 TEST_NODE_LABEL = "berth.dev/test-node"
 
@@ -123,6 +124,17 @@ class NodeAffinity:
 
 
 @dataclass(frozen=True, slots=True)
+class Owner:
+    """The controller that owns a pod (its ownerReference with ``controller: true``)."""
+
+    kind: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
 class PodInfo:
     """A pod as the core sees it: identity, labels, effective requests and where it runs."""
 
@@ -136,6 +148,8 @@ class PodInfo:
     sleepy: bool = False
     tolerations: tuple[Toleration, ...] = ()
     node_affinity: NodeAffinity = field(default_factory=NodeAffinity)
+    controller: Owner | None = None  # None: no controller would recreate the pod
+    mirror: bool = False  # the API server's mirror of a static pod (the kubelet owns it)
 
     @property
     def key(self) -> str:

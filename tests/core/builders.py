@@ -13,7 +13,7 @@ from typing import Any
 from berth.core.decision import Decision
 from berth.core.errors import ErrorCode
 from berth.core.evaluate import Evaluation, evaluate_pod
-from berth.core.model import NodeInfo, PodInfo, Taint, Toleration
+from berth.core.model import NodeInfo, Owner, PodInfo, Taint, Toleration
 from berth.core.plan import PlanResult, plan_round
 from berth.core.policy import PlacementPolicy, policy_from_manifest
 from berth.core.quantity import CPU, DISK, MEMORY, PODS, to_base_units
@@ -72,6 +72,8 @@ def pod(
     tolerations: Iterable[Toleration] = (),
     extra: Mapping[str, Quantity] | None = None,
     uid: str | None = None,
+    controller: Owner | None = None,
+    mirror: bool = False,
 ) -> PodInfo:
     requests: dict[str, int] = {}
     for resource, value in ((CPU, cpu), (MEMORY, memory), (DISK, disk), *(extra or {}).items()):
@@ -89,6 +91,8 @@ def pod(
         terminating=terminating,
         sleepy=sleepy,
         tolerations=tuple(tolerations),
+        controller=controller,
+        mirror=mirror,
     )
 
 
