@@ -9,9 +9,10 @@ placing a pod changes only its own node, so only that node is judged again.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from berth.core.candidates import Candidate, CandidateSet, collect_candidates
+from berth.core.candidates import CONTROLLER_LABELS, Candidate, CandidateSet, collect_candidates
 from berth.core.decision import Decision, Refused
 from berth.core.errors import PlacementError
 from berth.core.evaluate import effective_strategy, rank
@@ -68,58 +69,113 @@ def _decision(pod: PodInfo, policy: PlacementPolicy | None, strategy: Strategy |
 
 def _greedy(view: ClusterView, pod: PodInfo, policy: PlacementPolicy | None, strategy: Strategy | None,
             settings: Settings, now: float, count: int) -> PlanResult:
-    overlay = view.overlay()
-    local_only = policy is None or not (policy.spec.topology_spread_constraints or reads_pods(policy.rules))
-    first = collect_candidates(overlay, _nth(pod, 0), policy, settings, now, strategy=strategy)
+    pods = [_nth(pod, i) for i in range(count)]
+    placed = place_in_turn(view.overlay(), pods or [pod], policy, strategy, settings, now, stop_at_failure=True,
+                           try_pods=count)
+    first = placed.first
     decision = _decision(pod, policy, strategy, first.considered, first)
     decision.ranking = rank(first, pod, strategy)
     plan: dict[str, int] = {}
-    warnings = dict.fromkeys(first.warnings)
-    if count == 0:
-        decision.plan = plan
-        return PlanResult(plan, decision, None, {})
-    placed = 0
-    if local_only and first.error is None:
-        placed = _greedy_local(overlay, pod, policy, strategy, settings, now, count, first.candidates, plan)
-    error: PlacementError | None = first.error if placed == 0 and first.error else None
-    while placed < count and error is None:
-        step = collect_candidates(overlay, _nth(pod, placed), policy, settings, now, strategy=strategy)
-        warnings.update(dict.fromkeys(step.warnings))
-        if step.error is not None:
-            error = step.error
-            break
-        winner = rank(step, pod, strategy)[0]
-        overlay.place(_nth(pod, placed), winner)
-        plan[winner] = plan.get(winner, 0) + 1
-        placed += 1
-    stop = error
-    if error is not None and placed:
-        error = PlacementError(error.code, f"placed {placed} of {count}: {error.message}")
-    decision.warnings = list(warnings)
+    for node in placed.nodes:
+        if node is not None:
+            plan[node] = plan.get(node, 0) + 1
+    failed = placed.failure
+    stop = failed.error if failed is not None else None
+    error = stop
+    done = len(placed.nodes) - 1
+    if error is not None and done:
+        error = PlacementError(error.code, f"placed {done} of {count}: {error.message}")
+    decision.warnings = placed.warnings
     decision.plan = plan if error is None else None
     decision.error = error
     return PlanResult(plan if error is None else {}, decision, error, plan, stop)
 
 
-def _greedy_local(overlay: Overlay, pod: PodInfo, policy: PlacementPolicy | None, strategy: Strategy | None,
-                  settings: Settings, now: float, count: int, candidates: list[Candidate],
-                  plan: dict[str, int]) -> int:
+@dataclass
+class Placed:
+    """Pods placed one after another on an overlay (:func:`place_in_turn`)."""
+
+    nodes: list[str | None]
+    """Each pod's node, in the pods' order; None where no node could take it. Shorter than the
+    pods when placing stopped at the first failure."""
+    first: CandidateSet
+    """The first pod's judgement (before any pod of the turn was placed)."""
+    refusals: dict[int, CandidateSet]
+    """The judgement of each pod that no node could take, by its index: its refusals and error."""
+    warnings: list[str]
+    """Every step's warnings, each once, in the order they came."""
+
+    @property
+    def failure(self) -> CandidateSet | None:
+        return self.refusals[min(self.refusals)] if self.refusals else None
+
+
+def place_in_turn(overlay: Overlay, pods: Sequence[PodInfo], policy: PlacementPolicy | None,
+                  strategy: Strategy | None, settings: Settings, now: float, *, nodes: Sequence[str] | None = None,
+                  stop_at_failure: bool = False, try_pods: int | None = None) -> Placed:
+    """Place ``pods`` (at least one; all governed by ``policy``, whose overrides ``settings`` carries)
+    one after another on ``overlay``, each on the node :func:`rank` puts first with the earlier
+    ones counted: a greedy strategy's round. ``nodes`` limits where they may go (default: every
+    node). A pod no node can take is left out (or ends the turn with ``stop_at_failure``) with its
+    judgement kept. ``try_pods``: how many pods to place (default: all; 0 judges the first only).
+    When no spread constraint or pod-reading rule is in force and the pods share one shape,
+    placing a pod changes only its own node, so only that node is judged again."""
+    count = len(pods) if try_pods is None else try_pods
+    local_only = (policy is None or not (policy.spec.topology_spread_constraints or reads_pods(policy.rules))) \
+        and len({_shape(p) for p in pods}) == 1
+    first = collect_candidates(overlay, pods[0], policy, settings, now, nodes=nodes, strategy=strategy)
+    out = Placed(nodes=[], first=first, refusals={}, warnings=[])
+    warnings = dict.fromkeys(first.warnings)
+    placed = 0
+    if local_only and first.error is None and count:
+        placed = _greedy_local(overlay, pods, policy, strategy, settings, now, count, first.candidates, out.nodes,
+                               nodes)
+    step: CandidateSet | None = first if placed == 0 else None
+    while placed < count:
+        if step is None:
+            step = collect_candidates(overlay, pods[placed], policy, settings, now, nodes=nodes, strategy=strategy)
+            warnings.update(dict.fromkeys(step.warnings))
+        if step.error is not None:
+            out.refusals[placed] = step
+            out.nodes.append(None)
+            if stop_at_failure:
+                break
+        else:
+            winner = rank(step, pods[placed], strategy)[0]
+            overlay.place(pods[placed], winner)
+            out.nodes.append(winner)
+        placed += 1
+        step = None
+    out.warnings = list(warnings)
+    return out
+
+
+def _greedy_local(overlay: Overlay, pods: Sequence[PodInfo], policy: PlacementPolicy | None,
+                  strategy: Strategy | None, settings: Settings, now: float, count: int,
+                  candidates: list[Candidate], into: list[str | None], nodes: Sequence[str] | None) -> int:
     """Place pods with a heap while each placement changes only its own node's verdict. Stops
     (returning how many it placed) when the heap runs dry, leaving the rest to the full path."""
-    key = rank_key(strategy, pod)
+    key = rank_key(strategy, pods[0])
     heap = [(key(c), c.name) for c in candidates]
     heapq.heapify(heap)
     placed = 0
     while placed < count and heap:
         _, name = heapq.heappop(heap)
-        overlay.place(_nth(pod, placed), name)
-        plan[name] = plan.get(name, 0) + 1
+        overlay.place(pods[placed], name)
+        into.append(name)
         placed += 1
-        again = collect_candidates(overlay, _nth(pod, placed), policy, settings, now, nodes=[name],
-                                   strategy=strategy)
+        if placed == count:
+            break
+        again = collect_candidates(overlay, pods[placed], policy, settings, now, nodes=[name], strategy=strategy)
         if again.candidates:
             heapq.heappush(heap, (key(again.candidates[0]), name))
     return placed
+
+
+def _shape(pod: PodInfo) -> tuple[object, ...]:
+    """What a pod's judgement depends on besides the cluster: pods alike here are judged alike."""
+    return (tuple(sorted(pod.requests.items())), pod.sleepy, pod.constraint_signature(), pod.namespace,
+            tuple(sorted((k, v) for k, v in pod.labels.items() if k not in CONTROLLER_LABELS)))
 
 
 def _nth(pod: PodInfo, i: int) -> PodInfo:

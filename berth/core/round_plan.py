@@ -3,6 +3,7 @@ cannot change pod by pod). The extender enforces it as a per-node quota."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from berth.core.candidates import CandidateSet, collect_candidates
@@ -25,9 +26,12 @@ class RoundPlan:
 
 
 def plan_fixed_round(state: ClusterState, pod: PodInfo, policy: PlacementPolicy, strategy: Strategy,
-                     settings: Settings, now: float, count: int | None) -> RoundPlan:
-    """``count`` pods of the round (None: as many as the strategy defines), taken in plan order."""
-    result = collect_candidates(state, pod, policy, settings, now, strategy=strategy, require_fit=False)
+                     settings: Settings, now: float, count: int | None, *,
+                     nodes: Sequence[str] | None = None) -> RoundPlan:
+    """``count`` pods of the round (None: as many as the strategy defines), taken in plan order;
+    ``nodes`` limits where they may go (default: every node)."""
+    result = collect_candidates(state, pod, policy, settings, now, nodes=nodes, strategy=strategy,
+                                require_fit=False)
     if policy.spec.topology_spread_constraints:
         result.warnings.append(SPREAD_WARNING)
     if result.error is not None:

@@ -1,0 +1,298 @@
+"""Planning a drain or a move (:func:`berth.core.drain.plan_drain`): each affected pod's destination
+under its PlacementPolicy, or why it is blocked, and the pods a drain leaves alone."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from berth.core.drain import DrainPlan, DrainRequest, InvalidDrain, PodPlan, PodState, plan_drain
+from berth.core.kube import pod_from_object
+from berth.core.model import LabelSelector, Owner, PodInfo, Taint
+from berth.core.policy import PlacementPolicy
+from berth.core.settings import Settings
+from berth.core.view import ClusterView
+
+from .builders import NOW, ZONE, cluster, evaluate, node, pod, policy
+
+WEB = Owner("ReplicaSet", "web-7d9f")
+API = Owner("ReplicaSet", "api-5c4b")
+
+
+def web(name: str, at: str, **kw: Any) -> PodInfo:
+    """A pod of the web Deployment's ReplicaSet, bound to ``at``."""
+    kw.setdefault("controller", WEB)
+    return pod(name, node=at, **kw)
+
+
+def api(name: str, at: str, **kw: Any) -> PodInfo:
+    return pod(name, node=at, labels={"app": "api"}, controller=API, **kw)
+
+
+def zoned(name: str, zone: str, **kw: Any) -> Any:
+    return node(name, labels={ZONE: zone}, **kw)
+
+
+def drain(view: ClusterView, request: DrainRequest, pol: PlacementPolicy | None = None) -> DrainPlan:
+    def policy_for(p: PodInfo) -> PlacementPolicy | None:
+        return pol if pol is not None and pol.governs(p.namespace, p.labels) else None
+
+    return plan_drain(view, request, policy_for, Settings(), NOW)
+
+
+def by_pod(result: DrainPlan) -> dict[str, PodPlan]:
+    return {p.pod.split("/", 1)[1]: p for p in result.pods}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One behaviour: a cluster and a drain in, each named pod's destination (or state) out."""
+
+    name: str
+    nodes: tuple[Any, ...]
+    pods: tuple[PodInfo, ...]
+    request: DrainRequest
+    spec: Mapping[str, Any] | None = None
+    destination: Mapping[str, str] = field(default_factory=dict)  # pod name -> node
+    destination_in: Mapping[str, frozenset[str]] = field(default_factory=dict)  # pod name -> one of these
+    state: Mapping[str, PodState] = field(default_factory=dict)
+    never: frozenset[str] = frozenset()  # no pod may be planned here
+    check: Callable[[DrainPlan], None] | None = None
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _zone_counts(result: DrainPlan, view_pods: tuple[PodInfo, ...], zones: Mapping[str, str]) -> Counter[str]:
+    moved = {p.uid for p in result.pods if p.state is PodState.PLANNED}
+    counts = Counter(zones[p.node_name or ""] for p in view_pods if p.uid not in moved)
+    counts.update(zones[p.destination or ""] for p in result.pods if p.state is PodState.PLANNED)
+    return counts
+
+
+SPREAD_NODES = (zoned("a1", "zone-a"), zoned("a2", "zone-a"), zoned("b1", "zone-b"), zoned("c1", "zone-c"))
+SPREAD_PODS = (web("w1", "a1"), web("w2", "a1"), web("w3", "b1"), web("w4", "c1"),
+               # a2 is busy: the default ranking alone would send the pods to b1 and c1
+               pod("batch", node="a2", cpu="3", labels={"app": "batch"}, controller=Owner("Job", "batch")))
+SPREAD_ZONES = {"a1": "zone-a", "a2": "zone-a", "b1": "zone-b", "c1": "zone-c"}
+ONE_PER_NODE = [{"resource": "Pod", "operator": "HasNot", "labels": {"app": "web"}}]
+
+
+def _spread_held(result: DrainPlan) -> None:
+    counts = _zone_counts(result, SPREAD_PODS[:4], SPREAD_ZONES)
+    assert max(counts.values()) - min(counts.get(z, 0) for z in ("zone-a", "zone-b", "zone-c")) <= 1, counts
+
+
+CASES = [
+    Case("destinations_only: the pods go only to the named destinations, though c has more room",
+         nodes=(node("a"), node("b"), node("c", cpu="64", memory="256Gi")),
+         pods=(web("w1", "a"), web("w2", "a")),
+         request=DrainRequest(nodes=("a",), destinations=("b",)),
+         destination={"w1": "b", "w2": "b"}),
+    Case("destinations_by_selector: the nodes the destination selector matches",
+         nodes=(node("a"), zoned("b", "zone-b"), zoned("c", "zone-c", cpu="64")),
+         pods=(web("w1", "a"),),
+         request=DrainRequest(nodes=("a",), destination_selector=LabelSelector({ZONE: "zone-b"})),
+         destination={"w1": "b"}),
+    Case("any_destination: every node but the drained one, spread by the default ranking",
+         nodes=(node("a"), node("b"), node("c")),
+         pods=(web("w1", "a"), web("w2", "a")),
+         request=DrainRequest(nodes=("a",), any_destination=True),
+         destination_in={"w1": frozenset({"b", "c"}), "w2": frozenset({"b", "c"})},
+         check=lambda r: (
+             assert_equal({p.destination for p in r.pods}, {"b", "c"}),
+             assert_equal(r.destinations, ["b", "c"]))),
+    Case("never_the_source: the drained node is never chosen, though it has the most room",
+         nodes=(node("a", cpu="64", memory="256Gi"), node("b"), node("c")),
+         pods=(web("w1", "a"), web("w2", "a"), web("w3", "a")),
+         request=DrainRequest(nodes=("a",), any_destination=True),
+         never=frozenset({"a"})),
+    Case("never_a_drained_node: two drained nodes never take each other's pods",
+         nodes=(node("a", cpu="64"), node("b", cpu="64"), node("c")),
+         pods=(web("w1", "a"), web("w2", "b")),
+         request=DrainRequest(nodes=("a", "b"), any_destination=True),
+         destination={"w1": "c", "w2": "c"}),
+    Case("spread_held_across_moved_pods: DoNotSchedule sends a pod back into the emptied zone",
+         nodes=SPREAD_NODES, pods=SPREAD_PODS,
+         request=DrainRequest(nodes=("a1",), any_destination=True),
+         spec={"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE,
+                                              "labelSelector": {"matchLabels": {"app": "web"}}}]},
+         check=_spread_held),
+    Case("rules_held_across_moved_pods: one web pod per node, the second moved pod sees the first "
+         "(without the rule both would go to the roomy c)",
+         nodes=(node("a"), node("b"), node("c", cpu="64", memory="256Gi"), node("d"), node("e")),
+         pods=(web("w1", "a"), web("w2", "b"), web("w3", "c")),
+         request=DrainRequest(nodes=("a", "b"), any_destination=True),
+         spec={"placementRules": ONE_PER_NODE},
+         check=lambda r: assert_equal(sorted(p.destination or "" for p in r.pods), ["d", "e"])),
+    Case("moved_pod_does_not_count_against_itself: one per node, its own node emptied by the drain",
+         nodes=(node("a"), node("b")),
+         pods=(web("w1", "a"),),
+         request=DrainRequest(nodes=("a",), destinations=("b",)),
+         spec={"placementRules": ONE_PER_NODE},
+         destination={"w1": "b"}),
+    Case("daemonset_and_mirror_pods_left_alone",
+         nodes=(node("a"), node("b")),
+         pods=(web("w1", "a"), pod("agent", node="a", labels={"app": "agent"}, controller=Owner("DaemonSet", "agent")),
+               pod("etcd-a", node="a", labels={"app": "etcd"}, controller=Owner("Node", "a"), mirror=True)),
+         request=DrainRequest(nodes=("a",), any_destination=True),
+         destination={"w1": "b"}, state={"agent": PodState.LEFT, "etcd-a": PodState.LEFT}),
+    Case("pod_without_controller_left_unless_included",
+         nodes=(node("a"), node("b")),
+         pods=(pod("lonely", node="a"),),
+         request=DrainRequest(nodes=("a",), any_destination=True),
+         state={"lonely": PodState.LEFT}),
+    Case("pod_without_controller_moved_when_included",
+         nodes=(node("a"), node("b")),
+         pods=(pod("lonely", node="a"),),
+         request=DrainRequest(nodes=("a",), any_destination=True, include_unmanaged=True),
+         destination={"lonely": "b"}),
+    Case("terminating_pod_left: it is already leaving",
+         nodes=(node("a"), node("b")),
+         pods=(web("w1", "a", terminating=True),),
+         request=DrainRequest(nodes=("a",), any_destination=True),
+         state={"w1": PodState.LEFT}),
+    Case("move_takes_only_the_selected_pods",
+         nodes=(node("a"), node("b"), node("c")),
+         pods=(web("w1", "a"), api("a1", "a")),
+         request=DrainRequest(nodes=("a",), pods=LabelSelector({"app": "api"}), destinations=("b", "c")),
+         check=lambda r: assert_equal([p.pod for p in r.pods], ["shop/a1"])),
+    Case("fill_round_on_the_destinations: Fill tops each destination up to its count (3), in its plan's order",
+         nodes=(node("a"), node("b"), node("c"), node("d")),
+         pods=(web("w1", "a"), web("w2", "a"), web("w3", "a"), web("w4", "a")),
+         request=DrainRequest(nodes=("a",), destinations=("b", "c")),
+         spec={"strategy": "Fill", "count": 3, "nodesLimit": 2},
+         check=lambda r: assert_equal(Counter(p.destination for p in r.pods), Counter({"b": 3, "c": 1}))),
+    Case("fill_round_short_of_room_blocks_the_rest: Fill on one destination takes only its count",
+         nodes=(node("a"), node("b")),
+         pods=(web("w1", "a"), web("w2", "a"), web("w3", "a")),
+         request=DrainRequest(nodes=("a",), destinations=("b",)),
+         spec={"strategy": "Fill", "count": 2, "nodesLimit": 1},
+         state={"w1": PodState.PLANNED, "w2": PodState.PLANNED, "w3": PodState.BLOCKED}),
+]
+
+
+def assert_equal(got: object, want: object) -> None:
+    assert got == want, got
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name.split(":")[0])
+def test_drain_plan(case: Case) -> None:
+    view = cluster(case.nodes, case.pods)
+    pol = policy(**case.spec) if case.spec is not None else None
+    result = drain(view, case.request, pol)
+    found = by_pod(result)
+    for name, where in case.destination.items():
+        assert found[name].state is PodState.PLANNED, found[name]
+        assert found[name].destination == where, found[name]
+    for name, options in case.destination_in.items():
+        assert found[name].destination in options, found[name]
+    for name, state in case.state.items():
+        assert found[name].state is state, found[name]
+    for entry in result.pods:
+        assert entry.destination not in case.never
+        assert entry.destination not in case.request.nodes
+    if case.check is not None:
+        case.check(result)
+
+
+def test_pod_that_fits_nowhere_is_blocked_with_every_destinations_shortfall() -> None:
+    view = cluster([node("a", cpu="8"), node("b", cpu="2"), node("c", cpu="2")], [web("big", "a", cpu="3")])
+    result = drain(view, DrainRequest(nodes=("a",), any_destination=True))
+    entry = by_pod(result)["big"]
+    assert entry.state is PodState.BLOCKED and entry.destination is None
+    assert entry.code is not None and entry.code.value == "insufficient_resource"
+    # the same message the fit check gives for each destination
+    fit = evaluate(cluster([node("b", cpu="2"), node("c", cpu="2")]), pod("big", cpu="3")).decision.refused
+    assert entry.refused == {"b": fit["b"].reason, "c": fit["c"].reason}
+    assert entry.refused["b"] == "insufficient capacity: cpu: needs 3, 2 free of 2 allocatable (short by 1)"
+    assert result.blocked
+
+
+def test_two_workloads_competing_for_one_destination_never_overfill_it() -> None:
+    """b has room for two 1-CPU pods: the first workload (by namespace and name) takes its room, the
+    second gets what is left, and its other pod is blocked with b's shortfall."""
+    view = cluster([node("a"), node("b", cpu="2")],
+                   [api("api-1", "a", cpu="1"), web("web-1", "a", cpu="1"), web("web-2", "a", cpu="1")])
+    result = drain(view, DrainRequest(nodes=("a",), destinations=("b",)))
+    found = by_pod(result)
+    assert found["api-1"].destination == "b"
+    assert [found[n].state for n in ("web-1", "web-2")] == [PodState.PLANNED, PodState.BLOCKED]
+    assert found["web-2"].refused == {"b": "insufficient capacity: cpu: needs 1, 0 free of 2 allocatable "
+                                           "(short by 1)"}
+    assert (result.count(PodState.PLANNED), result.count(PodState.BLOCKED)) == (2, 1)
+
+
+def test_explicit_move_target_is_honoured_with_a_warning_where_berth_refuses() -> None:
+    view = cluster([node("a"), node("b"), node("c")], [web("w1", "a")])
+    pol = policy(nodeFilter={"excludes": ["b"]})
+    result = drain(view, DrainRequest(nodes=("a",), pods=LabelSelector({"app": "web"}), destinations=("b",)), pol)
+    entry = by_pod(result)["w1"]
+    assert (entry.state, entry.destination) == (PodState.PLANNED, "b")
+    assert any("excluded by nodeFilter.excludes" in w and "explicit target" in w for w in entry.warnings), \
+        entry.warnings
+
+
+def test_explicit_move_target_is_blocked_where_kube_scheduler_refuses() -> None:
+    tainted = node("b", taints=[Taint("dedicated", "gpu", "NoSchedule")])
+    view = cluster([node("a"), tainted], [web("w1", "a")])
+    result = drain(view, DrainRequest(nodes=("a",), pods=LabelSelector({"app": "web"}), destinations=("b",)))
+    entry = by_pod(result)["w1"]
+    assert entry.state is PodState.BLOCKED
+    assert entry.refused == {"b": "untolerated taint dedicated=gpu:NoSchedule"}
+
+
+def test_named_destinations_without_a_pod_selector_are_not_an_explicit_target() -> None:
+    """A whole-node drain to one destination still obeys berth's checks."""
+    view = cluster([node("a"), node("b")], [web("w1", "a")])
+    pol = policy(nodeFilter={"excludes": ["b"]})
+    entry = by_pod(drain(view, DrainRequest(nodes=("a",), destinations=("b",)), pol))["w1"]
+    assert entry.state is PodState.BLOCKED
+    assert entry.refused == {"b": "excluded by nodeFilter.excludes"}
+
+
+def test_planning_never_changes_the_view() -> None:
+    view = cluster([node("a"), node("b")], [web("w1", "a"), web("w2", "a")])
+    before = {n: dict(view.requested(n)) for n in view.nodes}
+    drain(view, DrainRequest(nodes=("a",), any_destination=True))
+    assert {n: dict(view.requested(n)) for n in view.nodes} == before
+    assert {p.node_name for p in view.all_pods()} == {"a"}
+
+
+@pytest.mark.parametrize(("name", "request_", "field_name", "phrase"), [
+    ("unknown_drained_node", DrainRequest(nodes=("zz",), any_destination=True), "nodes", "unknown node 'zz'"),
+    ("node_selector_matches_nothing", DrainRequest(node_selector=LabelSelector({"x": "y"}), any_destination=True),
+     "nodes", "matches no node"),
+    ("nothing_to_drain", DrainRequest(any_destination=True), "nodes", "no node to drain"),
+    ("unknown_destination", DrainRequest(nodes=("a",), destinations=("zz",)), "destinations", "unknown node 'zz'"),
+    ("drained_destination", DrainRequest(nodes=("a",), destinations=("a",)), "destinations",
+     "a drained node is never a destination"),
+    ("no_destination", DrainRequest(nodes=("a",)), "destinations", "or allow any destination"),
+    ("any_and_named", DrainRequest(nodes=("a",), destinations=("b",), any_destination=True), "anyDestination",
+     "cannot be combined"),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_invalid_drain_names_its_field(name: str, request_: DrainRequest, field_name: str, phrase: str) -> None:
+    view = cluster([node("a"), node("b")], [web("w1", "a")])
+    with pytest.raises(InvalidDrain) as caught:
+        drain(view, request_)
+    assert caught.value.field == field_name
+    assert phrase in caught.value.problem, caught.value.problem
+
+
+@pytest.mark.parametrize(("name", "meta", "controller", "mirror"), [
+    ("controller_reference_read", {"ownerReferences": [
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d9f", "uid": "u1", "controller": True}]},
+     Owner("ReplicaSet", "web-7d9f"), False),
+    ("owner_that_is_not_the_controller_ignored", {"ownerReferences": [
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "uid": "u2"}]}, None, False),
+    ("mirror_annotation_read", {"annotations": {"kubernetes.io/config.mirror": "abc"}}, None, True),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_pod_controller_and_mirror_read_from_the_object(name: str, meta: dict[str, Any], controller: Owner | None,
+                                                        mirror: bool) -> None:
+    obj = {"kind": "Pod", "metadata": {"name": "p", "namespace": "shop", **meta}, "spec": {"nodeName": "a"}}
+    got = pod_from_object(obj)
+    assert (got.controller, got.mirror) == (controller, mirror)
