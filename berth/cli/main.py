@@ -2,12 +2,15 @@
 
     berth plan      --snapshot S --policy P --pod POD [--count N]   a round's plan and decision (JSON)
     berth capacity  --snapshot S --pod POD [--policy P]              per-node capacity for a shape (JSON)
+    berth drain     NODE... --snapshot S (--to NODE,...|--any) [--pods SELECTOR]
+                                                                     each pod's destination or shortfall
     berth simulate  [--snapshot S] [--workload W] [--report FILE]    every strategy compared
     berth sample    [--workloads]                                    print the built-in sample cluster
     berth extender  [--host H] [--port P] [--snapshot FILE] [--dev-insecure]   serve the scheduler extender
     berth operator  [ARGS...]                                        run the PlacementPolicy operator
 
-Exit status: 0 success; 1 the strategy refused the round (``plan``) or a service failed; 2 bad
+Exit status: 0 success; 1 the strategy refused the round (``plan``), a pod would be blocked
+(``drain``) or a service failed; 2 bad
 input (unreadable file, wrong kind, malformed object, invalid policy, unknown strategy, bad
 flag), reported on one line of stderr naming the file and the field; 3 an internal error
 (``BERTH_DEBUG=1`` shows its traceback).
@@ -25,6 +28,8 @@ from typing import Any, NoReturn
 
 from berth import __version__
 from berth.core.capacity import capacity_report
+from berth.core.drain import DrainRequest, InvalidDrain, plan_drain
+from berth.core.kube import parse_label_selector
 from berth.core.plan import plan_round
 from berth.core.policy import PlacementPolicy
 from berth.core.settings import Settings
@@ -166,6 +171,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--policy", metavar="FILE", help="a PlacementPolicy manifest: its node filter and "
                    "capacity overrides apply")
 
+    p = command("drain", cmd_drain, "Plan a drain (or, with --pods, a move) on a cluster snapshot: for every "
+                "pod of the drained nodes, the destination its PlacementPolicy gives it, or every destination's "
+                "refusal (exit 1 when any pod would be blocked). Nothing is evicted.")
+    p.add_argument("nodes", nargs="+", metavar="NODE", help="the nodes to drain")
+    p.add_argument("--snapshot", required=True, metavar="FILE", help="the cluster snapshot (- reads stdin)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--to", metavar="NODE,...", help="the destinations: the only nodes the pods may go to")
+    where.add_argument("--any", action="store_true", help="any node but the drained ones may take the pods")
+    p.add_argument("--pods", metavar="SELECTOR", help="a move: only the pods this label selector matches "
+                   "(kubectl's syntax, e.g. app=web,tier!=db); with one --to node, that node is the move's "
+                   "explicit target, honoured even where berth's own checks refuse it (with a warning)")
+    p.add_argument("--include-unmanaged", action="store_true", help="also move pods no controller would "
+                   "recreate (kubectl drain's --force); by default they are left where they are")
+    p.add_argument("--output", "-o", choices=("table", "json"), default="table", help="output (default: table)")
+
     p = command("simulate", cmd_simulate, "Place a workload mix with every strategy on a fresh copy of the "
                 "cluster each time and compare them (default: the built-in sample cluster and mix).")
     p.add_argument("--snapshot", metavar="FILE", help="the cluster (default: the built-in sample cluster)")
@@ -244,6 +264,44 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     now = now_from(args, snapshot)
     _print_json(capacity_report(snapshot.view(), pod, policy, settings, now).to_dict())
     return EXIT_OK
+
+
+_DRAIN_FLAGS = {"nodes": "NODE", "destinations": "--to", "anyDestination": "--any"}
+
+
+def cmd_drain(args: argparse.Namespace) -> int:
+    from berth.cli.drain import table
+
+    settings = settings_from(args)
+    pods = None
+    if args.pods is not None:
+        try:
+            pods = parse_label_selector(args.pods)
+        except ValueError as exc:
+            raise UsageError(f"--pods: {exc}") from None
+    destinations: tuple[str, ...] = ()
+    if args.to is not None:
+        destinations = tuple(name.strip() for name in args.to.split(","))
+        if not all(destinations):
+            raise UsageError(f"--to: an empty node name in {args.to!r}")
+    snapshot = load_snapshot(args.snapshot)
+    now = now_from(args, snapshot)
+    request = DrainRequest(nodes=tuple(args.nodes), pods=pods, destinations=destinations, any_destination=args.any,
+                           include_unmanaged=args.include_unmanaged)
+    try:
+        plan = plan_drain(snapshot.view(), request, snapshot.policy_for, settings, now)
+    except InvalidDrain as exc:
+        problem = exc.problem.replace("allow any destination", "allow any destination (--any)")
+        raise UsageError(f"{_DRAIN_FLAGS.get(exc.field, exc.field)}: {problem}") from None
+    notes = []
+    if snapshot.pending_pods:
+        notes.append(f"the snapshot holds {snapshot.pending_pods} pending pod(s) with no node yet: they take no "
+                     "room in this plan")
+    if args.output == "json":
+        _print_json({**plan.to_dict(), "warnings": notes})
+    else:
+        sys.stdout.write(table(plan, notes))
+    return EXIT_REFUSED if plan.blocked else EXIT_OK
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:

@@ -216,7 +216,7 @@ def _destinations(view: ClusterView, request: DrainRequest, drained: set[str]) -
     if request.any_destination and (request.destinations or request.destination_selector is not None):
         raise InvalidDrain("anyDestination", "allows every node: it cannot be combined with destinations")
     if not request.any_destination and not request.destinations and request.destination_selector is None:
-        raise InvalidDrain("destinations", "name the destinations (nodes or a selector), or allow any destination")
+        raise InvalidDrain("destinations", "no destination: name the destinations or allow any destination")
     for name in request.destinations:
         if name not in view.nodes:
             raise InvalidDrain("destinations", f"unknown node {name!r}")

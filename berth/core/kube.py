@@ -158,6 +158,59 @@ def label_selector(obj: Mapping[str, Any] | None) -> LabelSelector:
     return LabelSelector(dict(obj.get("matchLabels") or {}), _requirements(obj.get("matchExpressions")))
 
 
+def parse_label_selector(text: str) -> LabelSelector:
+    """A label selector as kubectl writes it (``app=web,tier!=db,env in (a,b),!legacy``), with
+    Kubernetes' meanings: ``!=`` and ``notin`` also match pods without the key. Raises ValueError
+    naming the requirement it cannot read."""
+    parts: list[str] = []
+    depth, start = 0, 0
+    for i, ch in enumerate(text):
+        if ch in "()":
+            depth += 1 if ch == "(" else -1
+            if depth not in (0, 1):
+                raise ValueError(f"unbalanced parentheses in {text!r}")
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    if depth:
+        raise ValueError(f"unbalanced parentheses in {text!r}")
+    parts.append(text[start:])
+    labels: dict[str, str] = {}
+    requirements: list[Requirement] = []
+    for raw in parts:
+        part = raw.strip()
+        if not part:
+            raise ValueError(f"empty requirement in {text!r}")
+        words = part.split(None, 1)
+        if len(words) == 2 and words[1].split(None, 1)[0] in ("in", "notin"):
+            op, _, rest = words[1].partition(" ")
+            rest = rest.strip()
+            if not (rest.startswith("(") and rest.endswith(")")):
+                raise ValueError(f"{part!r}: {op} needs a list of values in parentheses")
+            values = tuple(v.strip() for v in rest[1:-1].split(","))
+            if not all(values):
+                raise ValueError(f"{part!r}: empty value in the list")
+            requirements.append(Requirement(_label_key(words[0], part), "In" if op == "in" else "NotIn", values))
+        elif "!=" in part:
+            key, _, value = part.partition("!=")
+            requirements.append(Requirement(_label_key(key, part), "NotIn", (value.strip(),)))
+        elif "=" in part:
+            key, _, value = part.replace("==", "=", 1).partition("=")
+            labels[_label_key(key, part)] = value.strip()
+        elif part.startswith("!"):
+            requirements.append(Requirement(_label_key(part[1:], part), "DoesNotExist"))
+        else:
+            requirements.append(Requirement(_label_key(part, part), "Exists"))
+    return LabelSelector(labels, tuple(requirements))
+
+
+def _label_key(key: str, part: str) -> str:
+    key = key.strip()
+    if not key or any(c.isspace() or c in "=!()," for c in key):
+        raise ValueError(f"{part!r}: not a label key: {key!r}")
+    return key
+
+
 def lease_renew_seconds(obj: Mapping[str, Any]) -> tuple[str, float | None]:
     """A kube-node-lease Lease: the node it belongs to and its renewTime as epoch seconds."""
     meta = _meta(obj)

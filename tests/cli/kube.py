@@ -30,15 +30,23 @@ def node(name: str, *, cpu: str = "4", memory: str = "8Gi", zone: str = "a", rea
 
 
 def pod(name: str, *, namespace: str = "shop", node: str | None = None, cpu: str = "500m", memory: str = "1Gi",
-        labels: Mapping[str, str] | None = None, phase: str = "Running") -> dict[str, Any]:
+        labels: Mapping[str, str] | None = None, phase: str = "Running",
+        owner: tuple[str, str] | None = None, annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A pod as kubectl prints it; ``owner`` (kind, name) is its controller's ownerReference."""
     spec: dict[str, Any] = {"containers": [{"name": "main", "image": "registry.example/app:1",
                                             "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}
     if node:
         spec["nodeName"] = node
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}",
+                            "labels": dict(labels or {"app": "web"})}
+    if owner is not None:
+        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner[0], "name": owner[1],
+                                    "uid": f"uid-{owner[1]}", "controller": True}]
+    if annotations:
+        meta["annotations"] = dict(annotations)
     return {
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}",
-                     "labels": dict(labels or {"app": "web"})},
+        "metadata": meta,
         "spec": spec,
         "status": {"phase": phase},
     }
