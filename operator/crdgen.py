@@ -1,6 +1,7 @@
-"""Generate the PlacementPolicy CRD from the core's pydantic models.
+"""Generate the PlacementPolicy and NodeDrain CRDs from the core's pydantic models.
 
     python -m berth.operator.crdgen > crds/placementpolicies.berth.dev.yaml
+    python -m berth.operator.crdgen nodedrains > crds/nodedrains.berth.dev.yaml
 
 The spec schema comes from :class:`berth.core.policy.PlacementPolicySpec`, the status schema
 from :class:`berth.operator.status_model.PolicyStatus`, and the rule tree from the limits of
@@ -25,8 +26,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from berth.core import nodedrain as nd
 from berth.core import placement_rules as pr
 from berth.core.policy import API_VERSION, KIND, PlacementPolicySpec
+from berth.operator.drain_status import REFUSED_LIMIT, NodeDrainStatus
 from berth.operator.status_model import PolicyStatus
 
 GROUP, VERSION = API_VERSION.split("/")
@@ -331,6 +334,113 @@ def crd() -> dict[str, Any]:
     }
 
 
+# -- NodeDrain ----------------------------------------------------------------------------------
+
+DRAIN_PLURAL = "nodedrains"
+DRAIN_CRD_NAME = f"{DRAIN_PLURAL}.{GROUP}"
+
+DRAIN_DESCRIPTIONS: dict[str, str] = {
+    "spec": "Which nodes to drain, which of their pods to move, and where the pods may go. Every "
+            "pod's destination is planned under its PlacementPolicy before anything is evicted.",
+    "spec.nodes": "The nodes to drain, by name.",
+    "spec.nodeSelector": "More nodes to drain: those whose labels it matches.",
+    "spec.podSelector": "A move: only the pods of the drained nodes that it matches (absent: every pod). "
+                        "With exactly one node in destinations, that node is the move's explicit target: "
+                        "honoured even where berth's own checks would refuse it, with a warning.",
+    "spec.destinations": "The only nodes the pods may go to, by name (never a drained node).",
+    "spec.destinationSelector": "More destinations: the nodes whose labels it matches.",
+    "spec.anyDestination": "Any node but the drained ones may take the pods (instead of destinations).",
+    "spec.includeUnmanagedPods": "Also move pods that no controller would recreate (kubectl drain's "
+                                 "--force); DaemonSet and mirror pods are always left alone.",
+    "spec.mode": "Plan: compute and report each pod's destination in the status; nothing is evicted.",
+    "status": "What the operator planned; written by berth only.",
+}
+
+
+def drain_spec_schema() -> Schema:
+    spec = model_schema(nd.NodeDrainSpec)
+    for name in ("nodeSelector", "podSelector", "destinationSelector"):
+        _selector_rules(_at(spec, name))
+    spec["x-kubernetes-validations"] = [
+        _cel("(has(self.nodes) && size(self.nodes) > 0) || has(self.nodeSelector)",
+             "name the nodes to drain or select them (nodeSelector)"),
+        _cel("(has(self.anyDestination) && self.anyDestination) || (has(self.destinations) && "
+             "size(self.destinations) > 0) || has(self.destinationSelector)",
+             "no destination: name the destinations or allow any destination", fieldPath=".destinations"),
+        _cel("!(has(self.anyDestination) && self.anyDestination) || ((!has(self.destinations) || "
+             "size(self.destinations) == 0) && !has(self.destinationSelector))",
+             "anyDestination allows every node: it cannot be combined with destinations",
+             fieldPath=".anyDestination"),
+        _cel("!has(self.nodes) || !has(self.destinations) || self.destinations.all(d, !(d in self.nodes))",
+             "a drained node is never a destination", fieldPath=".destinations"),
+    ]
+    return spec
+
+
+def drain_status_schema() -> Schema:
+    status = model_schema(NodeDrainStatus)
+    conditions = status["properties"]["conditions"]
+    conditions["x-kubernetes-list-type"] = "map"
+    conditions["x-kubernetes-list-map-keys"] = ["type"]
+    refused = _at(status, "pods[].refused")
+    refused["maxProperties"] = REFUSED_LIMIT
+    return status
+
+
+def drain_open_api_schema() -> Schema:
+    root: Schema = {
+        "type": "object",
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": drain_spec_schema(),
+            "status": drain_status_schema(),
+        },
+    }
+    for path, text in DRAIN_DESCRIPTIONS.items():
+        _at(root, path)["description"] = text
+    _check_typed(root, "openAPIV3Schema")
+    return _sort_schema(root)
+
+
+DRAIN_PRINTER_COLUMNS = [
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase",
+     "description": "Planned: every pod has a destination; Blocked: some pod has none; Invalid."},
+    {"name": "Moved", "type": "integer", "jsonPath": ".status.moved", "description": "Pods moved."},
+    {"name": "Planned", "type": "integer", "jsonPath": ".status.planned", "description": "Pods with a destination."},
+    {"name": "Blocked", "type": "integer", "jsonPath": ".status.blocked",
+     "description": "Pods no destination can take."},
+    {"name": "Mode", "type": "string", "jsonPath": ".spec.mode", "priority": 1, "description": "Plan."},
+    {"name": "Left", "type": "integer", "jsonPath": ".status.left", "priority": 1,
+     "description": "Pods a drain leaves where they are."},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+def nodedrain_crd() -> dict[str, Any]:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": DRAIN_CRD_NAME},
+        "spec": {
+            "group": GROUP,
+            "scope": "Cluster",
+            "names": {"kind": nd.KIND, "listKind": f"{nd.KIND}List", "plural": DRAIN_PLURAL,
+                      "singular": "nodedrain", "shortNames": ["ndrain"], "categories": ["berth"]},
+            "versions": [{
+                "name": VERSION,
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": DRAIN_PRINTER_COLUMNS,
+                "schema": {"openAPIV3Schema": drain_open_api_schema()},
+            }],
+        },
+    }
+
+
 HEADER = ("# Generated by `python -m berth.operator.crdgen` from berth/core/policy.py, berth/core/"
           "placement_rules.py\n# and operator/status_model.py. Do not edit: change the models and "
           "regenerate (tests/crd checks it).\n")
@@ -343,13 +453,32 @@ class _NoAliases(yaml.SafeDumper):
         return True
 
 
+DRAIN_HEADER = ("# Generated by `python -m berth.operator.crdgen nodedrains` from berth/core/nodedrain.py and "
+                "operator/drain_status.py.\n# Do not edit: change the models and regenerate (tests/crd checks "
+                "it).\n")
+
+
 def render() -> str:
     return HEADER + yaml.dump(crd(), Dumper=_NoAliases, sort_keys=False, width=110, allow_unicode=True)
 
 
-def main() -> None:
-    sys.stdout.write(render())
+def render_nodedrain() -> str:
+    return DRAIN_HEADER + yaml.dump(nodedrain_crd(), Dumper=_NoAliases, sort_keys=False, width=110,
+                                    allow_unicode=True)
+
+
+RENDERERS = {PLURAL: render, DRAIN_PLURAL: render_nodedrain}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    which = args[0] if args else PLURAL
+    if len(args) > 1 or which not in RENDERERS:
+        sys.stderr.write(f"usage: python -m berth.operator.crdgen [{' | '.join(RENDERERS)}]\n")
+        return 2
+    sys.stdout.write(RENDERERS[which]())
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""The NodeDrain CRD: generated from the models (no drift), cluster-scoped, structural, its CEL
+rules sane, its printer columns reading declared fields, and its schema agreeing with the core's
+validation on a table of manifests."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from berth.core.drain import InvalidDrain
+from berth.core.nodedrain import MAX_NODES, NODE_NAME_MAX, NodeDrainSpec, nodedrain_from_manifest
+from berth.operator import crdgen
+from berth.operator.drain_status import REFUSED_LIMIT, DrainPodStatus, NodeDrainStatus
+from tests.crd.schema_check import check
+from tests.crd.test_crd import FORBIDDEN, SELF_FIELD, _agree, _balanced, walk
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD_FILE = ROOT / "crds" / "nodedrains.berth.dev.yaml"
+
+
+@pytest.fixture(scope="module")
+def crd() -> dict[str, Any]:
+    return yaml.safe_load(CRD_FILE.read_text())
+
+
+@pytest.fixture(scope="module")
+def root(crd: dict[str, Any]) -> dict[str, Any]:
+    (version,) = crd["spec"]["versions"]
+    return version["schema"]["openAPIV3Schema"]
+
+
+def test_committed_crd_is_what_the_generator_makes() -> None:
+    assert CRD_FILE.read_text() == crdgen.render_nodedrain(), (
+        "crds/nodedrains.berth.dev.yaml is stale: run `python -m berth.operator.crdgen nodedrains > "
+        "crds/nodedrains.berth.dev.yaml`")
+
+
+def test_generator_refuses_an_unknown_crd(capsys: pytest.CaptureFixture[str]) -> None:
+    assert crdgen.main(["widgets"]) == 2
+    assert "usage:" in capsys.readouterr().err
+
+
+def test_crd_identity(crd: dict[str, Any]) -> None:
+    assert crd["metadata"]["name"] == "nodedrains.berth.dev"
+    spec = crd["spec"]
+    assert (spec["group"], spec["scope"], spec["names"]["kind"]) == ("berth.dev", "Cluster", "NodeDrain")
+    (version,) = spec["versions"]
+    assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
+    assert version["subresources"] == {"status": {}}
+
+
+def test_schema_is_structural(root: dict[str, Any]) -> None:
+    for path, node in walk(root):
+        assert "type" in node, f"{path}: no type"
+        assert not (FORBIDDEN & node.keys()), f"{path}: {FORBIDDEN & node.keys()}"
+        if node["type"] == "array":
+            assert "items" in node, f"{path}: array without items"
+        if node["type"] == "object" and path != ".metadata":
+            assert "properties" in node or "additionalProperties" in node, f"{path}: prunes everything"
+        if "default" in node:
+            assert check(node, node["default"]) is None, path
+
+
+def test_cel_rules_are_sane_and_bounded(root: dict[str, Any]) -> None:
+    spec = root["properties"]["spec"]
+    rules = spec["x-kubernetes-validations"]
+    assert len(rules) == 4
+    for rule in rules:
+        assert _balanced(rule["rule"]) and rule["message"].strip()
+        for name in SELF_FIELD.findall(rule["rule"]):
+            assert name in spec["properties"], f"rule reads undeclared self.{name}"
+        if "fieldPath" in rule:
+            assert rule["fieldPath"][1:] in spec["properties"]
+    # the apiserver prices a rule over lists by their maxItems: both lists are bounded
+    for name in ("nodes", "destinations"):
+        assert spec["properties"][name]["maxItems"] == MAX_NODES
+        assert spec["properties"][name]["items"]["maxLength"] == NODE_NAME_MAX
+
+
+def test_spec_and_status_schemas_agree_with_the_models(root: dict[str, Any]) -> None:
+    spec = root["properties"]["spec"]
+    _agree(NodeDrainSpec, spec, "spec", frozenset({"nodes", "destinations"}))
+    _agree(NodeDrainStatus, root["properties"]["status"], "status", frozenset({"pods"}))
+    pods = root["properties"]["status"]["properties"]["pods"]
+    _agree(DrainPodStatus, pods["items"], "status.pods[]", frozenset({"refused"}))
+    assert pods["items"]["properties"]["refused"]["maxProperties"] == REFUSED_LIMIT
+
+
+def test_printer_columns_read_declared_fields(crd: dict[str, Any], root: dict[str, Any]) -> None:
+    (version,) = crd["spec"]["versions"]
+    columns = version["additionalPrinterColumns"]
+    assert [c["name"] for c in columns if c.get("priority", 0) == 0] == ["Phase", "Moved", "Planned", "Blocked",
+                                                                         "Age"]
+    for column in columns:
+        if column["jsonPath"].startswith(".metadata"):
+            continue
+        node: Mapping[str, Any] = root
+        for part in column["jsonPath"].strip(".").split("."):
+            node = node["properties"][part]
+        assert node["type"] == column["type"], column
+
+
+def manifest(**spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "berth.dev/v1alpha1", "kind": "NodeDrain", "metadata": {"name": "drain-n1"},
+            "spec": spec}
+
+
+VALID = [
+    ("named_nodes_any_destination", manifest(nodes=["n1"], anyDestination=True)),
+    ("named_destinations", manifest(nodes=["n1", "n2"], destinations=["n3"])),
+    ("selectors", manifest(nodeSelector={"matchLabels": {"pool": "old"}},
+                           destinationSelector={"matchExpressions": [{"key": "pool", "operator": "In",
+                                                                      "values": ["new"]}]})),
+    ("move_of_selected_pods", manifest(nodes=["n1"], podSelector={"matchLabels": {"app": "web"}},
+                                       destinations=["n2"], includeUnmanagedPods=True, mode="Plan")),
+]
+
+SCHEMA = "schema"
+# name, manifest, the field the core names, what refuses it at apply time: the structural schema
+# (SCHEMA) or the CEL rule with this message (tests/e2e applies them to a real API server)
+INVALID = [
+    ("unknown_field", manifest(nodes=["n1"], anyDestination=True, maxUnavailable=1), "spec.maxUnavailable",
+     SCHEMA),
+    ("mode_not_built_yet", manifest(nodes=["n1"], anyDestination=True, mode="Execute"), "spec.mode", SCHEMA),
+    ("empty_node_name", manifest(nodes=[""], anyDestination=True), "spec.nodes[0]", SCHEMA),
+    ("too_many_nodes", manifest(nodes=[f"n{i}" for i in range(MAX_NODES + 1)], anyDestination=True), "spec.nodes",
+     SCHEMA),
+    ("selector_in_without_values", manifest(nodes=["n1"], anyDestination=True, podSelector={
+        "matchExpressions": [{"key": "app", "operator": "In"}]}), "spec.podSelector.matchExpressions[0]",
+     "operators In and NotIn need at least one value"),
+    ("no_nodes", manifest(anyDestination=True), "spec.nodes", "name the nodes to drain or select them (nodeSelector)"),
+    ("no_destination", manifest(nodes=["n1"]), "spec.destinations",
+     "no destination: name the destinations or allow any destination"),
+    ("any_and_named_destinations", manifest(nodes=["n1"], destinations=["n2"], anyDestination=True),
+     "spec.anyDestination", "anyDestination allows every node: it cannot be combined with destinations"),
+    ("drained_node_as_destination", manifest(nodes=["n1"], destinations=["n1"]), "spec.destinations",
+     "a drained node is never a destination"),
+]
+
+
+@pytest.mark.parametrize(("name", "obj"), VALID, ids=[v[0] for v in VALID])
+def test_valid_drains_pass_schema_and_core(name: str, obj: dict[str, Any], root: dict[str, Any]) -> None:
+    assert check(root, obj) is None
+    drain_name, spec = nodedrain_from_manifest(obj)
+    assert drain_name == "drain-n1" and spec.to_request() is not None
+
+
+@pytest.mark.parametrize(("name", "obj", "path", "refused_by"), INVALID, ids=[v[0] for v in INVALID])
+def test_invalid_drains_are_refused_naming_the_field(name: str, obj: dict[str, Any], path: str, refused_by: str,
+                                                     root: dict[str, Any]) -> None:
+    with pytest.raises(InvalidDrain) as caught:
+        nodedrain_from_manifest(obj)
+    assert caught.value.field == path, caught.value
+    problem = check(root, obj)
+    if refused_by == SCHEMA:
+        assert problem is not None and problem.startswith(path.split("[")[0]), problem
+    else:  # the structural schema lets it through; a CEL rule with this message refuses it
+        assert problem is None, problem
+        messages = {r["message"] for _, n in walk(root) for r in n.get("x-kubernetes-validations", ())}
+        assert refused_by in messages
