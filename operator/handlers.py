@@ -11,6 +11,8 @@
   registered without one and stopped by its ``when`` filter once the policy's DELETED event is
   seen.
 - The validating admission webhook (``on.validate``), when a webhook server is configured.
+- NodeDrains in Plan mode and their admission check (:mod:`.drain`), planned on the same view;
+  their re-plan timer has no finalizer either.
 
 Every handler is a coroutine: Kopf would run plain functions in a thread pool, where they
 would read the indexes while the event loop changes them (and pay a thread hop per Pod event).
@@ -29,6 +31,8 @@ from typing import Any
 import kopf
 
 from berth.core.settings import Settings
+from berth.core.view import ClusterView
+from berth.operator import drain
 from berth.operator.admission import REFUSAL_CODE, admission_problem
 from berth.operator.cluster import LeaseIndex, NodeIndex, PodIndex, ViewCache
 from berth.operator.crdgen import GROUP, PLURAL, VERSION
@@ -230,6 +234,16 @@ def build_registry(config: OperatorConfig) -> tuple[kopf.OperatorRegistry, Opera
             if problem is not None:
                 raise kopf.AdmissionError(problem, code=REFUSAL_CODE)
 
+    # -- NodeDrains (Plan mode): their own module, planned on the same view --------------------
+
+    def cluster_view(kwargs: Mapping[str, Any]) -> ClusterView:
+        indexes = _indexes(kwargs)
+        leases = indexes.get(LEASES_INDEX) if config.track_leases else None
+        return state.views.view(indexes[NODES_INDEX], indexes[PODS_INDEX], leases)
+
+    drain.register(registry, settings=config.settings, resync_seconds=config.resync_seconds, view_of=cluster_view,
+                   webhook=config.webhook.enabled, fail_closed=config.webhook.fail_closed)
+    _without_finalizer(registry, drain.TIMER_ID)
     return registry, state
 
 

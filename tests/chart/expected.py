@@ -26,6 +26,9 @@ OPERATOR_CLUSTER = {
     ("berth.dev", "placementpolicies", "list", ""), ("berth.dev", "placementpolicies", "watch", ""),
     ("berth.dev", "placementpolicies", "patch", ""),
     ("berth.dev", "placementpolicies/status", "patch", ""),
+    ("berth.dev", "nodedrains", "list", ""), ("berth.dev", "nodedrains", "watch", ""),
+    ("berth.dev", "nodedrains", "patch", ""),
+    ("berth.dev", "nodedrains/status", "patch", ""),
     ("", "pods", "list", ""), ("", "pods", "watch", ""),
     ("", "nodes", "list", ""), ("", "nodes", "watch", ""),
     ("coordination.k8s.io", "leases", "list", ""), ("coordination.k8s.io", "leases", "watch", ""),
@@ -65,6 +68,7 @@ FORBIDDEN = {
         ("delete", "placementpolicies.berth.dev", "default"), ("create", "placementpolicies.berth.dev", "default"),
         ("patch", "nodes", ""), ("create", "validatingwebhookconfigurations.admissionregistration.k8s.io", ""),
         ("patch", "customresourcedefinitions.apiextensions.k8s.io", ""),
+        ("create", "pods/eviction", "default"), ("delete", "nodedrains.berth.dev", ""),
     ],
     "scheduler": [
         ("get", "secrets", "default"), ("delete", "nodes", ""), ("update", "configmaps", "kube-system"),

@@ -273,9 +273,14 @@ def test_operator_deployment(default: Rendered, helm: Path) -> None:
 
 def test_webhook_configuration(default: Rendered) -> None:
     vwc = default.get("ValidatingWebhookConfiguration", "berth-webhook")
-    [hook] = vwc["webhooks"]
+    [hook, drain_hook] = vwc["webhooks"]
     assert hook["clientConfig"]["service"] == {"name": "berth-webhook", "namespace": NS,
                                                "path": "/validate-placementpolicy", "port": 443}
+    assert drain_hook["clientConfig"]["service"] == {"name": "berth-webhook", "namespace": NS,
+                                                     "path": "/validate-nodedrain", "port": 443}
+    assert (drain_hook["rules"][0]["resources"], drain_hook["rules"][0]["scope"]) == (["nodedrains"], "Cluster")
+    assert drain_hook["clientConfig"]["caBundle"] == hook["clientConfig"]["caBundle"]
+    assert drain_hook["failurePolicy"] == hook["failurePolicy"]
     assert hook["rules"][0]["resources"] == ["placementpolicies"]
     assert hook["rules"][0]["apiGroups"] == ["berth.dev"]
     assert set(hook["rules"][0]["operations"]) == {"CREATE", "UPDATE"}
@@ -288,11 +293,13 @@ def test_webhook_configuration(default: Rendered) -> None:
 
 
 def test_webhook_path_is_the_operators(default: Rendered) -> None:
-    """The chart sends reviews to the path Kopf serves the validating handler on."""
+    """The chart sends reviews to the paths Kopf serves the validating handlers on."""
+    from berth.operator.drain import WEBHOOK_ID as DRAIN_WEBHOOK_ID
     from berth.operator.webhook import WEBHOOK_PATH
 
     vwc = default.get("ValidatingWebhookConfiguration", "berth-webhook")
     assert vwc["webhooks"][0]["clientConfig"]["service"]["path"] == WEBHOOK_PATH
+    assert vwc["webhooks"][1]["clientConfig"]["service"]["path"] == f"/{DRAIN_WEBHOOK_ID}"
 
 
 def test_generated_tls_material(default: Rendered) -> None:
@@ -551,7 +558,7 @@ def test_cert_manager_mode(helm: Path) -> None:
         assert certs[name]["spec"]["issuerRef"] == {"name": "berth-ca", "kind": "Issuer", "group": "cert-manager.io"}
     vwc = r.get("ValidatingWebhookConfiguration", "berth-webhook")
     assert vwc["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == "berth-system/berth-webhook"
-    assert "caBundle" not in vwc["webhooks"][0]["clientConfig"]
+    assert all("caBundle" not in hook["clientConfig"] for hook in vwc["webhooks"])
 
     own = render(helm, {"tls.certManager.enabled": True,
                         "tls.certManager.issuerRef": {"name": "platform-ca", "kind": "ClusterIssuer"}})

@@ -21,13 +21,17 @@ def node(name: str, cpu: str = "4", memory: str = "8Gi", labels: dict[str, str] 
 
 def pod(name: str, node: str | None = None, *, namespace: str = NAMESPACE, labels: dict[str, str] | None = None,
         cpu: str = "1", memory: str = "1Gi", created: str = "2026-01-01T00:00:00Z", phase: str | None = None,
-        decision: dict[str, Any] | None = None, terminating: bool = False) -> dict[str, Any]:
+        decision: dict[str, Any] | None = None, terminating: bool = False,
+        owner: tuple[str, str] | None = None) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}",
                             "labels": {"app": "web"} if labels is None else labels, "creationTimestamp": created}
     if decision is not None:
         meta["annotations"] = {"berth.dev/decision": json.dumps(decision)}
     if terminating:
         meta["deletionTimestamp"] = "2026-01-01T00:05:00Z"
+    if owner is not None:  # (kind, name) of its controller
+        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner[0], "name": owner[1],
+                                    "uid": f"uid-{owner[1]}", "controller": True}]
     return {
         "apiVersion": "v1", "kind": "Pod", "metadata": meta,
         "spec": {"nodeName": node, "containers": [

@@ -9,6 +9,7 @@ from typing import Any
 import kopf
 import pytest
 
+from berth.operator import drain
 from berth.operator.handlers import (
     LEASES_INDEX,
     NODES_INDEX,
@@ -27,11 +28,13 @@ from tests.operator import objects as o
 def test_registered_handlers() -> None:
     registry, _ = build_registry(OperatorConfig())
     indexes = {h.id for h in registry._indexing.get_all_handlers()}
-    assert indexes == {NODES_INDEX, PODS_INDEX, LEASES_INDEX}
+    assert indexes == {NODES_INDEX, PODS_INDEX, LEASES_INDEX, drain.POLICIES_INDEX}
     changing = {h.id for h in registry._changing.get_all_handlers()}
     assert {"status-on-create", "status-on-update/spec", "status-on-resume"} <= changing
-    (timer,) = registry._spawning.get_all_handlers()
-    assert timer.id == TIMER_ID and timer.requires_finalizer is False
+    assert {"nodedrain-on-create", "nodedrain-on-update/spec", "nodedrain-on-resume"} <= changing
+    timers = {h.id: h for h in registry._spawning.get_all_handlers()}
+    assert set(timers) == {TIMER_ID, drain.TIMER_ID}
+    assert not any(timer.requires_finalizer for timer in timers.values())
     assert not any(getattr(h, "requires_finalizer", False) for h in registry._changing.get_all_handlers())
     assert registry._webhooks.get_all_handlers() == []  # webhook off: Kopf would refuse to start otherwise
     assert registry._activities.get_all_handlers()  # login
@@ -192,7 +195,7 @@ def test_includes_naming_a_missing_node_is_said_until_the_node_appears(events: l
 
 def test_a_deleted_policy_stops_its_timer() -> None:
     registry, _ = build_registry(OperatorConfig())
-    (timer,) = registry._spawning.get_all_handlers()
+    (timer,) = [h for h in registry._spawning.get_all_handlers() if h.id == TIMER_ID]
     assert timer.when is not None
     assert timer.when(uid="uid-policy-web") is True
     (watch,) = [h for h in registry._watching.get_all_handlers()

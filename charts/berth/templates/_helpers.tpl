@@ -171,7 +171,7 @@ imagePullSecrets:
 {{- end }}
 {{- end -}}
 
-{{/* The ValidatingWebhookConfiguration for PlacementPolicy:
+{{/* The ValidatingWebhookConfiguration for PlacementPolicy and NodeDrain:
 include "berth.webhookConfiguration" (dict "ctx" . "caBundle" "..." "annotations" (dict)) */}}
 {{- define "berth.webhookConfiguration" -}}
 {{- $ctx := .ctx -}}
@@ -207,7 +207,29 @@ webhooks:
       {{- with .caBundle }}
       caBundle: {{ . }}
       {{- end }}
+  - name: nodedrains.validate.berth.dev
+    admissionReviewVersions: [v1]
+    sideEffects: None
+    failurePolicy: {{ $ctx.Values.operator.webhook.failurePolicy }}
+    matchPolicy: Equivalent
+    timeoutSeconds: {{ $ctx.Values.operator.webhook.timeoutSeconds }}
+    rules:
+      - apiGroups: [berth.dev]
+        apiVersions: ["*"]
+        resources: [nodedrains]
+        operations: [CREATE, UPDATE]
+        scope: Cluster
+    clientConfig:
+      service:
+        name: {{ include "berth.webhook.fullname" $ctx }}
+        namespace: {{ $ctx.Release.Namespace }}
+        path: {{ include "berth.operator.drainWebhookPath" $ctx }}
+        port: 443
+      {{- with .caBundle }}
+      caBundle: {{ . }}
+      {{- end }}
 {{- end -}}
 
-{{/* The path Kopf serves the validating handler on: "/" + the handler's id. */}}
+{{/* The paths Kopf serves the validating handlers on: "/" + the handler's id. */}}
 {{- define "berth.operator.webhookPath" -}}/validate-placementpolicy{{- end -}}
+{{- define "berth.operator.drainWebhookPath" -}}/validate-nodedrain{{- end -}}

@@ -1,0 +1,216 @@
+"""The operator's NodeDrain: its admission check and its Plan mode.
+
+A NodeDrain in mode ``Plan`` is planned with the core's one planning function
+(:func:`berth.core.drain.plan_drain`) on the operator's view of the cluster, and the plan is
+written to its status: each affected pod's source, planned destination and state, a blocked pod's
+refusals, the counts the printer columns show, and two conditions:
+
+- ``Valid``: the spec can be planned (``Validated``), or why not (``InvalidSpec``, naming the field:
+  a node the cluster does not have, a drained node as a destination).
+- ``Planned``: every affected pod has a destination (``AllPodsPlanned``), or not (``PodsBlocked``,
+  naming them).
+
+Nothing is evicted: Execute mode (cordon, the Eviction API, the extender holding the destination's
+room) is not built yet, and the schema accepts only ``Plan``. A drain is planned again when its
+spec changes and, since a blocked pod may find room when the cluster changes, on a timer.
+
+The reconcile function is plain data in, status out; :func:`register` wires it into a Kopf
+registry, with the cluster view and the policy lookup handed in by the caller.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+
+from berth.core.drain import DrainPlan, InvalidDrain, PodPlan, PodState, PolicyLookup, plan_drain
+from berth.core.nodedrain import KIND, nodedrain_spec
+from berth.core.policy import API_VERSION, PlacementPolicy, policy_from_manifest
+from berth.core.settings import Settings
+from berth.core.view import ClusterView
+from berth.operator import conditions as cond
+from berth.operator.admission import REFUSAL_CODE
+from berth.operator.crdgen import DRAIN_PLURAL, GROUP, PLURAL, VERSION
+from berth.operator.drain_status import (
+    CONDITION_PLANNED,
+    CONDITION_VALID,
+    PODS_LIMIT,
+    REFUSED_LIMIT,
+    validated,
+)
+from berth.operator.patches import merge_patch
+from berth.operator.reconcile import Event, rfc3339, transition_events
+
+log = logging.getLogger("berth.operator")
+
+NODEDRAIN = (GROUP, VERSION, DRAIN_PLURAL)
+WEBHOOK_ID = "validate-nodedrain"
+TIMER_ID = "nodedrain-replan"
+POLICIES_INDEX = "berth_drain_policies"
+BLOCKED_NAMED = 5
+"""Blocked pods named in the Planned condition's message (the status lists them all)."""
+
+
+# -- admission --------------------------------------------------------------------------------------
+
+
+def admission_problem(new: Mapping[str, Any] | None, old: Mapping[str, Any] | None, operation: str) -> str | None:
+    """Why the API server must refuse this NodeDrain CREATE or UPDATE (the core's message, naming
+    the field), or None. An UPDATE that keeps the spec is allowed, as for PlacementPolicies."""
+    if operation not in ("CREATE", "UPDATE") or new is None:
+        return None
+    if operation == "UPDATE" and old is not None and old.get("spec") == new.get("spec"):
+        return None
+    if new.get("apiVersion") not in (None, API_VERSION) or new.get("kind") not in (None, KIND):
+        return None
+    try:
+        nodedrain_spec(new.get("spec"))
+    except InvalidDrain as exc:
+        return str(exc)
+    return None
+
+
+# -- Plan mode ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class DrainOutcome:
+    status: dict[str, Any]
+    events: list[Event] = field(default_factory=list)
+    plan: DrainPlan | None = None
+
+
+def compute_drain_status(body: Mapping[str, Any], view: ClusterView, policy_for: PolicyLookup, settings: Settings,
+                         now: float) -> DrainOutcome:
+    """The status of the NodeDrain ``body`` planned on ``view``, and the Events its changes deserve."""
+    meta = body.get("metadata") or {}
+    generation = int(meta.get("generation") or 0)
+    previous = body.get("status") or {}
+    stamp = rfc3339(now)
+    try:
+        spec = nodedrain_spec(body.get("spec"))
+        plan = plan_drain(view, spec.to_request(), policy_for, settings, now)
+    except InvalidDrain as exc:
+        field_path = exc.field if exc.field.startswith("spec") else f"spec.{exc.field}"
+        message = f"{field_path}: {exc.problem}"
+        updates = [cond.ConditionUpdate(CONDITION_VALID, "False", "InvalidSpec", message),
+                   cond.ConditionUpdate(CONDITION_PLANNED, "Unknown", "InvalidSpec",
+                                        "the drain cannot be planned: " + message)]
+        status: dict[str, Any] = {"observedGeneration": generation, "phase": "Invalid",
+                                  "conditions": cond.apply(previous.get("conditions"), updates, generation, stamp)}
+        return DrainOutcome(validated(status), drain_events(previous.get("conditions"), status["conditions"]))
+    blocked = [p for p in plan.pods if p.state is PodState.BLOCKED]
+    updates = [cond.ConditionUpdate(CONDITION_VALID, "True", "Validated", "the spec is valid"), _planned(plan, blocked)]
+    status = {
+        "observedGeneration": generation,
+        "phase": "Blocked" if blocked else "Planned",
+        "conditions": cond.apply(previous.get("conditions"), updates, generation, stamp),
+        "nodes": plan.nodes,
+        "destinations": len(plan.destinations),
+        "planned": plan.count(PodState.PLANNED),
+        "blocked": len(blocked),
+        "moved": 0,
+        "left": plan.count(PodState.LEFT),
+        "pods": [pod_status(p) for p in plan.pods[:PODS_LIMIT]],
+    }
+    return DrainOutcome(validated(status), drain_events(previous.get("conditions"), status["conditions"]), plan)
+
+
+def _planned(plan: DrainPlan, blocked: list[PodPlan]) -> cond.ConditionUpdate:
+    if not blocked:
+        moving = plan.count(PodState.PLANNED)
+        return cond.ConditionUpdate(CONDITION_PLANNED, "True", "AllPodsPlanned",
+                                    f"every pod has a destination ({moving} to move, {plan.count(PodState.LEFT)} "
+                                    "left where they are); nothing is evicted in Plan mode")
+    names = ", ".join(p.pod for p in blocked[:BLOCKED_NAMED])
+    more = f" and {len(blocked) - BLOCKED_NAMED} more" if len(blocked) > BLOCKED_NAMED else ""
+    return cond.ConditionUpdate(CONDITION_PLANNED, "False", "PodsBlocked",
+                                f"{len(blocked)} pod(s) have no destination and stay where they are: {names}{more}")
+
+
+def drain_events(before: Iterable[Mapping[str, Any]] | None, after: Iterable[Mapping[str, Any]]) -> list[Event]:
+    """The policy's events for the Valid condition, and for Planned: a Warning when pods become
+    blocked, a Normal event when every pod has a destination again."""
+    after = list(after)
+    events = transition_events(before, after)
+    now = cond.find(after, CONDITION_PLANNED)
+    old = cond.find(before, CONDITION_PLANNED)
+    if now is not None and not (old is not None and (old.get("status"), old.get("reason")) ==
+                                (now.get("status"), now.get("reason"))):
+        if now.get("status") == "False":
+            events.append(Event("Warning", "PodsBlocked", str(now.get("message", ""))))
+        elif now.get("status") == "True" and old is not None and old.get("status") == "False":
+            events.append(Event("Normal", "AllPodsPlanned", str(now.get("message", ""))))
+    return events
+
+
+def pod_status(p: PodPlan) -> dict[str, Any]:
+    """One pod of the plan as the status lists it (at most :data:`REFUSED_LIMIT` refusals)."""
+    out: dict[str, Any] = {"pod": p.pod, "source": p.source, "state": p.state.value}
+    optional = {"workload": p.workload, "policy": p.policy, "destination": p.destination, "reason": p.reason,
+                "code": p.code.value if p.code else None}
+    out.update({k: v for k, v in optional.items() if v is not None})
+    if p.refused:
+        out["refused"] = dict(list(p.refused.items())[:REFUSED_LIMIT])
+        out["refusedCount"] = len(p.refused)
+    if p.warnings:
+        out["warnings"] = list(p.warnings)
+    return out
+
+
+# -- Kopf wiring --------------------------------------------------------------------------------------
+
+ViewOf = Callable[[Mapping[str, Any]], ClusterView]
+"""The cluster view, from a handler's keyword arguments (where Kopf passes its indexes)."""
+
+
+def register(registry: kopf.OperatorRegistry, *, settings: Settings, resync_seconds: float, view_of: ViewOf,
+             webhook: bool, fail_closed: bool) -> None:
+    """NodeDrain handlers on ``registry``: plan on create, spec update and resume, plan again every
+    ``resync_seconds``, and (with ``webhook``) the validating admission handler. PlacementPolicies
+    are indexed by namespace so each pod is planned under its own."""
+
+    @kopf.index(GROUP, VERSION, PLURAL, id=POLICIES_INDEX, registry=registry)
+    async def index_policy(body: kopf.Body, namespace: str | None, **_: Any) -> dict[str, Any]:
+        try:
+            policy = policy_from_manifest({k: body[k] for k in body}, default_namespace=namespace or "default")
+        except ValueError:
+            return {}  # an invalid policy is ignored, as the extender ignores it
+        return {policy.namespace: policy}
+
+    async def plan(body: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
+        policies: Mapping[str, Any] = kwargs.get(POLICIES_INDEX) or {}
+        raw = {key: body[key] for key in body}
+
+        def policy_for(pod: Any) -> PlacementPolicy | None:
+            found = [p for p in policies.get(pod.namespace, ()) if p.governs(pod.namespace, pod.labels)]
+            return min(found, key=lambda p: p.name) if found else None
+
+        outcome = compute_drain_status(raw, view_of(kwargs), policy_for, settings, time.time())
+        diff = merge_patch(raw.get("status") or {}, outcome.status)
+        if diff:
+            patch.status.update(diff)
+        for event in outcome.events:
+            kopf.event(body, type=event.type, reason=event.reason, message=event.message)
+
+    kopf.on.resume(*NODEDRAIN, id="nodedrain-on-resume", registry=registry)(plan)
+    kopf.on.create(*NODEDRAIN, id="nodedrain-on-create", registry=registry)(plan)
+    kopf.on.update(*NODEDRAIN, id="nodedrain-on-update", field="spec", registry=registry)(plan)
+    # the caller lifts the timer's finalizer (a NodeDrain must be deletable while the operator is down)
+    kopf.timer(*NODEDRAIN, id=TIMER_ID, interval=resync_seconds, initial_delay=resync_seconds,
+               registry=registry)(plan)
+
+    if webhook:
+        @kopf.on.validate(*NODEDRAIN, id=WEBHOOK_ID, operations=["CREATE", "UPDATE"],
+                          ignore_failures=not fail_closed, registry=registry)
+        async def validate(body: kopf.Body, old: kopf.Body | None = None, operation: str | None = None,
+                           **_: Any) -> None:
+            problem = admission_problem({k: body[k] for k in body}, {k: old[k] for k in old} if old is not None
+                                        else None, operation or "")
+            if problem is not None:
+                raise kopf.AdmissionError(problem, code=REFUSAL_CODE)

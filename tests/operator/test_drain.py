@@ -1,0 +1,168 @@
+"""The NodeDrain in the operator: Plan mode's status (each pod's source, destination, state and a
+blocked pod's refusals; phase, counts, conditions, Events), its admission check, and the Kopf
+handlers that serve both."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import kopf
+import pytest
+
+from berth.core.kube import node_from_object, pod_from_object
+from berth.core.policy import PlacementPolicy, policy_from_manifest
+from berth.core.settings import Settings
+from berth.core.view import ClusterView
+from berth.operator import drain
+from berth.operator.admission import REFUSAL_CODE
+from berth.operator.drain_status import REFUSED_LIMIT
+from berth.operator.handlers import OperatorConfig, build_registry
+from berth.operator.webhook import WebhookOptions
+from tests.operator import objects as o
+from tests.operator.test_handlers import indexes
+
+NOW = 1767225600.0
+RS = ("ReplicaSet", "web-7d9f")
+SHORT = "insufficient capacity: cpu: needs 3, 2 free of 2 allocatable (short by 1)"
+
+
+def nodedrain(spec: dict[str, Any], *, generation: int = 1, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"apiVersion": "berth.dev/v1alpha1", "kind": "NodeDrain",
+                            "metadata": {"name": "drain-a", "generation": generation, "uid": "uid-drain-a"},
+                            "spec": spec}
+    if status is not None:
+        body["status"] = status
+    return body
+
+
+def view(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> ClusterView:
+    out = ClusterView()
+    for n in nodes:
+        out.upsert_node(node_from_object(n))
+    for p in pods:
+        out.upsert_pod(pod_from_object(p))
+    return out
+
+
+def cluster() -> ClusterView:
+    """node-a (drained) holds two web pods and a 3-CPU api pod; node-b and node-c have 2 CPUs."""
+    return view([o.node("node-a", cpu="8"), o.node("node-b", cpu="2"), o.node("node-c", cpu="2")],
+                [o.pod("w1", "node-a", owner=RS), o.pod("w2", "node-a", owner=RS),
+                 o.pod("api", "node-a", cpu="3", labels={"app": "api"}, owner=("ReplicaSet", "api-1"))])
+
+
+def no_policy(_: Any) -> PlacementPolicy | None:
+    return None
+
+
+def compute(spec: dict[str, Any], state: ClusterView | None = None, **kw: Any) -> drain.DrainOutcome:
+    return drain.compute_drain_status(nodedrain(spec, **kw), state or cluster(), no_policy, Settings(), NOW)
+
+
+def test_plan_mode_status_lists_each_pods_destination_and_the_blocked_pods_refusals() -> None:
+    outcome = compute({"nodes": ["node-a"], "anyDestination": True})
+    status = outcome.status
+    assert (status["phase"], status["planned"], status["blocked"], status["moved"], status["left"]) == \
+        ("Blocked", 2, 1, 0, 0)
+    assert (status["nodes"], status["destinations"], status["observedGeneration"]) == (["node-a"], 2, 1)
+    pods = {p["pod"]: p for p in status["pods"]}
+    assert pods["shop/api"] == {"pod": "shop/api", "source": "node-a", "state": "Blocked",
+                                "workload": "ReplicaSet/api-1", "reason": pods["shop/api"]["reason"],
+                                "code": "insufficient_resource", "refused": {"node-b": SHORT, "node-c": SHORT},
+                                "refusedCount": 2}
+    assert {pods[p]["destination"] for p in ("shop/w1", "shop/w2")} == {"node-b", "node-c"}
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert (conditions["Valid"]["status"], conditions["Planned"]["status"]) == ("True", "False")
+    assert conditions["Planned"]["reason"] == "PodsBlocked" and "shop/api" in conditions["Planned"]["message"]
+    assert [(e.type, e.reason) for e in outcome.events] == [("Warning", "PodsBlocked")]
+
+
+def test_every_pod_planned_is_phase_planned_and_an_event_when_it_was_blocked() -> None:
+    blocked = compute({"nodes": ["node-a"], "anyDestination": True}).status
+    bigger = view([o.node("node-a", cpu="8"), o.node("node-b", cpu="8"), o.node("node-c", cpu="2")],
+                  [o.pod("w1", "node-a", owner=RS), o.pod("api", "node-a", cpu="3", labels={"app": "api"},
+                                                         owner=("ReplicaSet", "api-1"))])
+    outcome = compute({"nodes": ["node-a"], "anyDestination": True}, bigger, status=blocked)
+    assert (outcome.status["phase"], outcome.status["planned"], outcome.status["blocked"]) == ("Planned", 2, 0)
+    planned = next(c for c in outcome.status["conditions"] if c["type"] == "Planned")
+    assert (planned["status"], planned["reason"]) == ("True", "AllPodsPlanned")
+    assert [(e.type, e.reason) for e in outcome.events] == [("Normal", "AllPodsPlanned")]
+
+
+def test_a_spec_the_cluster_cannot_plan_is_invalid_naming_the_field() -> None:
+    outcome = compute({"nodes": ["node-z"], "anyDestination": True})
+    assert outcome.status["phase"] == "Invalid"
+    valid = next(c for c in outcome.status["conditions"] if c["type"] == "Valid")
+    assert (valid["status"], valid["message"]) == ("False", "spec.nodes: unknown node 'node-z'")
+    assert [(e.type, e.reason, e.message) for e in outcome.events] == [
+        ("Warning", "InvalidSpec", "spec.nodes: unknown node 'node-z'")]
+
+
+def test_refusals_in_the_status_are_capped_with_their_count() -> None:
+    nodes = [o.node("node-a", cpu="8")] + [o.node(f"node-{i:02d}", cpu="2") for i in range(REFUSED_LIMIT + 4)]
+    state = view(nodes, [o.pod("api", "node-a", cpu="3", labels={"app": "api"}, owner=("ReplicaSet", "api-1"))])
+    (entry,) = compute({"nodes": ["node-a"], "anyDestination": True}, state).status["pods"]
+    assert len(entry["refused"]) == REFUSED_LIMIT and entry["refusedCount"] == REFUSED_LIMIT + 4
+
+
+def test_each_pod_is_planned_under_its_placement_policy() -> None:
+    policy = policy_from_manifest(o.policy({"selector": {"matchLabels": {"app": "web"}},
+                                            "nodeFilter": {"excludes": ["node-b"]}}))
+    status = drain.compute_drain_status(nodedrain({"nodes": ["node-a"], "anyDestination": True}), cluster(),
+                                        lambda p: policy if policy.governs(p.namespace, p.labels) else None,
+                                        Settings(), NOW).status
+    web = [p for p in status["pods"] if p["pod"].startswith("shop/w")]
+    assert [(p["destination"], p["policy"]) for p in web] == [("node-c", "shop/web"), ("node-c", "shop/web")]
+
+
+@pytest.mark.parametrize(("name", "new", "old", "operation", "problem"), [
+    ("invalid_create_refused", nodedrain({"nodes": ["node-a"]}), None, "CREATE",
+     "spec.destinations: no destination: name the destinations or allow any destination"),
+    ("drained_destination_refused", nodedrain({"nodes": ["node-a"], "destinations": ["node-a"]}), None, "UPDATE",
+     "spec.destinations: node-a is drained: a drained node is never a destination"),
+    ("valid_create_allowed", nodedrain({"nodes": ["node-a"], "anyDestination": True}), None, "CREATE", None),
+    ("update_keeping_the_spec_allowed", nodedrain({"nodes": ["node-a"]}), nodedrain({"nodes": ["node-a"]}),
+     "UPDATE", None),
+    ("another_kind_not_judged", {**nodedrain({}), "kind": "Other"}, None, "CREATE", None),
+    ("delete_not_judged", nodedrain({}), None, "DELETE", None),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_admission(name: str, new: dict[str, Any], old: dict[str, Any] | None, operation: str,
+                   problem: str | None) -> None:
+    assert drain.admission_problem(new, old, operation) == problem
+
+
+def test_kopf_plan_handler_patches_the_status_under_the_indexed_policy() -> None:
+    registry, _ = build_registry(OperatorConfig())
+    handler = next(h for h in registry._changing.get_all_handlers() if h.id == "nodedrain-on-create")
+    policy = policy_from_manifest(o.policy({"selector": {"matchLabels": {"app": "web"}},
+                                            "nodeFilter": {"excludes": ["node-b"]}}))
+    kwargs = indexes([o.node("node-a", cpu="8"), o.node("node-b"), o.node("node-c")],
+                     [o.pod("w1", "node-a", owner=RS)])
+    kwargs[drain.POLICIES_INDEX] = {"shop": [policy]}
+    patch = kopf.Patch()
+    asyncio.run(handler.fn(body=kopf.Body(nodedrain({"nodes": ["node-a"], "anyDestination": True})), patch=patch,
+                           **kwargs))
+    (pod,) = patch["status"]["pods"]
+    assert (pod["destination"], pod["policy"], patch["status"]["phase"]) == ("node-c", "shop/web", "Planned")
+
+
+def test_policy_index_keeps_valid_policies_by_namespace() -> None:
+    registry, _ = build_registry(OperatorConfig())
+    index = next(h for h in registry._indexing.get_all_handlers() if h.id == drain.POLICIES_INDEX)
+    found = asyncio.run(index.fn(body=kopf.Body(o.policy()), namespace="shop"))
+    assert list(found) == ["shop"] and found["shop"].key == "shop/web"
+    broken = o.policy({"strategy": "Sideways"})
+    assert asyncio.run(index.fn(body=kopf.Body(broken), namespace="shop")) == {}
+
+
+def test_kopf_webhook_refuses_an_invalid_drain_with_422() -> None:
+    registry, _ = build_registry(OperatorConfig(webhook=WebhookOptions(mode="dev")))
+    handler = next(h for h in registry._webhooks.get_all_handlers() if h.id == drain.WEBHOOK_ID)
+    assert handler.operations == ["CREATE", "UPDATE"]
+    with pytest.raises(kopf.AdmissionError) as refused:
+        asyncio.run(handler.fn(body=kopf.Body(nodedrain({"nodes": ["node-a"]})), old=None, operation="CREATE"))
+    assert refused.value.code == REFUSAL_CODE
+    assert str(refused.value).startswith("spec.destinations: no destination")
+    valid = nodedrain({"nodes": ["node-a"], "anyDestination": True})
+    assert asyncio.run(handler.fn(body=kopf.Body(valid), old=None, operation="CREATE")) is None
