@@ -1,19 +1,31 @@
-"""The NodeDrain CRD against a real kube-apiserver (tests/e2e/harness): it is accepted (its CEL
-rules compile within the apiserver's cost budget), valid drains apply, and each invalid one is
-refused by the schema or by the CEL rule tests/crd names for it."""
+"""The NodeDrain against a real kube-apiserver (tests/e2e/harness): the CRD is accepted (its CEL
+rules compile within the apiserver's cost budget), valid drains apply, each invalid one is
+refused by the schema or by the CEL rule tests/crd names for it, and the operator plans a drain
+in Plan mode into its status, evicting nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from kubernetes import client as k8s
 
 from tests.crd.test_nodedrain_crd import INVALID, SCHEMA, VALID
-from tests.e2e.harness import ControlPlane
-from tests.e2e.harness.fixtures import control_plane  # noqa: F401  (pytest fixture)
+from tests.e2e.harness import ControlPlane, NodeSpec, simple_pod, wait_for
+from tests.e2e.harness.fixtures import (  # noqa: F401  (pytest fixtures)
+    control_plane,
+    e2e_namespace,
+    kube_api,
+    make_nodes,
+    node_leases,
+)
+from tests.e2e.test_operator_e2e import CRD as POLICY_CRD
+from tests.e2e.test_operator_e2e import PEERING_CRD, Operator
 
 pytestmark = pytest.mark.e2e
 
@@ -23,7 +35,7 @@ CRD = ROOT / "crds" / "nodedrains.berth.dev.yaml"
 
 @pytest.fixture(scope="module")
 def drain_crd(control_plane: ControlPlane) -> Iterator[None]:  # noqa: F811
-    control_plane.apply_crds(CRD)
+    control_plane.apply_crds(CRD, POLICY_CRD, PEERING_CRD)
     yield
 
 
@@ -34,8 +46,6 @@ def _apply(control_plane: ControlPlane, obj: dict[str, Any], tmp_path: Path) -> 
 
 
 def test_nodedrain_crd_is_established(control_plane: ControlPlane, drain_crd: None) -> None:  # noqa: F811
-    import json
-
     out = control_plane.kubectl("get", "crd", "nodedrains.berth.dev", "-o", "json")
     conditions = {c["type"]: c["status"] for c in json.loads(out.stdout)["status"]["conditions"]}
     assert conditions.get("Established") == "True"
@@ -59,3 +69,49 @@ def test_invalid_nodedrain_is_refused(name: str, obj: dict[str, Any], path: str,
         assert path.split("[")[0] in refused.stderr, refused.stderr
     else:
         assert refused_by in refused.stderr, refused.stderr
+
+
+def _owned(pod: dict[str, Any], replica_set: str) -> dict[str, Any]:
+    """``pod`` owned by a ReplicaSet (none exists: no controller manager runs here to collect it)."""
+    pod["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": replica_set,
+                                           "uid": str(uuid.uuid4()), "controller": True}]
+    return pod
+
+
+def test_operator_plans_a_drain_into_its_status(control_plane: ControlPlane, drain_crd: None,  # noqa: F811
+                                                e2e_namespace: str, kube_api: Any,  # noqa: F811
+                                                make_nodes: Callable[..., list[str]]) -> None:  # noqa: F811
+    run = "r" + uuid.uuid4().hex[:6]
+    a, b, c = make_nodes(NodeSpec(f"drain-{run}-a", cpu="8"),
+                         NodeSpec(f"drain-{run}-b", cpu="1", labels={"berth.e2e/drain": run}),
+                         NodeSpec(f"drain-{run}-c", cpu="1", labels={"berth.e2e/drain": run}))
+    core = k8s.CoreV1Api(kube_api)
+    for name, cpu, owner in (("w1", "500m", "web-rs"), ("w2", "500m", "web-rs"), ("big", "2", "big-rs")):
+        pod = _owned(simple_pod(name, cpu=cpu, labels={"app": name.rstrip("12")}), owner)
+        pod["spec"]["nodeName"] = a  # bound, as if scheduled
+        core.create_namespaced_pod(e2e_namespace, pod)
+    operator = Operator(control_plane, f"berth-operator-drain-{run}", "--webhook", "off").start()
+    try:
+        drain = {"apiVersion": "berth.dev/v1alpha1", "kind": "NodeDrain", "metadata": {"name": f"drain-{run}"},
+                 "spec": {"nodes": [a], "destinationSelector": {"matchLabels": {"berth.e2e/drain": run}}}}
+        control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(drain))
+        custom = k8s.CustomObjectsApi(kube_api)
+        body = wait_for(lambda: custom.get_cluster_custom_object("berth.dev", "v1alpha1", "nodedrains",
+                                                                 f"drain-{run}"),
+                        lambda b: (b.get("status") or {}).get("observedGeneration") == 1,
+                        timeout=120, what="the NodeDrain planned",
+                        describe=lambda b: json.dumps(b.get("status")) + operator.log()[-2000:])
+        status = body["status"]
+        assert (status["phase"], status["planned"], status["blocked"], status["moved"]) == ("Blocked", 2, 1, 0)
+        pods = {p["pod"].split("/")[1]: p for p in status["pods"]}
+        assert {pods["w1"]["destination"], pods["w2"]["destination"]} == {b, c}
+        short = "insufficient capacity: cpu: needs 2, 1 free of 1 allocatable (short by 1)"
+        assert pods["big"]["refused"] == {b: short, c: short}
+        table = control_plane.kubectl("get", "nodedrain", f"drain-{run}").stdout.splitlines()
+        assert table[0].split() == ["NAME", "PHASE", "MOVED", "PLANNED", "BLOCKED", "AGE"]
+        assert table[1].split()[:5] == [f"drain-{run}", "Blocked", "0", "2", "1"]
+        # Plan mode evicts nothing: every pod is still on the drained node
+        assert {p.spec.node_name for p in core.list_namespaced_pod(e2e_namespace).items} == {a}
+        control_plane.kubectl("delete", "nodedrain", f"drain-{run}", "--wait=true", "--timeout=60s")
+    finally:
+        operator.stop()
