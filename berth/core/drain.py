@@ -1,6 +1,6 @@
 """Drain and move: where every pod of the drained nodes would land, planned before anything is
-evicted. The one planning function (:func:`plan_drain`) serves ``berth drain``, and is meant to
-serve the operator's NodeDrain.
+evicted. The one planning function (:func:`plan_drain`) serves ``berth drain`` and the
+operator's NodeDrain in Plan mode (:mod:`berth.operator.drain`).
 
 How a drain is planned:
 
