@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from berth.core.drain import DrainPlan, DrainRequest, InvalidDrain, PodPlan, PodState, plan_drain
 from berth.core.kube import pod_from_object
@@ -296,3 +298,62 @@ def test_pod_controller_and_mirror_read_from_the_object(name: str, meta: dict[st
     obj = {"kind": "Pod", "metadata": {"name": "p", "namespace": "shop", **meta}, "spec": {"nodeName": "a"}}
     got = pod_from_object(obj)
     assert (got.controller, got.mirror) == (controller, mirror)
+
+
+# --- invariants, on generated clusters -------------------------------------------------------------
+
+OWNERS = [Owner("ReplicaSet", f"rs-{i}") for i in range(3)]
+
+
+@st.composite
+def drains(draw: st.DrawFn) -> tuple[ClusterView, DrainRequest]:
+    names = [f"n{i}" for i in range(draw(st.integers(2, 6)))]
+    nodes = [node(n, cpu=str(draw(st.integers(1, 6))), memory=f"{draw(st.integers(1, 8))}Gi",
+                  pods=str(draw(st.integers(1, 12)))) for n in names]
+    pods = []
+    for i in range(draw(st.integers(0, 14))):
+        owner = draw(st.sampled_from([*OWNERS, None]))
+        pods.append(pod(f"p{i}", node=draw(st.sampled_from(names)), cpu=f"{draw(st.integers(1, 20)) * 100}m",
+                        memory=f"{draw(st.integers(1, 8)) * 128}Mi",
+                        labels={"app": owner.name if owner else f"bare-{i}"}, controller=owner))
+    drained = draw(st.lists(st.sampled_from(names), min_size=1, max_size=len(names) - 1, unique=True))
+    rest = [n for n in names if n not in drained]
+    if draw(st.booleans()):
+        request = DrainRequest(nodes=tuple(drained), any_destination=True, include_unmanaged=draw(st.booleans()))
+    else:
+        chosen = draw(st.lists(st.sampled_from(rest), min_size=1, unique=True))
+        request = DrainRequest(nodes=tuple(drained), destinations=tuple(chosen))
+    view = ClusterView()
+    for n in nodes:
+        view.upsert_node(n)
+    for p in pods:
+        view.upsert_pod(p)
+    return view, request
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=drains())
+def test_a_drain_plan_never_overfills_a_destination_nor_uses_a_drained_node(
+        case: tuple[ClusterView, DrainRequest]) -> None:
+    view, request = case
+    before = {n: dict(view.requested(n)) for n in view.nodes}
+    result = drain(view, request)
+    assert {n: dict(view.requested(n)) for n in view.nodes} == before  # the view is never changed
+    affected = [p for n in request.nodes for p in view.pods_on(n)]
+    assert sorted(p.pod for p in result.pods) == sorted(p.key for p in affected)  # each pod once
+    allowed = set(result.destinations)
+    assert not allowed & set(request.nodes)
+    load = {n: dict(view.requested(n)) for n in view.nodes}
+    for entry in result.pods:
+        if entry.state is PodState.PLANNED:
+            assert entry.destination in allowed
+            moved = next(p for p in affected if p.uid == entry.uid)
+            for dim, amount in (*moved.requests.items(), ("pods", 1)):
+                load[entry.destination or ""][dim] = load[entry.destination or ""].get(dim, 0) + amount
+        elif entry.state is PodState.BLOCKED:
+            assert set(entry.refused) == allowed, entry  # every destination's refusal
+    for name in allowed:
+        alloc = view.nodes[name].allocatable
+        for dim in ("cpu", "memory", "pods"):
+            assert load[name].get(dim, 0) <= alloc[dim] or load[name].get(dim, 0) == before[name].get(dim, 0), \
+                (name, dim, load[name], alloc)
