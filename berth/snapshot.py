@@ -428,7 +428,20 @@ def _pod(obj: Mapping[str, Any], source: str, label: str | None) -> PodInfo:
     _check_optional(spec, "nodeName", str, "spec.nodeName", source, label)
     _check_optional(spec, "tolerations", list, "spec.tolerations", source, label)
     _check_pod_spec(spec, source, label)
+    _check_owners(_need_mapping(obj, "metadata", source, label), source, label)
     return _core(pod_from_object, obj, source, label)
+
+
+def _check_owners(meta: Mapping[str, Any], source: str, label: str | None) -> None:
+    """The ownerReferences a drain reads (which controller would recreate the pod)."""
+    _check_optional(meta, "ownerReferences", list, "metadata.ownerReferences", source, label)
+    for i, ref in enumerate(meta.get("ownerReferences") or ()):
+        where = f"metadata.ownerReferences[{i}]"
+        if not isinstance(ref, Mapping):
+            raise _fail(source, label, where, f"must be an object, found {_type_name(ref)}")
+        for key in ("kind", "name"):
+            if not isinstance(ref.get(key), str) or not ref[key]:
+                raise _fail(source, label, f"{where}.{key}", "is required (a non-empty string)")
 
 
 def _check_pod_spec(spec: Mapping[str, Any], source: str, label: str | None) -> None:

@@ -149,6 +149,10 @@ def test_malformed_quantity_in_the_pod_manifest(cli: Cli, files: Files) -> None:
     (3, ["spec", "containers"], {"name": "main"}, "spec.containers: must be a list"),
     (3, ["spec", "containers", 0, "resources"], "big", "spec.containers[0].resources: must be an object"),
     (3, ["status"], "Running", "status: must be an object"),
+    (3, ["metadata", "ownerReferences"], {"kind": "ReplicaSet"}, "metadata.ownerReferences: must be a list"),
+    (3, ["metadata", "ownerReferences"], ["web-rs"], "metadata.ownerReferences[0]: must be an object"),
+    (3, ["metadata", "ownerReferences"], [{"kind": "ReplicaSet", "controller": True}],
+     "metadata.ownerReferences[0].name: is required"),
     (7, ["spec", "renewTime"], "yesterday", "spec.renewTime"),
 ])
 def test_malformed_objects_name_the_field(cli: Cli, files: Files, index: int, path: list[Any], value: object,
