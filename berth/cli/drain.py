@@ -10,6 +10,8 @@ _HEADERS = ("POD", "SOURCE", "STATE", "DESTINATION", "WHY")
 
 
 SHOWN_DESTINATIONS = 6
+SHOWN_REFUSALS = 10
+"""A blocked pod's refusals shown in the table; ``--output json`` lists every destination's."""
 
 
 def _names(names: Sequence[str]) -> str:
@@ -28,7 +30,9 @@ def table(plan: DrainPlan, notes: Sequence[str] = ()) -> str:
     for p in plan.pods:
         why = p.code.value if p.state is PodState.BLOCKED and p.code else (p.reason or "")
         rows.append((p.pod, p.source, p.state.value, p.destination or "-", why))
-        lines = [f"{node}: {reason}" for node, reason in p.refused.items()]
+        lines = [f"{node}: {reason}" for node, reason in list(p.refused.items())[:SHOWN_REFUSALS]]
+        if len(p.refused) > SHOWN_REFUSALS:
+            lines.append(f"... and {len(p.refused) - SHOWN_REFUSALS} more destinations (--output json lists them)")
         lines += [f"warning: {w}" for w in p.warnings]
         details.append(lines)
     widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADERS) - 1)]

@@ -58,6 +58,20 @@ def test_drain_table_shows_each_pods_destination_and_each_blocked_pods_shortfall
     assert "2 planned, 1 blocked, 3 left where they are; drained: n1; destinations: n3" in r.out
 
 
+def test_drain_table_shows_the_first_refusals_of_many_destinations(tmp_path: Path, cli: Cli) -> None:
+    small = [kube.node(f"d{i:02d}", cpu="2", memory="4Gi") for i in range(12)]
+    snap = kube.write_json(tmp_path / "many.json", [kube.node("n1", cpu="16", memory="32Gi"), *small,
+                                                    kube.pod("big-1", node="n1", cpu="3", owner=RS)])
+    r = cli("drain", "n1", "--snapshot", snap, "--any")
+    assert r.code == 1
+    shown = [line.strip() for line in r.out.splitlines() if line.startswith(" ")]
+    assert shown == [f"d{i:02d}: {SHORTFALL_N3}" for i in range(10)] + [
+        "... and 2 more destinations (--output json lists them)"]
+    assert "12 nodes (d00, d01, d02, d03, d04, d05, ...)" in r.out
+    out = json.loads(cli("drain", "n1", "--snapshot", snap, "--any", "-o", "json").out)
+    assert len(out["pods"][0]["refused"]) == 12
+
+
 def test_drain_json_output_is_exact(cli: Cli, snapshot: Path) -> None:
     r = cli("drain", "n1", "--snapshot", snapshot, "--to", "n3", "--output", "json")
     assert r.code == 1
