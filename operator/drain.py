@@ -12,7 +12,8 @@ refusals, the counts the printer columns show, and two conditions:
 
 Nothing is evicted: Execute mode (cordon, the Eviction API, the extender holding the destination's
 room) is not built yet, and the schema accepts only ``Plan``. A drain is planned again when its
-spec changes and, since a blocked pod may find room when the cluster changes, on a timer.
+spec changes and, since a blocked pod may find room when the cluster changes, on a timer tick
+when the cluster view or the policies changed (and every :data:`REPLAN_SECONDS` regardless).
 
 The reconcile function is plain data in, status out; :func:`register` wires it into a Kopf
 registry, with the cluster view and the policy lookup handed in by the caller.
@@ -52,6 +53,8 @@ NODEDRAIN = (GROUP, VERSION, DRAIN_PLURAL)
 WEBHOOK_ID = "validate-nodedrain"
 TIMER_ID = "nodedrain-replan"
 POLICIES_INDEX = "berth_drain_policies"
+REPLAN_SECONDS = 30
+"""A drain whose inputs did not change is planned again this often all the same."""
 BLOCKED_NAMED = 5
 """Blocked pods named in the Planned condition's message (the status lists them all)."""
 
@@ -163,6 +166,11 @@ def pod_status(p: PodPlan) -> dict[str, Any]:
     return out
 
 
+def _policies_key(policies: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """What of the policy index a plan reads: each policy's identity and generation."""
+    return tuple(sorted((p.key, p.generation) for found in policies.values() for p in found))
+
+
 # -- Kopf wiring --------------------------------------------------------------------------------------
 
 ViewOf = Callable[[Mapping[str, Any]], ClusterView]
@@ -183,15 +191,32 @@ def register(registry: kopf.OperatorRegistry, *, settings: Settings, resync_seco
             return {}  # an invalid policy is ignored, as the extender ignores it
         return {policy.namespace: policy}
 
+    memo: dict[str, tuple[ClusterView, tuple[object, ...], dict[str, Any]]] = {}
+
+    @kopf.on.event(*NODEDRAIN, registry=registry)
+    async def drain_event(type: str | None, uid: str | None, **_: Any) -> None:
+        if type == "DELETED" and uid:
+            memo.pop(uid, None)
+
     async def plan(body: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
         policies: Mapping[str, Any] = kwargs.get(POLICIES_INDEX) or {}
         raw = {key: body[key] for key in body}
+        meta = raw.get("metadata") or {}
+        uid = str(meta.get("uid") or meta.get("name") or "")
+        view, now = view_of(kwargs), time.time()
+        # planned again only when what it reads changed (its spec, the cluster, the policies) or
+        # REPLAN_SECONDS passed (node liveness ages without events); otherwise a tick is a comparison
+        inputs = (meta.get("generation"), view.version, _policies_key(policies), int(now // REPLAN_SECONDS))
+        last = memo.get(uid)
+        if last is not None and last[0] is view and last[1] == inputs and last[2] == (raw.get("status") or {}):
+            return
 
         def policy_for(pod: Any) -> PlacementPolicy | None:
             found = [p for p in policies.get(pod.namespace, ()) if p.governs(pod.namespace, pod.labels)]
             return min(found, key=lambda p: p.name) if found else None
 
-        outcome = compute_drain_status(raw, view_of(kwargs), policy_for, settings, time.time())
+        outcome = compute_drain_status(raw, view, policy_for, settings, now)
+        memo[uid] = (view, inputs, outcome.status)
         diff = merge_patch(raw.get("status") or {}, outcome.status)
         if diff:
             patch.status.update(diff)

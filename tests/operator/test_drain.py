@@ -147,6 +147,37 @@ def test_kopf_plan_handler_patches_the_status_under_the_indexed_policy() -> None
     assert (pod["destination"], pod["policy"], patch["status"]["phase"]) == ("node-c", "shop/web", "Planned")
 
 
+def test_kopf_plan_handler_plans_again_only_when_an_input_changed(monkeypatch: pytest.MonkeyPatch) -> None:
+    posted: list[str] = []
+    monkeypatch.setattr(kopf, "event", lambda obj, *, type, reason, message="": posted.append(reason))
+    computed: list[int] = []
+    real = drain.compute_drain_status
+
+    def counted(*args: Any) -> drain.DrainOutcome:
+        computed.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(drain, "compute_drain_status", counted)
+    registry, _ = build_registry(OperatorConfig())
+    handler = next(h for h in registry._spawning.get_all_handlers() if h.id == drain.TIMER_ID)
+    kwargs = indexes([o.node("node-a", cpu="8"), o.node("node-b")], [o.pod("w1", "node-a", owner=RS)])
+    body = nodedrain({"nodes": ["node-a"], "anyDestination": True})
+
+    def tick() -> kopf.Patch:
+        patch = kopf.Patch()
+        asyncio.run(handler.fn(body=kopf.Body(body), patch=patch, **kwargs))
+        return patch
+
+    first = tick()
+    assert first["status"]["planned"] == 1
+    body["status"] = dict(first["status"])
+    assert tick() == {} and len(computed) == 1  # nothing changed: no plan, no patch
+    kwargs[drain.POLICIES_INDEX] = {"shop": [policy_from_manifest(o.policy({
+        "selector": {"matchLabels": {"app": "web"}}, "nodeFilter": {"excludes": ["node-b"]}}))]}
+    blocked = tick()  # a policy changed: planned again, now node-b is excluded
+    assert blocked["status"]["phase"] == "Blocked" and posted == ["PodsBlocked"] and len(computed) == 2
+
+
 def test_policy_index_keeps_valid_policies_by_namespace() -> None:
     registry, _ = build_registry(OperatorConfig())
     index = next(h for h in registry._indexing.get_all_handlers() if h.id == drain.POLICIES_INDEX)
