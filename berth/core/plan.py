@@ -128,8 +128,7 @@ def place_in_turn(overlay: Overlay, pods: Sequence[PodInfo], policy: PlacementPo
     warnings = dict.fromkeys(first.warnings)
     placed = 0
     if local_only and first.error is None and count:
-        placed = _greedy_local(overlay, pods, policy, strategy, settings, now, count, first.candidates, out.nodes,
-                               nodes)
+        placed = _greedy_local(overlay, pods, policy, strategy, settings, now, count, first.candidates, out.nodes)
     step: CandidateSet | None = first if placed == 0 else None
     while placed < count:
         if step is None:
@@ -152,7 +151,7 @@ def place_in_turn(overlay: Overlay, pods: Sequence[PodInfo], policy: PlacementPo
 
 def _greedy_local(overlay: Overlay, pods: Sequence[PodInfo], policy: PlacementPolicy | None,
                   strategy: Strategy | None, settings: Settings, now: float, count: int,
-                  candidates: list[Candidate], into: list[str | None], nodes: Sequence[str] | None) -> int:
+                  candidates: list[Candidate], into: list[str | None]) -> int:
     """Place pods with a heap while each placement changes only its own node's verdict. Stops
     (returning how many it placed) when the heap runs dry, leaving the rest to the full path."""
     key = rank_key(strategy, pods[0])
