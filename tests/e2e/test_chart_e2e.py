@@ -805,6 +805,32 @@ def test_operator_runs_under_its_service_account(installed: Installed, e2e_names
                 time.sleep(0.5)
         assert answer["response"]["allowed"] is False, answer
         assert "duplicate" in json.dumps(answer["response"]), answer
+
+        # NodeDrains, under the same ServiceAccount: planned into their status (this one names no
+        # node the cluster has: Invalid), and judged by the webhook on their own path.
+        drain_name = f"e2e-{e2e_namespace}"
+        custom.create_cluster_custom_object("berth.dev", "v1alpha1", "nodedrains", {
+            "apiVersion": "berth.dev/v1alpha1", "kind": "NodeDrain", "metadata": {"name": drain_name},
+            "spec": {"nodes": [f"{drain_name}-absent"], "anyDestination": True}})
+        try:
+            drained = wait_for(
+                lambda: custom.get_cluster_custom_object("berth.dev", "v1alpha1", "nodedrains", drain_name),
+                lambda d: (d.get("status") or {}).get("phase") == "Invalid",
+                timeout=60, what="the operator to plan the NodeDrain (phase Invalid)")
+            assert f"unknown node '{drain_name}-absent'" in json.dumps(drained["status"]["conditions"])
+        finally:
+            custom.delete_cluster_custom_object("berth.dev", "v1alpha1", "nodedrains", drain_name)
+        drain_review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": str(uuid.uuid4()), "operation": "CREATE",
+            "kind": {"group": "berth.dev", "version": "v1alpha1", "kind": "NodeDrain"},
+            "resource": {"group": "berth.dev", "version": "v1alpha1", "resource": "nodedrains"},
+            "name": "bad", "userInfo": {"username": "e2e"},
+            "object": {"apiVersion": "berth.dev/v1alpha1", "kind": "NodeDrain", "metadata": {"name": "bad"},
+                       "spec": {"nodes": ["n1"], "destinations": ["n1"]}}}}
+        answer = _post(webhook_port, "/validate-nodedrain", drain_review, ctx,
+                       f"{installed.fullname}-webhook.{installed.namespace}.svc")
+        assert answer["response"]["allowed"] is False, answer
+        assert "a drained node is never a destination" in json.dumps(answer["response"]), answer
         _assert_no_forbidden(proc)
     finally:
         proc.stop()
