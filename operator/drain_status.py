@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from berth.core.drain import PodState
+from berth.core.errors import ERROR_CODES
 from berth.operator.status_model import Condition, _Model
 
 CONDITION_VALID = "Valid"
@@ -33,8 +34,7 @@ class DrainPodStatus(_Model):
                                         "mirror, terminating, no controller).")
     destination: str | None = Field(default=None, description="The planned destination.")
     reason: str | None = Field(default=None, description="Blocked or Left: why.")
-    code: str | None = Field(default=None, description="Blocked: insufficient_resource, already_filled or "
-                                                       "affinity_unsatisfied.")
+    code: str | None = Field(default=None, description=f"Blocked: the placement error's code ({ERROR_CODES}).")
     refused: dict[str, str] = Field(default_factory=dict, description=(
         f"Blocked: each destination's refusal, the per-resource shortfall among them (at most "
         f"{REFUSED_LIMIT})."))
