@@ -6,6 +6,7 @@ A malformed object raises :class:`ObjectError` naming the object and the field.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -17,11 +18,13 @@ from berth.core.model import (
     LabelSelector,
     NodeAffinity,
     NodeInfo,
+    NodeSelectorTerm,
     Owner,
     PodInfo,
     Requirement,
     Taint,
     Toleration,
+    go_int,
 )
 from berth.core.podshape import effective_requests
 from berth.core.quantity import QuantityError, to_base_units
@@ -140,16 +143,64 @@ def _requirements(items: object) -> tuple[Requirement, ...]:
     return tuple(out)
 
 
+_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_NODE_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
+
+
+def is_label_key(key: str) -> bool:
+    """A qualified name: an optional DNS-subdomain prefix and ``/``, then a name of at most 63."""
+    prefix, slash, name = key.rpartition("/")
+    if slash and (not prefix or len(prefix) > 253 or _DNS_SUBDOMAIN.fullmatch(prefix) is None):
+        return False
+    return len(name) <= 63 and _QUALIFIED_NAME.fullmatch(name) is not None
+
+
+def is_label_value(value: str) -> bool:
+    """Empty, or at most 63 characters of ``[A-Za-z0-9._-]`` starting and ending alphanumeric."""
+    return value == "" or (len(value) <= 63 and _QUALIFIED_NAME.fullmatch(value) is not None)
+
+
+def _label_requirement(req: Requirement) -> bool:
+    """Whether kube-scheduler can parse a node label requirement (else its term matches nothing)."""
+    if req.operator not in _NODE_OPERATORS or not is_label_key(req.key):
+        return False
+    n = len(req.values)
+    if req.operator in ("In", "NotIn") and n == 0:
+        return False
+    if req.operator in ("Exists", "DoesNotExist") and n:
+        return False
+    if req.operator in ("Gt", "Lt") and (n != 1 or go_int(req.values[0]) is None):
+        return False
+    return all(is_label_value(v) for v in req.values)
+
+
+def _field_requirement(req: Requirement) -> bool:
+    return req.operator in ("In", "NotIn") and len(req.values) == 1
+
+
+def _term(term: Mapping[str, Any]) -> NodeSelectorTerm | None:
+    """A term kube-scheduler can use, or None for one that matches no node (empty, unparsable)."""
+    expressions = _requirements(term.get("matchExpressions"))
+    fields = _requirements(term.get("matchFields"))
+    if not expressions and not fields:
+        return None
+    if not all(map(_label_requirement, expressions)) or not all(map(_field_requirement, fields)):
+        return None
+    return NodeSelectorTerm(expressions, fields)
+
+
 def _node_affinity(spec: Mapping[str, Any]) -> NodeAffinity:
-    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
-    terms = tuple(
-        _requirements(term.get("matchExpressions"))
-        for term in required.get("nodeSelectorTerms") or ()
-        if isinstance(term, Mapping)
-    )
-    return NodeAffinity(node_selector=_str_map(spec.get("nodeSelector"), "spec.nodeSelector"),
-                        required_terms=terms)
+    node_selector = _str_map(spec.get("nodeSelector"), "spec.nodeSelector")
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution")
+    if required is None:
+        return NodeAffinity(node_selector=node_selector)
+    if not isinstance(required, Mapping):
+        raise ObjectError("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution: "
+                          "must be an object")
+    terms = (_term(t) for t in (required.get("nodeSelectorTerms") or ()) if isinstance(t, Mapping))
+    return NodeAffinity(node_selector=node_selector, required_terms=tuple(t for t in terms if t is not None))
 
 
 def label_selector(obj: Mapping[str, Any] | None) -> LabelSelector:

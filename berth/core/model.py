@@ -3,6 +3,7 @@ requirements that relate them. Built from Kubernetes objects by :mod:`berth.core
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -64,11 +65,22 @@ class Requirement:
             return value is None or value not in self.values
         if value is None or not self.values:
             return False
-        try:
-            have, want = int(value), int(self.values[0])
-        except ValueError:
+        have, want = go_int(value), go_int(self.values[0])
+        if have is None or want is None:
             return False
         return have > want if op == "Gt" else have < want
+
+
+_GO_INT = re.compile(r"[+-]?[0-9]+")
+_INT64 = 2**63
+
+
+def go_int(text: str) -> int | None:
+    """A base-10 int64 as Go's strconv.ParseInt reads it (no spaces, no underscores), else None."""
+    if _GO_INT.fullmatch(text) is None:
+        return None
+    value = int(text)
+    return value if -_INT64 <= value < _INT64 else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,20 +119,50 @@ class NodeInfo:
         return self.labels.get(TEST_NODE_LABEL) == "true"
 
 
+NODE_NAME_FIELD = "metadata.name"
+"""The one node field a node selector term's ``matchFields`` can name."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """One required node affinity term: label requirements and ``metadata.name`` field
+    requirements, ANDed. Built only from terms kube-scheduler can parse; an empty or unparsable
+    term is left out (it matches no node)."""
+
+    match_expressions: tuple[Requirement, ...] = ()
+    match_fields: tuple[Requirement, ...] = ()
+
+    def matches(self, name: str, labels: Mapping[str, str]) -> bool:
+        for req in self.match_expressions:
+            if not req.matches(labels):
+                return False
+        for req in self.match_fields:
+            # the only node field is metadata.name; any other key reads as the empty string
+            have = name if req.key == NODE_NAME_FIELD else ""
+            if (have == req.values[0]) != (req.operator == "In"):
+                return False
+        return True
+
+
 @dataclass(frozen=True, slots=True)
 class NodeAffinity:
-    """The pod's own node constraints: spec.nodeSelector and required node affinity terms (ORed)."""
+    """The pod's own node constraints: spec.nodeSelector and required node affinity terms (ORed).
+
+    ``required_terms`` is None when the pod states no required node affinity; an empty tuple
+    when it does but no term can match (every term empty or unparsable): no node then matches,
+    as in kube-scheduler.
+    """
 
     node_selector: Mapping[str, str] = field(default_factory=dict)
-    required_terms: tuple[tuple[Requirement, ...], ...] = ()
+    required_terms: tuple[NodeSelectorTerm, ...] | None = None
 
-    def matches(self, labels: Mapping[str, str]) -> bool:
+    def matches(self, name: str, labels: Mapping[str, str]) -> bool:
         for key, value in self.node_selector.items():
             if labels.get(key) != value:
                 return False
-        if not self.required_terms:
+        if self.required_terms is None:
             return True
-        return any(all(req.matches(labels) for req in term) for term in self.required_terms)
+        return any(term.matches(name, labels) for term in self.required_terms)
 
 
 @dataclass(frozen=True, slots=True)

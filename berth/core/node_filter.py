@@ -18,7 +18,7 @@ def pod_constraint_refusal(pod: PodInfo, node: NodeInfo) -> str | None:
     taint = pod.tolerates_all(node.taints, SCHEDULING_EFFECTS)
     if taint is not None:
         return f"untolerated taint {taint}"
-    if not pod.node_affinity.matches(node.labels):
+    if not pod.node_affinity.matches(node.name, node.labels):
         return "node does not match the pod's nodeSelector / required node affinity"
     return None
 

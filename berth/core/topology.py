@@ -182,6 +182,6 @@ def _counts_for_domains(spec: TopologySpreadConstraint, node: NodeInfo, pod: Pod
     if any(k not in node.labels for k in keys):
         return False
     if spec.node_affinity_policy == "Honor" and not (
-            pod.node_affinity.matches(node.labels) and in_node_filter(policy.spec.node_filter, node)):
+            pod.node_affinity.matches(node.name, node.labels) and in_node_filter(policy.spec.node_filter, node)):
         return False
     return not (spec.node_taints_policy == "Honor" and pod.tolerates_all(node.taints, SCHEDULING_EFFECTS))

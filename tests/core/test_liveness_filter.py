@@ -5,13 +5,15 @@ short-circuiting the rest; and kube-scheduler's own node constraints on the pod.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from berth.core.kube import pod_from_object
 from berth.core.liveness import lease_down_reason, lease_suspects
-from berth.core.model import NodeAffinity, Requirement, Taint, Toleration
+from berth.core.model import NodeAffinity, NodeSelectorTerm, PodInfo, Requirement, Taint, Toleration
 from berth.core.settings import Settings
 from berth.core.view import ClusterView
 
@@ -198,7 +200,8 @@ CONSTRAINTS = [
         "required_node_affinity_terms_are_ored",
         nodes=(node("a", labels={"zone": "1"}), node("b", labels={"zone": "2"}), node("c", labels={"zone": "3"})),
         pod=replace(web("new"), node_affinity=NodeAffinity(required_terms=(
-            (Requirement("zone", "In", ("1",)),), (Requirement("zone", "In", ("3",)),)))),
+            NodeSelectorTerm((Requirement("zone", "In", ("1",)),)),
+            NodeSelectorTerm((Requirement("zone", "In", ("3",)),))))),
         passing=frozenset({"a", "c"}),
     ),
 ]
@@ -276,3 +279,133 @@ def test_lease_suspects_kept_incrementally_include_every_node_whose_lease_is_dow
         suspects = lease_suspects(view, s, at)
         down = {n for n in view.nodes if lease_down_reason(n, view, s, at) is not None}
         assert down <= suspects, (down - suspects, kind, name, t)
+
+
+def affinity_pod(*terms: dict[str, Any] | None, node_selector: dict[str, str] | None = None) -> PodInfo:
+    """The web pod with the nodeSelector and required node affinity terms of a pod manifest,
+    read as the extender and the CLI read them (``terms`` of ``(None,)``: the block with no terms)."""
+    spec: dict[str, Any] = {"containers": []}
+    if node_selector is not None:
+        spec["nodeSelector"] = node_selector
+    if terms:
+        listed = [t for t in terms if t is not None]
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": listed}}}
+    parsed = pod_from_object({"kind": "Pod", "metadata": {"name": "new", "namespace": "shop"}, "spec": spec})
+    return replace(web("new"), node_affinity=parsed.node_affinity)
+
+
+def expr(key: str, operator: str, *values: str) -> dict[str, Any]:
+    return {"key": key, "operator": operator, "values": list(values)} if values else {"key": key, "operator": operator}
+
+
+def term(*expressions: dict[str, Any], fields: tuple[dict[str, Any], ...] = ()) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if expressions:
+        out["matchExpressions"] = list(expressions)
+    if fields:
+        out["matchFields"] = list(fields)
+    return out
+
+
+def name_is(*values: str, operator: str = "In") -> dict[str, Any]:
+    return {"key": "metadata.name", "operator": operator, "values": list(values)}
+
+
+def one_node(name: str, labels: dict[str, str], p: PodInfo, matches: bool, case: str) -> Scenario:
+    n = node(name, labels=labels)
+    if matches:
+        return Scenario(case, nodes=(n,), pod=p, passing=frozenset({name}))
+    return Scenario(case, nodes=(n,), pod=p, passing=frozenset(), refused={name: "required node affinity"})
+
+
+# kube-scheduler's NodeAffinity filter table (pkg/scheduler/framework/plugins/nodeaffinity), case by
+# case: one node with the case's name and labels, the case's pod, whether the filter lets it pass.
+# The cases with the scheduler's AddedAffinity argument are left out: berth has no such setting.
+NODE_AFFINITY = [
+    one_node("node1", {}, affinity_pod(node_selector={"foo": "bar"}), False, "missing_labels"),
+    one_node("node1", {"foo": "bar"}, affinity_pod(node_selector={"foo": "bar"}), True, "same_labels"),
+    one_node("node1", {"foo": "bar", "baz": "blah"}, affinity_pod(node_selector={"foo": "bar"}), True,
+             "node_labels_are_superset"),
+    one_node("node1", {"foo": "bar"}, affinity_pod(node_selector={"foo": "bar", "baz": "blah"}), False,
+             "node_labels_are_subset"),
+    one_node("node1", {"foo": "bar"}, affinity_pod(term(expr("foo", "In", "bar", "value2"))), True,
+             "match_expressions_in_matches"),
+    one_node("node1", {"kernel-version": "0206"}, affinity_pod(term(expr("kernel-version", "Gt", "0204"))), True,
+             "match_expressions_gt_matches"),
+    one_node("node1", {"mem-type": "DDR3"}, affinity_pod(term(expr("mem-type", "NotIn", "DDR", "DDR2"))), True,
+             "match_expressions_not_in_matches"),
+    one_node("node1", {"GPU": "NVIDIA-GRID-K1"}, affinity_pod(term(expr("GPU", "Exists"))), True,
+             "match_expressions_exists_matches"),
+    one_node("node1", {"foo": "bar"}, affinity_pod(term(expr("foo", "In", "value1", "value2"))), False,
+             "affinity_not_matching_labels_refuses"),
+    one_node("node1", {"foo": "bar"}, affinity_pod({"matchExpressions": []}), False,
+             "empty_match_expressions_match_no_node"),
+    one_node("node1", {"foo": "bar"}, affinity_pod(), True, "no_affinity_matches"),
+    one_node("node1", {"GPU": "NVIDIA-GRID-K1"},
+             affinity_pod(term(expr("GPU", "Exists"), expr("GPU", "NotIn", "AMD", "INTER"))), True,
+             "expressions_anded_all_match"),
+    one_node("node1", {"GPU": "NVIDIA-GRID-K1"},
+             affinity_pod(term(expr("GPU", "Exists"), expr("GPU", "In", "AMD", "INTER"))), False,
+             "expressions_anded_one_fails"),
+    one_node("node1", {"foo": "bar"},
+             affinity_pod(term(expr("foo", "In", "bar", "value2")), term(expr("diffkey", "In", "wrong", "value2"))),
+             True, "terms_ored_one_matches"),
+    one_node("node1", {"foo": "bar"}, affinity_pod(term(expr("foo", "Exists")), node_selector={"foo": "bar"}), True,
+             "affinity_and_node_selector_both_satisfied"),
+    one_node("node1", {"foo": "barrrrrr"}, affinity_pod(term(expr("foo", "Exists")), node_selector={"foo": "bar"}),
+             False, "affinity_matches_but_node_selector_does_not"),
+    one_node("node1", {"foo": "bar"}, affinity_pod(term(expr("foo", "NotIn", "invalid value: ___@#$%^"))), False,
+             "invalid_label_value_makes_the_term_match_nothing"),
+    one_node("node1", {}, affinity_pod(term(fields=(name_is("node1"),))), True, "match_fields_in_matches"),
+    one_node("node2", {}, affinity_pod(term(fields=(name_is("node1"),))), False, "match_fields_in_does_not_match"),
+    one_node("node2", {"foo": "bar"},
+             affinity_pod(term(fields=(name_is("node1"), name_is("node2"))), term(expr("foo", "In", "bar"))), True,
+             "two_terms_fields_fail_expressions_match"),
+    one_node("node2", {"foo": "bar"}, affinity_pod(term(expr("foo", "In", "bar"), fields=(name_is("node1"),))),
+             False, "one_term_fields_fail_expressions_match"),
+    one_node("node1", {"foo": "bar"}, affinity_pod(term(expr("foo", "In", "bar"), fields=(name_is("node1"),))),
+             True, "one_term_fields_and_expressions_match"),
+    one_node("node2", {"foo": "bar"},
+             affinity_pod(term(fields=(name_is("node1"),)), term(expr("foo", "In", "not-match-to-bar"))), False,
+             "two_terms_neither_matches"),
+    one_node("node2", {}, affinity_pod(term(fields=(name_is("node1"),)), term(fields=(name_is("node2"),))), True,
+             "two_terms_of_node_name"),
+    one_node("node2", {"foo": "bar"}, affinity_pod(term(fields=(name_is("node1"), name_is("node2")))), False,
+             "two_conflicting_field_requirements"),
+    one_node("node1", {"foo": "bar", "baz": "blah"}, affinity_pod(node_selector={"foo": "bar"}), True,
+             "node_selector_matches_without_prefilter"),
+    # berth's own cases for the parsing rules the table above touches once
+    one_node("node2", {}, affinity_pod(term(fields=(name_is("node1", operator="NotIn"),))), True,
+             "match_fields_not_in_matches_another_node"),
+    one_node("node1", {}, affinity_pod(term(fields=(name_is("node1", "node2"),))), False,
+             "match_fields_with_two_values_match_nothing"),
+    one_node("node1", {}, affinity_pod(term(fields=({"key": "metadata.name", "operator": "Exists"},))), False,
+             "match_fields_exists_operator_matches_nothing"),
+    one_node("node1", {"gen": "5"}, affinity_pod(term(expr("gen", "Gt", "-1"))), False,
+             "gt_value_not_a_label_value_matches_nothing"),
+    one_node("node1", {"gen": "5"}, affinity_pod(term(expr("gen", "Gt", "four"))), False,
+             "gt_value_not_an_integer_matches_nothing"),
+    one_node("node1", {"gen": "5"}, affinity_pod(term(expr("gen", "Lt", "6", "7"))), False,
+             "lt_with_two_values_matches_nothing"),
+    one_node("node1", {"gen": "1_0"}, affinity_pod(term(expr("gen", "Gt", "4"))), False,
+             "gt_node_label_not_a_go_integer_does_not_match"),
+    one_node("node1", {"gen": "3"}, affinity_pod(term(expr("gen", "Lt", "4"))), True, "lt_matches"),
+    one_node("node1", {"foo": "bar"}, affinity_pod(term(expr("foo", "In"))), False,
+             "in_without_values_matches_nothing"),
+    one_node("node1", {"foo": "bar"}, affinity_pod(term(expr("foo", "Exists", "bar"))), False,
+             "exists_with_values_matches_nothing"),
+    one_node("node1", {"foo": "bar"}, affinity_pod(term(expr("foo", "Equals", "bar"))), False,
+             "unknown_operator_matches_nothing"),
+    one_node("node1", {"bad key": "x"}, affinity_pod(term(expr("bad key", "Exists"))), False,
+             "invalid_label_key_matches_nothing"),
+    one_node("node1", {"foo": "bar"},
+             affinity_pod(term(expr("foo", "NotIn", "bad value!")), term(expr("foo", "Exists"))), True,
+             "an_invalid_term_leaves_the_other_terms_working"),
+    one_node("node1", {"foo": "bar"}, affinity_pod(None), False, "required_affinity_without_terms_matches_nothing"),
+]
+
+
+@pytest.mark.parametrize("s", NODE_AFFINITY, ids=str)
+def test_required_node_affinity(s: Scenario) -> None:
+    run(s)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from berth.core.kube import ObjectError, lease_renew_seconds, node_from_object, parse_time, pod_from_object
-from berth.core.model import NodeAffinity, Requirement, Taint, Toleration
+from berth.core.model import NodeAffinity, NodeSelectorTerm, Requirement, Taint, Toleration
 from berth.core.podshape import effective_requests
 from berth.core.quantity import QuantityError, format_amount, parse_quantity, to_base_units
 
@@ -212,7 +212,8 @@ def test_pod_from_object_reads_every_field() -> None:
     assert p.node_name == "node-a"
     assert p.terminating and p.sleepy
     assert p.tolerations == (Toleration("gpu", "Exists", "", "NoSchedule"),)
-    assert p.node_affinity == NodeAffinity({"disk": "ssd"}, ((Requirement("zone", "In", ("z1", "z2")),),))
+    assert p.node_affinity == NodeAffinity(
+        {"disk": "ssd"}, (NodeSelectorTerm((Requirement("zone", "In", ("z1", "z2")),)),))
 
 
 def test_pod_defaults() -> None:
