@@ -3,6 +3,11 @@
 max(sum of app containers + all sidecars, the peak of the init sequence) + pod overhead,
 per resource. Sidecars are init containers with ``restartPolicy: Always``: they keep running,
 so every later init container and the app containers stack on top of them.
+
+Pod-level resources (``spec.resources``) replace the containers' figure for cpu, memory and
+hugepages wherever the pod requests them; every other resource still comes from the containers,
+and the overhead is added on top of either. The API server defaults a pod-level request from a
+pod-level limit; a pod read from a file gets the same default here.
 """
 
 from __future__ import annotations
@@ -10,7 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from berth.core.quantity import to_base_units
+from berth.core.quantity import CPU, MEMORY, to_base_units
+
+HUGEPAGES_PREFIX = "hugepages-"
+_POD_LEVEL = frozenset({CPU, MEMORY})
 
 
 def container_requests(container: Mapping[str, Any]) -> dict[str, int]:
@@ -51,9 +59,39 @@ def effective_requests(spec: Mapping[str, Any]) -> dict[str, int]:
             _max(init_peak, step)
     _add(total, sidecars)
     _max(total, init_peak)
+    total.update(pod_level_requests(spec, total))
     overhead = spec.get("overhead") or {}
     _add(total, {name: to_base_units(name, value) for name, value in overhead.items()})
     return {name: amount for name, amount in total.items() if amount}
+
+
+def is_pod_level_resource(name: str) -> bool:
+    """The resources a pod may state for itself as a whole: cpu, memory and hugepages."""
+    return name in _POD_LEVEL or name.startswith(HUGEPAGES_PREFIX)
+
+
+def pod_level_requests(spec: Mapping[str, Any], containers: Mapping[str, int]) -> dict[str, int]:
+    """The pod-level requests that replace the containers' figure, in base units.
+
+    ``containers`` is the containers' aggregate (before overhead), which the API server's
+    defaulting gives to a pod-level cpu or memory limit that has no pod-level request; any other
+    limited resource without a request requests its limit.
+    """
+    resources = spec.get("resources")
+    if not resources:
+        return {}
+    if not isinstance(resources, Mapping):
+        raise ValueError("spec.resources must be an object")
+    requests = {name: to_base_units(name, value) for name, value in (resources.get("requests") or {}).items()
+                if is_pod_level_resource(name)}
+    for name, value in (resources.get("limits") or {}).items():
+        if name in requests or not is_pod_level_resource(name):
+            continue
+        if name in _POD_LEVEL and name in containers:
+            requests[name] = containers[name]
+        else:
+            requests[name] = to_base_units(name, value)
+    return requests
 
 
 def _list(value: object) -> Iterable[Mapping[str, Any]]:

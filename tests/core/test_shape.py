@@ -126,6 +126,86 @@ def test_effective_requests(name: str, spec: dict[str, Any], expected: dict[str,
     assert effective_requests(spec) == expected
 
 
+def pod_level(requests: dict[str, str] | None = None, limits: dict[str, str] | None = None) -> dict[str, Any]:
+    """``spec.resources``: what the pod states for itself as a whole."""
+    out: dict[str, Any] = {}
+    if requests is not None:
+        out["requests"] = requests
+    if limits is not None:
+        out["limits"] = limits
+    return out
+
+
+def hp(name: str, requests: dict[str, str], limits: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+    """A container with requests (and limits) of any resource, hugepages included."""
+    resources: dict[str, Any] = {"requests": requests}
+    if limits is not None:
+        resources["limits"] = limits
+    return {"name": name, "resources": resources, **extra}
+
+
+H2 = "hugepages-2Mi"
+H1G = "hugepages-1Gi"
+
+# Translated case by case from the upstream helper's own table (TestPodLevelResourceRequests in
+# k8s.io/component-helpers/resource), plus the defaulting of a pod-level request from a pod-level
+# limit that the API server applies (pkg/apis/core/v1 defaults) and the overhead rule of PodRequests.
+POD_LEVEL_SHAPES = [
+    ("pod_level_nothing_set_is_empty", {"resources": pod_level()}, {}),
+    ("pod_level_memory_alone", {"resources": pod_level({"memory": "2Mi"})}, {"memory": 2 * MI}),
+    ("pod_level_memory_and_container_cpu",
+     {"resources": pod_level({"memory": "2Mi"}), "containers": [c("a", "2m")]}, {"memory": 2 * MI, "cpu": 2}),
+    ("pod_level_unsupported_resource_is_ignored_container_figure_kept",
+     {"resources": pod_level({"storage": "2Mi"}), "containers": [hp("a", {"storage": "3Mi"})]}, {"storage": 3 * MI}),
+    ("pod_level_unsupported_resource_alone_changes_nothing",
+     {"resources": pod_level({"storage": "2Mi"}), "containers": [c("a", memory="3Mi")]}, {"memory": 3 * MI}),
+    ("pod_level_ephemeral_storage_is_not_pod_level",
+     {"resources": pod_level({"cpu": "1", "ephemeral-storage": "1Gi"}),
+      "containers": [hp("a", {"ephemeral-storage": "2Gi"})]}, {"cpu": 1000, "ephemeral-storage": 2 * GI}),
+    ("pod_level_replaces_container_cpu_and_memory",
+     {"resources": pod_level({"memory": "6Mi", "cpu": "8m"}), "containers": [c("a", "2m", "3Mi")]},
+     {"memory": 6 * MI, "cpu": 8}),
+    ("pod_level_replaces_init_and_sidecar_figures",
+     {"resources": pod_level({"memory": "15Mi", "cpu": "18m"}), "containers": [c("a", "2m", "3Mi")],
+      "initContainers": [sidecar("s", "4m", "5Mi"), c("i", "8m", "6Mi")]}, {"memory": 15 * MI, "cpu": 18}),
+    ("pod_level_hugepages_single_page_size",
+     {"resources": pod_level({"memory": "10Mi", H2: "2Mi"}, {H2: "2Mi"})}, {"memory": 10 * MI, H2: 2 * MI}),
+    ("pod_level_hugepages_multiple_page_sizes",
+     {"resources": pod_level({"cpu": "1", H2: "2Mi", H1G: "1Gi"}, {H2: "2Mi", H1G: "1Gi"})},
+     {"cpu": 1000, H2: 2 * MI, H1G: GI}),
+    ("pod_level_hugepages_replace_container_hugepages",
+     {"resources": pod_level({"cpu": "1", H2: "10Mi"}, {H2: "10Mi"}),
+      "containers": [hp("a", {H2: "6Mi"}, {H2: "6Mi"})]}, {"cpu": 1000, H2: 10 * MI}),
+    ("pod_level_hugepages_multiple_sizes_replace_container_figures",
+     {"resources": pod_level({"cpu": "1", H2: "10Mi", H1G: "2Gi"}, {H2: "10Mi", H1G: "2Gi"}),
+      "containers": [hp("a", {"cpu": "1", H1G: "2Gi"}, {H1G: "2Gi"})]}, {"cpu": 1000, H2: 10 * MI, H1G: 2 * GI}),
+    ("pod_level_page_size_not_stated_comes_from_containers",
+     {"resources": pod_level({"cpu": "1", H2: "10Mi"}, {H2: "10Mi"}),
+      "containers": [hp("a", {"memory": "4Mi", H1G: "1Gi"}, {H1G: "1Gi"})]},
+     {"cpu": 1000, "memory": 4 * MI, H2: 10 * MI, H1G: GI}),
+    ("pod_level_overhead_is_added_on_top",
+     {"resources": pod_level({"cpu": "1", "memory": "1Gi"}), "containers": [c("a", "100m", "128Mi")],
+      "overhead": {"cpu": "250m", "memory": "120Mi"}}, {"cpu": 1250, "memory": GI + 120 * MI}),
+    ("pod_level_limit_alone_requests_its_limit",
+     {"resources": pod_level(limits={"cpu": "2", "memory": "1Gi"}), "containers": [{"name": "a"}]},
+     {"cpu": 2000, "memory": GI}),
+    ("pod_level_limit_with_container_requests_keeps_the_containers_figure",
+     {"resources": pod_level(limits={"cpu": "2", "memory": "1Gi"}), "containers": [c("a", "500m")]},
+     {"cpu": 500, "memory": GI}),
+    ("pod_level_hugepage_limit_alone_requests_its_limit",
+     {"resources": pod_level(limits={H2: "4Mi"})}, {H2: 4 * MI}),
+    ("pod_level_request_wins_over_its_limit",
+     {"resources": pod_level({"cpu": "1"}, {"cpu": "2"})}, {"cpu": 1000}),
+    ("pod_level_zero_request_is_dropped",
+     {"resources": pod_level({"cpu": "0"}), "containers": [c("a", "500m", "64Mi")]}, {"memory": 64 * MI}),
+]
+
+
+@pytest.mark.parametrize(("name", "spec", "expected"), POD_LEVEL_SHAPES, ids=[c[0] for c in POD_LEVEL_SHAPES])
+def test_pod_level_requests(name: str, spec: dict[str, Any], expected: dict[str, int]) -> None:
+    assert effective_requests(spec) == expected
+
+
 NODE_OBJECT: dict[str, Any] = {
     "kind": "Node",
     "metadata": {"name": "node-a", "labels": {"topology.kubernetes.io/zone": "z1"},
