@@ -460,6 +460,9 @@ def _check_pod_spec(spec: Mapping[str, Any], source: str, label: str | None) -> 
             for part in ("requests", "limits"):
                 _check_quantities(resources.get(part), f"{where}.resources.{part}", source, label)
     _check_quantities(spec.get("overhead"), "spec.overhead", source, label)
+    pod_level = _need_mapping(spec, "resources", source, label, "spec.")
+    for part in ("requests", "limits"):
+        _check_quantities(pod_level.get(part), f"spec.resources.{part}", source, label)
     _need_mapping(spec, "nodeSelector", source, label, "spec.")
     affinity = _need_mapping(spec, "affinity", source, label, "spec.")
     node_affinity = _need_mapping(affinity, "nodeAffinity", source, label, "spec.affinity.")

@@ -137,6 +137,13 @@ def test_malformed_quantity_in_the_pod_manifest(cli: Cli, files: Files) -> None:
     assert_one_line(cli("capacity", "--snapshot", files.json, "--pod", path), "badpod.yaml")
 
 
+def test_malformed_pod_level_quantity_in_the_pod_manifest(cli: Cli, files: Files) -> None:
+    pod = kube.pod("web-x")
+    pod["spec"]["resources"] = {"requests": {"memory": "1 GB"}}
+    path = kube.write_yaml(files.dir / "badpod.yaml", pod)
+    assert_one_line(cli(*_plan(files, pod=path)), "badpod.yaml: spec.resources.requests.memory")
+
+
 @pytest.mark.parametrize(("index", "path", "value", "field"), [
     (0, ["metadata"], "n0", "metadata: must be an object"),
     (0, ["metadata", "name"], None, "metadata.name: is required"),

@@ -324,3 +324,31 @@ def test_plan_warns_when_includes_names_a_node_that_does_not_exist(cli: Cli, fil
     out = json.loads(cli("plan", "--snapshot", files.json, "--policy", policy, "--pod", files.pod).out)
     assert out["plan"] == {"n1": 1}
     assert "nodeFilter.includes names 1 node berth has not seen: n9" in out["decision"]["warnings"]
+
+
+def _pod_manifest(files: Files, name: str, change: Callable[[dict[str, Any]], None]) -> Any:
+    pod = {k: v for k, v in kube.pod("web-new").items() if k != "status"}
+    change(pod["spec"])
+    return kube.write_yaml(files.dir / name, pod)
+
+
+def test_plan_counts_pod_level_requests(cli: Cli, files: Files) -> None:
+    def pod_level(spec: dict[str, Any]) -> None:  # containers ask 500m; the pod as a whole 3 cores
+        spec["resources"] = {"requests": {"cpu": "3", "memory": "1Gi"}}
+
+    path = _pod_manifest(files, "podlevel.yaml", pod_level)
+    out = json.loads(cli("plan", "--snapshot", files.json, "--policy", files.policy, "--pod", path).out)
+    assert "insufficient capacity: cpu" in out["decision"]["refused"]["n3"]  # 2 cores allocatable
+    assert set(out["plan"]) <= {"n1", "n2"}
+
+
+def test_plan_follows_a_match_fields_node_pin(cli: Cli, files: Files) -> None:
+    def pinned(spec: dict[str, Any]) -> None:  # how the DaemonSet controller pins a pod to its node
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}]}}}
+
+    path = _pod_manifest(files, "pinned.yaml", pinned)
+    out = json.loads(cli("plan", "--snapshot", files.json, "--policy", files.policy, "--pod", path,
+                         "--count", "2").out)
+    assert out["plan"] == {"n2": 2}
+    assert set(out["decision"]["refused"]) == {"n1", "n3"}
