@@ -6,11 +6,11 @@ A malformed object raises :class:`ObjectError` naming the object and the field.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from berth.core.labels import go_int, label_key_problem, label_value_problem
 from berth.core.model import (
     BYPASS_ANNOTATION,
     MIRROR_ANNOTATION,
@@ -24,7 +24,6 @@ from berth.core.model import (
     Requirement,
     Taint,
     Toleration,
-    go_int,
 )
 from berth.core.podshape import effective_requests
 from berth.core.quantity import QuantityError, to_base_units
@@ -143,27 +142,12 @@ def _requirements(items: object) -> tuple[Requirement, ...]:
     return tuple(out)
 
 
-_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _NODE_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
-
-
-def is_label_key(key: str) -> bool:
-    """A qualified name: an optional DNS-subdomain prefix and ``/``, then a name of at most 63."""
-    prefix, slash, name = key.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or _DNS_SUBDOMAIN.fullmatch(prefix) is None):
-        return False
-    return len(name) <= 63 and _QUALIFIED_NAME.fullmatch(name) is not None
-
-
-def is_label_value(value: str) -> bool:
-    """Empty, or at most 63 characters of ``[A-Za-z0-9._-]`` starting and ending alphanumeric."""
-    return value == "" or (len(value) <= 63 and _QUALIFIED_NAME.fullmatch(value) is not None)
 
 
 def _label_requirement(req: Requirement) -> bool:
     """Whether kube-scheduler can parse a node label requirement (else its term matches nothing)."""
-    if req.operator not in _NODE_OPERATORS or not is_label_key(req.key):
+    if req.operator not in _NODE_OPERATORS or label_key_problem(req.key) is not None:
         return False
     n = len(req.values)
     if req.operator in ("In", "NotIn") and n == 0:
@@ -172,7 +156,7 @@ def _label_requirement(req: Requirement) -> bool:
         return False
     if req.operator in ("Gt", "Lt") and (n != 1 or go_int(req.values[0]) is None):
         return False
-    return all(is_label_value(v) for v in req.values)
+    return all(label_value_problem(v) is None for v in req.values)
 
 
 def _field_requirement(req: Requirement) -> bool:

@@ -81,3 +81,16 @@ LabelKeyField = Annotated[str, AfterValidator(_key),
 LabelValue = Annotated[str, AfterValidator(_value),
                        WithJsonSchema({"type": "string", "maxLength": NAME_MAX, "pattern": VALUE_PATTERN})]
 """A label value, validated as Kubernetes validates it (and described so in the CRD's schema)."""
+
+
+_GO_INT = re.compile(r"[+-]?[0-9]+")
+_INT64 = 2**63
+
+
+def go_int(text: str) -> int | None:
+    """A base-10 int64 as Go's strconv.ParseInt reads it (no spaces, no underscores), else None:
+    the values of node affinity's Gt and Lt, and the node labels they are compared with."""
+    if _GO_INT.fullmatch(text) is None:
+        return None
+    value = int(text)
+    return value if -_INT64 <= value < _INT64 else None

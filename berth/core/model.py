@@ -3,9 +3,10 @@ requirements that relate them. Built from Kubernetes objects by :mod:`berth.core
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from berth.core.labels import go_int
 
 Resources = Mapping[str, int]
 """Amounts by resource name, in base units (see :mod:`berth.core.quantity`)."""
@@ -69,18 +70,6 @@ class Requirement:
         if have is None or want is None:
             return False
         return have > want if op == "Gt" else have < want
-
-
-_GO_INT = re.compile(r"[+-]?[0-9]+")
-_INT64 = 2**63
-
-
-def go_int(text: str) -> int | None:
-    """A base-10 int64 as Go's strconv.ParseInt reads it (no spaces, no underscores), else None."""
-    if _GO_INT.fullmatch(text) is None:
-        return None
-    value = int(text)
-    return value if -_INT64 <= value < _INT64 else None
 
 
 @dataclass(frozen=True, slots=True)
