@@ -237,7 +237,9 @@ def spec_schema() -> Schema:
     constraint["x-kubernetes-validations"] = [
         _cel("!has(self.minDomains) || !has(self.whenUnsatisfiable) || self.whenUnsatisfiable == "
              "'DoNotSchedule'", "minDomains is only allowed with whenUnsatisfiable: DoNotSchedule",
-             fieldPath=".minDomains")]
+             fieldPath=".minDomains"),
+        _cel("!has(self.matchLabelKeys) || size(self.matchLabelKeys) == 0 || has(self.labelSelector)",
+             "matchLabelKeys must not be specified when labelSelector is not set", fieldPath=".matchLabelKeys")]
     constraint["description"] = ("Spread the selected pods over the domains of topologyKey; the label "
                                  "selector defaults to the policy's.")
     return spec

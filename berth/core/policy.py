@@ -176,7 +176,28 @@ def spec_from_dict(raw: object, path: str = "spec") -> PlacementPolicySpec:
         first = exc.errors()[0]
         raise InvalidPolicy(_path(path, first["loc"]), _problem(first)) from None
     parse_rules(spec.placement_rules, f"{path}.placementRules")
+    _check_spread(spec.topology_spread_constraints, f"{path}.topologySpreadConstraints")
     return spec
+
+
+def _check_spread(constraints: list[TopologySpreadConstraint], path: str) -> None:
+    """What the Kubernetes API refuses in a pod's topology spread constraints, in its order."""
+    for i, c in enumerate(constraints):
+        here = f"{path}[{i}]"
+        for later in constraints[i + 1:]:
+            if (later.topology_key, later.when_unsatisfiable) == (c.topology_key, c.when_unsatisfiable):
+                raise InvalidPolicy(f"{here}.{{topologyKey, whenUnsatisfiable}}",
+                                    f"duplicate value {{{c.topology_key}, {c.when_unsatisfiable}}}: another "
+                                    "constraint has the same topologyKey and whenUnsatisfiable")
+        if not c.match_label_keys:
+            continue
+        if c.label_selector is None:
+            raise InvalidPolicy(f"{here}.matchLabelKeys", "must not be specified when labelSelector is not set")
+        selector_keys = set(c.label_selector.match_labels) | {r.key for r in c.label_selector.match_expressions}
+        for j, key in enumerate(c.match_label_keys):  # each a label key already (LabelKeyField)
+            if key in selector_keys:
+                raise InvalidPolicy(f"{here}.matchLabelKeys[{j}]",
+                                    f"{key!r} exists in both matchLabelKeys and labelSelector")
 
 
 def _path(prefix: str, loc: tuple[int | str, ...]) -> str:

@@ -75,6 +75,11 @@ def _policy_with(**spec: Any) -> dict[str, Any]:
     return kube.policy("Auto", **spec)
 
 
+def _spread(**extra: Any) -> dict[str, Any]:
+    return {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "web"}}, **extra}
+
+
 @pytest.mark.parametrize(("name", "policy", "field"), [
     ("unknown-strategy", kube.policy("Sideways"), "spec.strategy"),
     ("bad-operator", _policy_with(placementRules=[{"anyOf": [{"resource": "Pod", "operator": "Maybe",
@@ -86,6 +91,13 @@ def _policy_with(**spec: Any) -> dict[str, Any]:
     ("unknown-field", _policy_with(weight=3), "spec.weight"),
     ("negative-count", _policy_with(count=-1), "spec.count"),
     ("no-name", {**kube.policy("Auto"), "metadata": {"namespace": "shop"}}, "metadata.name"),
+    ("spread-key-in-selector", _policy_with(topologySpreadConstraints=[_spread(matchLabelKeys=["app"])]),
+     "spec.topologySpreadConstraints[0].matchLabelKeys[0]: 'app' exists in both matchLabelKeys and labelSelector"),
+    ("spread-keys-without-selector", _policy_with(topologySpreadConstraints=[
+        {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "matchLabelKeys": ["pod-template-hash"]}]),
+     "spec.topologySpreadConstraints[0].matchLabelKeys: must not be specified when labelSelector is not set"),
+    ("spread-duplicate", _policy_with(topologySpreadConstraints=[_spread(), _spread(maxSkew=2)]),
+     "spec.topologySpreadConstraints[0].{topologyKey, whenUnsatisfiable}: duplicate value"),
 ])
 def test_invalid_policy_names_the_path(cli: Cli, files: Files, name: str, policy: dict[str, Any],
                                       field: str) -> None:

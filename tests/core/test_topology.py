@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from berth.core.errors import ErrorCode
+from berth.core.errors import ErrorCode, InvalidPolicy
 from berth.core.model import NodeAffinity, Taint, Toleration
 
-from .builders import ZONE, Scenario, cluster, evaluate, node, plan, pod, policy, run, spread_pods, web
+from .builders import HOSTNAME, ZONE, Scenario, cluster, evaluate, node, plan, pod, policy, run, spread_pods, web
 
 
 def zoned(name: str, zone: str, **kw: Any) -> Any:
@@ -241,3 +241,56 @@ def test_round_that_spread_stops_part_way_keeps_the_spread_code() -> None:
     result = plan(view, web("new"), policy(**spec(tsc(1))), count=6)
     assert result.error is not None and result.error.code is ErrorCode.SPREAD_UNSATISFIED, result.error
     assert result.error.message.startswith("placed 5 of 6: ")
+
+
+def _no_selector(**extra: Any) -> dict[str, Any]:
+    c = tsc(**extra)
+    del c["labelSelector"]
+    return c
+
+
+# What the Kubernetes API refuses in topology spread constraints (pod validation), refused the same
+# way in a policy: (case, constraints, the field path named, a part of the problem).
+INVALID_SPREAD = [
+    ("match_label_keys_in_match_labels", [tsc(matchLabelKeys=["app"])],
+     "spec.topologySpreadConstraints[0].matchLabelKeys[0]", "exists in both matchLabelKeys and labelSelector"),
+    ("match_label_keys_in_match_expressions",
+     [tsc(labelSelector={"matchExpressions": [{"key": "tier", "operator": "Exists"}]},
+          matchLabelKeys=["pod-template-hash", "tier"])],
+     "spec.topologySpreadConstraints[0].matchLabelKeys[1]", "exists in both matchLabelKeys and labelSelector"),
+    ("match_label_keys_without_label_selector", [_no_selector(matchLabelKeys=["pod-template-hash"])],
+     "spec.topologySpreadConstraints[0].matchLabelKeys", "must not be specified when labelSelector is not set"),
+    ("match_label_keys_not_a_label_key", [tsc(matchLabelKeys=["bad key"])],
+     "spec.topologySpreadConstraints[0].matchLabelKeys[0]", "label key 'bad key'"),
+    ("duplicate_topology_key_and_when_unsatisfiable", [tsc(1), tsc(2)],
+     "spec.topologySpreadConstraints[0].{topologyKey, whenUnsatisfiable}",
+     f"duplicate value {{{ZONE}, DoNotSchedule}}"),
+    ("duplicate_counts_the_default_when_unsatisfiable",
+     [tsc(3), {"maxSkew": 1, "topologyKey": ZONE, "labelSelector": {"matchLabels": {"app": "web"}}}],
+     "spec.topologySpreadConstraints[0].{topologyKey, whenUnsatisfiable}", "duplicate value"),
+    ("duplicate_named_at_the_first_of_the_pair",
+     [tsc(when="ScheduleAnyway"), {**tsc(), "topologyKey": "rack"}, tsc(when="ScheduleAnyway")],
+     "spec.topologySpreadConstraints[0].{topologyKey, whenUnsatisfiable}", "ScheduleAnyway"),
+]
+
+
+@pytest.mark.parametrize(("name", "constraints", "path", "problem"), INVALID_SPREAD, ids=[c[0] for c in INVALID_SPREAD])
+def test_spread_is_validated_as_the_kubernetes_api_does(name: str, constraints: list[dict[str, Any]], path: str,
+                                                        problem: str) -> None:
+    with pytest.raises(InvalidPolicy) as refused:
+        policy(**spec(*constraints))
+    assert refused.value.path == path
+    assert problem in refused.value.problem
+
+
+VALID_SPREAD = [
+    ("same_key_different_when_unsatisfiable", [tsc(), tsc(when="ScheduleAnyway")]),
+    ("same_when_unsatisfiable_different_keys", [tsc(), {**tsc(), "topologyKey": HOSTNAME}]),
+    ("match_label_keys_beside_the_selector", [tsc(matchLabelKeys=["pod-template-hash"])]),
+    ("no_match_label_keys_without_selector", [_no_selector()]),
+]
+
+
+@pytest.mark.parametrize(("name", "constraints"), VALID_SPREAD, ids=[c[0] for c in VALID_SPREAD])
+def test_spread_the_kubernetes_api_accepts_is_accepted(name: str, constraints: list[dict[str, Any]]) -> None:
+    assert len(policy(**spec(*constraints)).spec.topology_spread_constraints) == len(constraints)

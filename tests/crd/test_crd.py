@@ -156,6 +156,7 @@ def test_cel_checks_what_the_issue_asks(root: dict[str, Any]) -> None:
     assert "self.within" in rules and "'Pod'" in rules  # within only on Pod rules
     assert "has(self.anyOf) != has(self.allOf)" in rules  # a group object has exactly one key
     assert "self.minDomains" in rules and "'DoNotSchedule'" in rules
+    assert "!has(self.matchLabelKeys) || size(self.matchLabelKeys) == 0 || has(self.labelSelector)" in rules
 
 
 # -- the rule tree ------------------------------------------------------------------------------------

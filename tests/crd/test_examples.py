@@ -26,6 +26,8 @@ NOT_BY_OPENAPI = {
     "within-on-node-rule", "group-two-keys",  # CEL
     "min-domains-without-do-not-schedule", "selector-in-without-values",  # CEL
     "label-key-too-long", "label-key-empty", "labels-duplicate-after-trim", "too-many-rules",  # webhook only
+    "spread-match-label-keys-without-selector",  # CEL
+    "spread-match-label-keys-in-selector", "spread-duplicate-constraint",  # webhook only
 }
 
 
