@@ -11,7 +11,10 @@ build many apps in one process).
 - ``berth_view_unreadable_objects_total{kind}``: nodes, leases and pods the list or watch delivered
   that berth cannot read and leaves out of its view (each is also logged);
 - ``berth_watch_restarts_total{kind}``: relists after a watch error or 410 Gone;
-- ``berth_bind_conflicts_total{reason}``: binds refused by the recheck or by a busy node lock.
+- ``berth_bind_conflicts_total{reason}``: binds refused by the recheck or by a busy node lock;
+- ``berth_assumptions_expired_total{kind}``: assumed pods released by their time bound: ``tentative``
+  (no bind came for filter's choice) or ``bound`` (a bound pod's reservation lapsed before the watch
+  showed the pod bound or deleted: a lagging watch).
 """
 
 from __future__ import annotations
@@ -64,9 +67,10 @@ class Metrics:
         self.bind_conflicts = Counter("berth_bind_conflicts_total",
                                       "Binds refused: the recheck failed or the node stayed locked",
                                       ["reason"], registry=self.registry)
-        self.assumptions_expired = Counter("berth_assumptions_expired_total",
-                                           "Assumed pods released without a bind or a watch confirmation",
-                                           ["kind"], registry=self.registry)
+        self.assumptions_expired = Counter(
+            "berth_assumptions_expired_total",
+            "Assumed pods released by their time bound (bound: before the watch showed the pod)",
+            ["kind"], registry=self.registry)
         if store is not None:
             self.registry.register(_ViewCollector(store))
 

@@ -18,6 +18,10 @@ from berth.core.settings import Settings
 
 log = logging.getLogger("berth.extender.settings")
 
+ASSUME_TTL_SECONDS = 900.0
+"""The safety bound on a bound pod's reservation: long, as kube-scheduler itself never drops an
+assumed pod whose bind succeeded; a watch lagging this far behind is a fault worth a metric."""
+
 
 class ExtenderSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="BERTH_", extra="ignore", frozen=True,
@@ -35,7 +39,9 @@ class ExtenderSettings(BaseSettings):
     # -- extender ---------------------------------------------------------------------
     track_leases: bool = True  # judge liveness by kube-node-lease Leases (off for clusters without kubelets)
     tentative_ttl_seconds: float = Field(default=15.0, gt=0, le=3600)  # prioritize winner held until bind
-    assume_ttl_seconds: float = Field(default=30.0, gt=0, le=3600)  # bound pod held until the watch shows it
+    # A bound pod counts on its node until the watch (or a full list) shows it bound or deleted; this
+    # safety bound releases it only if neither ever comes (berth_assumptions_expired_total{kind="bound"}).
+    assume_ttl_seconds: float = Field(default=ASSUME_TTL_SECONDS, gt=0, le=86400)
     round_timeout_seconds: float = Field(default=120.0, gt=0, le=86400)  # Fill/Each round left idle this long closes
     bind_lock_timeout_seconds: float = Field(default=2.0, gt=0, le=60)  # waiting for a node's lock: placement_busy
     decisions_kept: int = Field(default=5000, ge=0, le=1_000_000)  # latest decisions kept in memory

@@ -13,7 +13,8 @@ Assumed pods come in two kinds (seed 000's processing counter):
   arrives; released after ``tentative_ttl`` if no bind comes, moved by the bind if the
   scheduler chose another node;
 - *bound*: berth created (or is creating) the Binding; counted until the watch shows the pod
-  bound, released after ``assume_ttl`` if it never does.
+  bound or deleted, or a full list begun after the bind shows it bound or leaves it out; released
+  after ``assume_ttl`` (a long safety bound) only if none of that ever comes.
 
 Nothing here survives only in memory: pods berth bound carry the decision annotation (with the
 round's plan) and the round annotation, so a restarted extender rebuilds bound pods and open
@@ -59,6 +60,7 @@ class Assumption:
     deadline: float  # wall-clock seconds; released after it unless the watch confirmed it
     round_key: str | None = None
     nominated: bool = False  # a preemptor on the node kube-scheduler nominated (status.nominatedNodeName)
+    made: float = 0.0  # the store's clock when it was made
 
 
 @dataclass
@@ -341,7 +343,7 @@ class ClusterStore:
         """Count ``pod`` on ``node`` now (replacing an earlier assumption of it)."""
         self.release(pod.uid)
         placed = self.view.assume(pod, node)
-        entry = self.assumed[pod.uid] = Assumption(placed, bound, deadline, round_key, nominated)
+        entry = self.assumed[pod.uid] = Assumption(placed, bound, deadline, round_key, nominated, self.clock())
         self._assumptions_made += 1
         heapq.heappush(self._deadlines, (deadline, self._assumptions_made, pod.uid, entry))
         if len(self._deadlines) > 2 * len(self.assumed) + 1024:  # drop entries of assumptions gone
@@ -387,10 +389,14 @@ class ClusterStore:
             if self.assumed.get(uid) is not made:
                 continue  # released, replaced or confirmed since
             entry = self.release(uid)
-            if entry is not None:
-                released.append(entry)
-                log.info("released pod %s from node %s: %s", entry.pod.key, entry.pod.node_name,
-                         "the watch never showed it bound" if entry.bound else "no bind came in time")
+            if entry is None:
+                continue
+            released.append(entry)
+            if entry.bound:
+                log.warning("released pod %s from node %s: the watch has not shown it bound or deleted "
+                            "within the safety bound", entry.pod.key, entry.pod.node_name)
+            else:
+                log.info("released pod %s from node %s: no bind came in time", entry.pod.key, entry.pod.node_name)
         return released
 
     def confirm_placed(self, pod: PodInfo) -> None:
@@ -448,6 +454,7 @@ class ClusterStore:
         """A full list of ``kind``: apply every object, then forget what the list no longer holds.
         Applied in chunks so that requests are not blocked for the whole of a large list."""
         apply, delete, current = self._ops(kind)
+        started = self.clock()
         seen: set[str] = set()
         batch: list[Mapping[str, Any]] = []
         for obj in objects:
@@ -459,6 +466,10 @@ class ClusterStore:
         with self.lock:
             for ident in [i for i in current() if i not in seen]:
                 delete(ident)
+            if kind == "pods":
+                # a pod counted before the list began and absent from it was deleted: absence confirmed
+                for uid in [u for u, a in self.assumed.items() if u not in seen and a.made < started]:
+                    self.release(uid)
             self.listed.add(kind)
 
     def _apply_batch(self, kind: str, batch: list[Mapping[str, Any]], apply: Callable[[Mapping[str, Any]], None],

@@ -170,6 +170,76 @@ def test_a_bound_pod_stays_counted_until_the_watch_shows_it_or_its_time_is_up() 
     assert 'berth_assumptions_expired_total{kind="bound"} 1.0' in client.get("/metrics").text
 
 
+def _bound(store_objects: list[dict[str, Any]], *pods: dict[str, Any], **settings: Any) -> tuple[Any, Clock, Any]:
+    """A store, its clock and a test client, with ``pods`` filtered and bound (not yet seen bound)."""
+    from fastapi.testclient import TestClient
+
+    store = make_store(store_objects)
+    clock = Clock()
+    store.clock = clock
+    client = TestClient(create_app(store, ExtenderSettings(**settings), binder=RecordingBinder(), clock=clock))
+    for p in pods:
+        client.post("/filter", content=orjson.dumps({"Pod": p, "NodeNames": ["a"]}))
+        assert client.post("/bind", content=orjson.dumps(bind_args(p, "a"))).json() == {"Error": ""}
+    return store, clock, client
+
+
+def test_a_bound_pod_is_held_past_a_lagging_watch_by_default() -> None:
+    p1 = pod("web-1", labels=WEB, cpu="1")
+    store, clock, client = _bound([node("a", cpu="4"), policy("web")], p1)
+    clock.advance(600)  # a watch ten minutes behind
+    client.post("/filter", content=orjson.dumps({"Pod": pod("web-2", labels=WEB), "NodeNames": ["a"]}))
+    assert store.view.is_assumed(p1["metadata"]["uid"])
+    assert store.view.requested("a")["cpu"] == 1000 + 100  # web-1 still counted, and web-2's tentative place
+    assert 'berth_assumptions_expired_total{kind="bound"}' not in client.get("/metrics").text
+
+
+def test_a_bound_pod_lapses_only_after_the_safety_bound_and_is_counted() -> None:
+    p1 = pod("web-1", labels=WEB, cpu="1")
+    store, clock, client = _bound([node("a", cpu="4"), policy("web")], p1)
+    clock.advance(ExtenderSettings().assume_ttl_seconds + 1)
+    client.post("/filter", content=orjson.dumps({"Pod": pod("web-2", labels=WEB), "NodeNames": ["a"]}))
+    assert store.view.pod(p1["metadata"]["uid"]) is None
+    assert 'berth_assumptions_expired_total{kind="bound"} 1.0' in client.get("/metrics").text
+
+
+def test_a_bound_pod_deleted_before_the_watch_showed_it_is_released() -> None:
+    p1 = pod("web-1", labels=WEB, cpu="1")
+    store, _, _ = _bound([node("a", cpu="4"), policy("web")], p1)
+    store.delete_pod(p1)
+    assert store.assumed == {} and store.view.requested("a").get("cpu", 0) == 0
+
+
+def test_a_full_list_begun_after_the_bind_without_the_pod_releases_it() -> None:
+    p1 = pod("web-1", labels=WEB, cpu="1")
+    store, clock, _ = _bound([node("a", cpu="4"), policy("web")], p1)
+    clock.advance(1)
+    store.replace("pods", [])  # the relist after a lost watch: the pod is gone
+    assert store.assumed == {} and store.view.requested("a").get("cpu", 0) == 0
+
+
+def test_a_full_list_showing_the_pod_still_pending_keeps_it() -> None:
+    p1 = pod("web-1", labels=WEB, cpu="1")
+    store, clock, _ = _bound([node("a", cpu="4"), policy("web")], p1)
+    clock.advance(1)
+    store.replace("pods", [p1])  # listed while the Binding was still on its way
+    assert store.view.is_assumed(p1["metadata"]["uid"])
+    assert store.view.requested("a")["cpu"] == 1000
+
+
+def test_a_full_list_begun_before_the_bind_keeps_it() -> None:
+    p1 = pod("web-1", labels=WEB, cpu="1")
+    store, clock, _ = _bound([node("a", cpu="4"), policy("web")])
+
+    def listed_then_bound() -> Any:  # the list was read from the API server before the pod was bound
+        clock.advance(1)
+        store.assume(_info(p1), "a", bound=True, deadline=clock() + 900)
+        yield from ()
+
+    store.replace("pods", listed_then_bound())
+    assert store.view.is_assumed(p1["metadata"]["uid"])
+
+
 def test_a_watch_update_of_a_pending_pod_keeps_its_assumption() -> None:
     h = harness([node("a", cpu="2"), policy("web")])
     p = pod("web-1", labels=WEB, cpu="1")

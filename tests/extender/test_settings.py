@@ -30,7 +30,9 @@ CASES = [
     ("BERTH_DEFAULT_STRATEGY", "Sideways", "default_strategy", None),
     ("BERTH_DEFAULT_STRATEGY", "", "default_strategy", None),
     ("BERTH_TRACK_LEASES", "false", "track_leases", False),
-    ("BERTH_ASSUME_TTL_SECONDS", "never", "assume_ttl_seconds", 30.0),
+    ("BERTH_ASSUME_TTL_SECONDS", "never", "assume_ttl_seconds", 900.0),
+    ("BERTH_ASSUME_TTL_SECONDS", "86400", "assume_ttl_seconds", 86400.0),
+    ("BERTH_ASSUME_TTL_SECONDS", "86401", "assume_ttl_seconds", 900.0),
     ("BERTH_LOG_LEVEL", "debug", "log_level", "DEBUG"),
     ("BERTH_LOG_LEVEL", "chatty", "log_level", "INFO"),
 ]
