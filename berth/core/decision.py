@@ -4,6 +4,7 @@ served by the explain API; it round-trips through JSON unchanged."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import ItemsView, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -14,6 +15,34 @@ from typing import Any
 from berth.core.errors import ErrorCode, PlacementError
 
 DECISION_ANNOTATION = "berth.dev/decision"
+
+
+_CAPACITY = "insufficient capacity: "
+_LEASE = "node is down: Lease not renewed"
+_SKEW = re.compile(r"topology spread: placing here makes skew \d+ in ([^=]+)=.*\(maxSkew (\d+)\)")
+_CEILING = re.compile(r"nodesLimit: already holds \d+ pods of this workload \(per-node ceiling (\d+)\)")
+
+
+def refusal_cause(reason: str) -> str:
+    """A refusal reason without its per-node figures: one text per cause.
+
+    kube-scheduler counts identical reason texts in its FailedScheduling event ("3 insufficient
+    capacity: memory"), so what berth sends it must be the same text for the same cause; the
+    figures of each node stay in the pod's own record (:meth:`Decision.refusal_lines`).
+    ``insufficient capacity: memory: needs 2.0 GiB, ...; cpu: needs ...`` becomes
+    ``insufficient capacity: memory, cpu``; a skew becomes the key and maxSkew it breaks; a
+    Lease's age and a nodesLimit count are dropped. Reasons without figures are kept as they are.
+    """
+    if reason.startswith(_CAPACITY):
+        parts = reason[len(_CAPACITY):].split("; ")
+        return _CAPACITY + ", ".join(dict.fromkeys(part.split(":", 1)[0] for part in parts))
+    if reason.startswith(_LEASE):
+        return _LEASE
+    if (skew := _SKEW.fullmatch(reason)) is not None:
+        return f"topology spread: placing here breaks maxSkew {skew[2]} in {skew[1]}"
+    if (ceiling := _CEILING.fullmatch(reason)) is not None:
+        return f"nodesLimit: already holds the per-node ceiling of {ceiling[1]} pods of this workload"
+    return reason
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,11 +6,13 @@ from __future__ import annotations
 import pytest
 
 from berth.core.capacity import Placeable, capacity_report, capacity_table, node_allocations
+from berth.core.decision import refusal_cause
 from berth.core.errors import ErrorCode
 from berth.core.fit import check_fit, demand
+from berth.core.model import Taint
 from berth.core.settings import Settings
 
-from .builders import NOW, Scenario, cluster, evaluate, gib, node, plan, pod, policy, run, spread_pods, web
+from .builders import NOW, ZONE, Scenario, cluster, evaluate, gib, node, plan, pod, policy, run, spread_pods, web
 
 SHORTFALL = ("insufficient capacity: memory: needs 2.0 GiB, 1.0 GiB free of 1.0 GiB allocatable "
              "(short by 1.0 GiB)")
@@ -316,3 +318,52 @@ def test_extended_resource_absent_from_node_is_zero_not_unknown() -> None:
     assert "plain" in evaluate(view, gpu_pod).decision.refused
     result = plan(view, gpu_pod, policy(strategy="Auto"), count=2)
     assert result.error is not None and result.error.code is ErrorCode.INSUFFICIENT_RESOURCE
+
+
+# -- one text per cause, for kube-scheduler's FailedScheduling event ----------------------------------
+
+def _causes(s: Scenario) -> dict[str, str]:
+    decision = run(s)
+    return {name: refusal_cause(refusal.reason) for name, refusal in decision.refused.items()}
+
+
+_ZONE_SPREAD = {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+                                               "labelSelector": {"matchLabels": {"app": "web"}}}]}
+
+# (case, scenario, the one text every refused node must share)
+CAUSES = [
+    ("memory_short_by_different_amounts",
+     Scenario("m", nodes=(node("a", memory="1Gi"), node("b", memory="512Mi")), pod=web("new", memory="2Gi")),
+     "insufficient capacity: memory"),
+    ("cpu_and_memory_short",
+     Scenario("cm", nodes=(node("a", cpu="1", memory="1Gi"), node("b", cpu="500m", memory="512Mi")),
+              pod=web("new", cpu="2", memory="2Gi")),
+     "insufficient capacity: cpu, memory"),
+    ("disk_floor_at_different_fill",
+     Scenario("d", nodes=(node("a", disk="10Gi"), node("b", disk="20Gi")), pod=web("new", disk="19Gi")),
+     "insufficient capacity: ephemeral-storage"),
+    ("leases_of_different_ages",
+     Scenario("l", nodes=(node("a"), node("b")), leases={"a": NOW - 50, "b": NOW - 90}),
+     "node is down: Lease not renewed"),
+    ("skew_in_different_domains",
+     Scenario("s", nodes=(node("a", labels={ZONE: "z1"}), node("b", labels={ZONE: "z2"}),
+                          node("c", labels={ZONE: "z3"})),
+              pods=(*spread_pods({"a": 3, "b": 2}),), spec=_ZONE_SPREAD),
+     f"topology spread: placing here breaks maxSkew 1 in {ZONE}"),
+    ("node_limit_reached_with_different_counts",
+     Scenario("n", nodes=(node("a"), node("b"), node("c")), pods=(*spread_pods({"a": 3, "b": 2}),),
+              spec={"strategy": "Auto", "nodesLimit": 2}),
+     "nodesLimit: already holds the per-node ceiling of 2 pods of this workload"),
+    ("untolerated_taint_is_already_one_text",
+     Scenario("t", nodes=(node("a", taints=(Taint("gpu", "true", "NoSchedule"),)),
+                          node("b", taints=(Taint("gpu", "true", "NoSchedule"),)))),
+     "untolerated taint gpu=true:NoSchedule"),
+]
+
+
+@pytest.mark.parametrize(("name", "scenario", "cause"), CAUSES, ids=[c[0] for c in CAUSES])
+def test_refusals_of_one_cause_share_one_text(name: str, scenario: Scenario, cause: str) -> None:
+    causes = _causes(scenario)
+    refused = {n for n, reason in causes.items() if reason == cause}
+    assert len(refused) >= 2, causes
+    assert set(causes.values()) == {cause}, causes
