@@ -1,5 +1,5 @@
 """Where a bind lands: the API server (Binding with the decision annotations, then an Event) or,
-offline, the view itself.
+offline, the view itself; and the Event that tells a pod no node takes why (``BerthRefused``).
 
 :class:`KubeBinder` creates the Binding (``pods/binding``), which carries the decision annotation
 (and the round annotation) onto the pod, and writes the Event on the pod as a separate step: the
@@ -41,6 +41,11 @@ class Binder(Protocol):
         bind stands (the pod's annotation holds the decision)."""
         ...
 
+    async def record_refused(self, pod: PodInfo, message: str) -> None:
+        """Tell the reader of a pod no node takes which nodes berth refused and why (a Warning
+        Event, ``BerthRefused``). Best effort, like :meth:`record_event`."""
+        ...
+
     async def fetch_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
 
@@ -58,6 +63,9 @@ class MemoryBinder:
 
     async def record_event(self, pod: PodInfo, node: str, message: str) -> None:
         """Offline there is no pod object to carry an Event: the decision API holds the record."""
+
+    async def record_refused(self, pod: PodInfo, message: str) -> None:
+        """Offline: the decision API holds the record."""
 
     async def fetch_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         return None
@@ -77,7 +85,11 @@ class KubeBinder:
 
     async def record_event(self, pod: PodInfo, node: str, message: str) -> None:
         if self.record_events and message:
-            await asyncio.to_thread(self._event, pod, node, message)
+            await asyncio.to_thread(self._event, pod, "BerthPlaced", "Normal", message)
+
+    async def record_refused(self, pod: PodInfo, message: str) -> None:
+        if self.record_events and message:
+            await asyncio.to_thread(self._event, pod, "BerthRefused", "Warning", message)
 
     def _bind(self, pod: PodInfo, node: str, annotations: dict[str, str]) -> None:
         from kubernetes.client.exceptions import ApiException
@@ -98,7 +110,7 @@ class KubeBinder:
         except ApiException as exc:
             raise BindError(f"cannot bind pod {pod.key} to {node}: {_api_reason(exc)}") from None
 
-    def _event(self, pod: PodInfo, node: str, message: str) -> None:
+    def _event(self, pod: PodInfo, reason: str, kind: str, message: str) -> None:
         from kubernetes.client.exceptions import ApiException
 
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -108,9 +120,9 @@ class KubeBinder:
             "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
             "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "namespace": pod.namespace,
                                "uid": pod.uid},
-            "reason": "BerthPlaced",
+            "reason": reason,
             "message": message[:1024],
-            "type": "Normal",
+            "type": kind,
             "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT,
             "reportingInstance": COMPONENT,

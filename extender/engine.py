@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 from berth.core.capacity import capacity_report, node_allocations
-from berth.core.decision import DECISION_ANNOTATION, Decision, Refusal, Refused
+from berth.core.decision import DECISION_ANNOTATION, Decision, Refusal, Refused, refusal_cause
 from berth.core.errors import ErrorCode, PlacementError
 from berth.core.evaluate import Evaluation, evaluate_pod, score_runs, scores
 from berth.core.kube import ObjectError, node_from_object, pod_from_object
@@ -156,16 +156,53 @@ class RequestNodes:
 
 
 def _failed_nodes(refused: Refused) -> tuple[dict[str, str], dict[str, str]]:
-    """(FailedNodes, FailedAndUnresolvableNodes) in the scheduler's spelling: the nodes refused
-    together added group by group, without a Python step per node."""
+    """(FailedNodes, FailedAndUnresolvableNodes) in the scheduler's spelling, one text per cause
+    (kube-scheduler counts identical texts in its FailedScheduling event; each node's figures stay in
+    the pod's own record): the nodes refused together added group by group, without a Python step per
+    node, and each distinct reason reworded once."""
     failed: dict[str, str] = {}
     unresolvable: dict[str, str] = {}
+    texts: dict[str, str] = {}
+
+    def text(reason: str) -> str:
+        found = texts.get(reason)
+        if found is None:
+            found = texts[reason] = scheduler_text(refusal_cause(reason))
+        return found
+
     each, groups = refused.parts()
     for name, refusal in each.items():
-        (failed if refusal.resolvable else unresolvable)[name] = scheduler_text(refusal.reason)
+        (failed if refusal.resolvable else unresolvable)[name] = text(refusal.reason)
     for names, refusal in groups:
-        (failed if refusal.resolvable else unresolvable).update(dict.fromkeys(names, scheduler_text(refusal.reason)))
+        (failed if refusal.resolvable else unresolvable).update(dict.fromkeys(names, text(refusal.reason)))
     return failed, unresolvable
+
+
+EVENT_LIMIT = 1024
+"""The longest Event message the API server keeps."""
+
+
+def refused_message(record: Mapping[str, Any]) -> str:
+    """The BerthRefused Event of a pod no node takes: the nodes refused and why, each with its own
+    figures (``node-a: insufficient capacity: memory: needs ...``), nodes refused for the very same
+    text named together, cut to what an Event holds."""
+    refused: Mapping[str, str] = record.get("refused") or {}
+    total = record.get("refusedTotal", len(refused))
+    considered = record.get("consideredTotal", len(record.get("considered") or ()))
+    head = (f"berth found no node for the pod (strategy {record['strategy']}"
+            + (f", policy {record['policy']}" if record.get("policy") else "")
+            + f"; {considered} nodes considered, {total} refused)")
+    by_reason: dict[str, list[str]] = {}
+    for node, reason in refused.items():
+        by_reason.setdefault(reason, []).append(node)
+    parts = [f"{', '.join(nodes)}: {reason}" for reason, nodes in by_reason.items()]
+    if total > len(refused):
+        parts.append(f"and {total - len(refused)} more nodes")
+    error = record.get("error") or {}
+    if not parts and error:
+        parts.append(f"{error.get('code')}: {error.get('message')}")
+    message = f"{head}: {'; '.join(parts)}"
+    return message if len(message) <= EVENT_LIMIT else message[:EVENT_LIMIT - 4] + " ..."
 
 
 def rfc3339(epoch: float) -> str:
@@ -214,6 +251,8 @@ class Extender:
         self._filter_decisions: OrderedDict[str, bytes] = OrderedDict()
         self._recent: _Recent | None = None
         self._encoded_nodes: dict[str, tuple[str, orjson.Fragment]] = {}
+        self._refusals_told: OrderedDict[str, str] = OrderedDict()  # pod uid -> its last BerthRefused message
+        self._tasks: set[asyncio.Task[None]] = set()
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -387,6 +426,10 @@ class Extender:
                                    time.monotonic())
             record = decision_record(decision)
             self._remember_filter_decision(pod.uid, store.record_decision(pod.key, record))
+        if not passing:
+            self._tell_refusal(pod, record)
+        else:
+            self._refusals_told.pop(pod.uid, None)
         result = "placed" if passing else (decision.error.code.value if decision.error else "no_node")
         self.metrics.observe("filter", time.perf_counter() - started, result)
         return self._filter_reply(cache_capable, passing, failed, unresolvable, raw_nodes)
@@ -420,6 +463,32 @@ class Extender:
                 self._encoded_nodes.clear()
             self._encoded_nodes[name] = (rv, fragment)
         return fragment
+
+    def _tell_refusal(self, pod: PodInfo, record: Mapping[str, Any]) -> None:
+        """A BerthRefused Event on a pod no node takes, written in the background (filter never waits
+        for the API server), and only when its message differs from the last one the pod got: the
+        scheduler retries a pending pod again and again."""
+        message = refused_message(record)
+        told = self._refusals_told
+        if told.get(pod.uid) == message:
+            return
+        told[pod.uid] = message
+        told.move_to_end(pod.uid)
+        while len(told) > 10000:
+            told.popitem(last=False)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # called outside the app (a test, a script): nothing to write it with
+            return
+        task = loop.create_task(self._record_refused(pod, message))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _record_refused(self, pod: PodInfo, message: str) -> None:
+        try:
+            await self.binder.record_refused(pod, message)
+        except Exception as exc:  # informative only: the explain API holds the decision
+            log.warning("cannot record a BerthRefused Event on pod %s: %s", pod.key, exc)
 
     # -- prioritize ------------------------------------------------------------------------
 

@@ -324,11 +324,15 @@ def test_pod_that_fits_nowhere_stays_pending_with_berths_reasons(env: Env) -> No
     env.policy("half-" + env.run, "half", strategy="Auto", capacity={"cpuOvercommitPercent": 50})
     env.create(env.pod("too-big", "half", cpu="1500m"))
     message = env.failed_scheduling("too-big")
-    # kube-scheduler counts the nodes per reason (the reason is the same on both nodes).
-    assert ("0/2 nodes are available: 2 insufficient capacity: cpu: needs 1500m, 1 free of 2 allocatable "
-            "at 50 percent overcommit (short by 500m)") in message, message
+    # kube-scheduler counts the nodes per reason: berth sends one text per cause, without figures.
+    assert "0/2 nodes are available: 2 insufficient capacity: cpu." in message, message
     explained = env.extender.get(f"/api/v1/decisions/{env.ns}/too-big")  # every node by name
     assert set(explained["refused"]) == {a, b}, explained
+    # the pod's own Event names every node with its figures (kubectl describe pod)
+    refused = wait_for(lambda: events(env.core, env.ns, "too-big", "BerthRefused"), bool, timeout=30,
+                       what="berth's BerthRefused Event on too-big")[-1]
+    assert (f"{', '.join(sorted((a, b)))}: insufficient capacity: cpu: needs 1500m, 1 free of 2 allocatable "
+            "at 50% overcommit (short by 500m)") in refused, refused
     time.sleep(2)
     assert env.core.read_namespaced_pod("too-big", env.ns).spec.node_name is None
 

@@ -34,6 +34,7 @@ class RecordingBinder:
         self.bound: dict[str, str] = {}
         self.annotations: dict[str, Mapping[str, str]] = {}
         self.messages: dict[str, str] = {}
+        self.refusals: dict[str, list[str]] = {}  # pod key -> the BerthRefused messages written
 
     async def bind(self, pod: PodInfo, node: str, annotations: Mapping[str, str]) -> None:
         if self.delay:
@@ -50,6 +51,9 @@ class RecordingBinder:
         if self.event_fails:
             raise ConnectionError("the API server went away")
         self.messages[pod.key] = message
+
+    async def record_refused(self, pod: PodInfo, message: str) -> None:
+        self.refusals.setdefault(pod.key, []).append(message)
 
     async def fetch_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         return None
@@ -356,3 +360,73 @@ def test_the_annotation_stays_small_on_a_large_cluster() -> None:
     assert len(recorded["refused"]) == 20 and recorded["refusedTotal"] == 60
     assert len(binder.annotations["shop/web-1"][DECISION_ANNOTATION]) < 4096
     assert "61 nodes considered, 60 refused" in binder.messages["shop/web-1"]
+
+
+# -- the pod's own record when no node takes it -------------------------------------------------------
+
+async def _filter_all(app: Any, *pods: dict[str, Any]) -> list[dict[str, Any]]:
+    """Filter each pod over every node, through the app, and let the background Event writes run."""
+    replies = []
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://berth") as client:
+        for p in pods:
+            r = await client.post("/filter", content=orjson.dumps({"Pod": p, "NodeNames": ["a", "b"]}))
+            replies.append(r.json())
+            for _ in range(5):
+                await asyncio.sleep(0)
+    return replies
+
+
+def test_a_pod_no_node_takes_gets_a_berth_refused_event_with_each_nodes_figures() -> None:
+    store = make_store([node("a", cpu="1"), node("b", cpu="2"), policy("web")])
+    binder = RecordingBinder()
+    app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
+    p = pod("web-1", labels=WEB, cpu="3")
+    [reply] = asyncio.run(_filter_all(app, p))
+    assert reply["FailedNodes"] == {"a": "insufficient capacity: cpu", "b": "insufficient capacity: cpu"}
+    [message] = binder.refusals["shop/web-1"]
+    assert message == ("berth found no node for the pod (strategy Default, policy shop/web; 2 nodes considered, "
+                       "2 refused): a: insufficient capacity: cpu: needs 3, 1 free of 1 allocatable (short by 2);"
+                       " b: insufficient capacity: cpu: needs 3, 2 free of 2 allocatable (short by 1)")
+
+
+def test_a_pod_refused_again_for_the_same_reasons_gets_no_second_event() -> None:
+    store = make_store([node("a", cpu="1"), node("b", cpu="2"), policy("web")])
+    binder = RecordingBinder()
+    app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
+    p = pod("web-1", labels=WEB, cpu="3")
+    asyncio.run(_filter_all(app, p, p))
+    assert len(binder.refusals["shop/web-1"]) == 1
+
+
+def test_a_pod_that_fits_gets_no_berth_refused_event() -> None:
+    store = make_store([node("a", cpu="1"), node("b", cpu="2"), policy("web")])
+    binder = RecordingBinder()
+    app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
+    asyncio.run(_filter_all(app, pod("web-1", labels=WEB, cpu="1")))
+    assert binder.refusals == {}
+
+
+def test_the_refused_event_stays_within_an_events_length() -> None:
+    nodes = [node(f"node-{i:03d}", cpu=str(1 + i % 2)) for i in range(200)]
+    store = make_store([*nodes, policy("web")])
+    binder = RecordingBinder()
+    app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
+
+    async def run() -> None:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://berth") as client:
+            names = [f"node-{i:03d}" for i in range(200)]
+            await client.post("/filter", content=orjson.dumps({"Pod": pod("web-1", labels=WEB, cpu="3"),
+                                                               "NodeNames": names}))
+            for _ in range(5):
+                await asyncio.sleep(0)
+
+    asyncio.run(run())
+    [message] = binder.refusals["shop/web-1"]
+    assert len(message) <= 1024
+    assert message.startswith("berth found no node for the pod")
+    # the nodes refused for the same text are named together, each group with its figures
+    assert "node-000, node-002, node-004" in message and "node-001, node-003" in message
+    assert ": insufficient capacity: cpu: needs 3, 1 free of 1 allocatable (short by 2)" in message
+    assert message.endswith(" ...")

@@ -94,3 +94,14 @@ def test_binds_events_and_reads_reuse_one_kept_alive_connection(api_server: _Api
     assert api_server.requests[0][2]["target"] == {"apiVersion": "v1", "kind": "Node", "name": "node-a"}
     # asyncio.to_thread may use a few pool threads; each keeps its connection, none is opened per call.
     assert api_server.connections <= 4, api_server.connections
+
+
+def test_a_refusal_is_a_warning_event_named_berth_refused(api_server: _ApiServer) -> None:
+    binder = _binder(api_server)
+    pod = PodInfo(uid="u1", name="web-1", namespace="shop")
+    asyncio.run(binder.record_refused(pod, "berth found no node for the pod: a: insufficient capacity: cpu"))
+    [(method, path, event)] = api_server.requests
+    assert (method, path) == ("POST", "/api/v1/namespaces/shop/events")
+    assert (event["reason"], event["type"]) == ("BerthRefused", "Warning")
+    assert event["involvedObject"]["uid"] == "u1"
+    assert event["message"] == "berth found no node for the pod: a: insufficient capacity: cpu"

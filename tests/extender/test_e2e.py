@@ -149,7 +149,8 @@ def test_kube_scheduler_places_pods_through_berth(
     assert explained["winner"] == placed["web-0"]
 
     # A pod berth refuses everywhere (while kube-scheduler's own filters let it through) stays Pending,
-    # and kube-scheduler's FailedScheduling event carries berth's reasons: 95Gi of a node's 100Gi of
+    # and kube-scheduler's FailedScheduling event counts berth's reasons, one text per cause; berth's
+    # BerthRefused Event on the pod names each node with its figures: 95Gi of a node's 100Gi of
     # ephemeral storage would leave less than the 10% free floor (seed 001).
     huge = simple_pod("huge", cpu="100m", memory="64Mi", labels={"app": "web"}, scheduler_name=name)
     for key in ("requests", "limits"):
@@ -163,8 +164,20 @@ def test_kube_scheduler_places_pods_through_berth(
         return ""
 
     message = wait_for(failed_event, bool, timeout=60, what="a FailedScheduling event for huge")
-    assert "below the 10 percent free floor" in message, message  # '%' would read '%!f(MISSING)'
+    assert "insufficient capacity: ephemeral-storage" in message, message  # counted, not one group per node
     assert "MISSING" not in message
+
+    def refused_event() -> str:
+        for e in core.list_namespaced_event(e2e_namespace, field_selector="involvedObject.name=huge").items:
+            if e.reason == "BerthRefused":
+                return str(e.message)
+        return ""
+
+    refused = wait_for(refused_event, bool, timeout=30, what="berth's BerthRefused Event on huge")
+    # the small node has too little cpu left for kube-scheduler itself; the others share one text
+    shared = f"{', '.join(sorted((medium, large)))}: insufficient capacity: ephemeral-storage: placing leaves"
+    assert shared in refused, refused
+    assert "below the 10% free floor" in refused, refused
     assert core.read_namespaced_pod("huge", e2e_namespace).spec.node_name is None
     time.sleep(0.5)
     metrics = httpx.get(extender + "/metrics").text

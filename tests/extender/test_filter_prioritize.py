@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
+from berth.extender.wire import scheduler_text
 from tests.extender.helpers import ZONE, args, harness, node, pod, policy
 
 WEB = {"app": "web"}
@@ -22,8 +23,7 @@ def three_nodes(**kw: Any) -> list[dict[str, Any]]:
 REFUSALS = [
     # (name, objects, pod kwargs, node, expected bucket, reason fragment)
     ("capacity: resolvable, seed 001 message",
-     [node("a", cpu="1"), policy("web")], {"cpu": "1500m"}, "a", "FailedNodes",
-     "insufficient capacity: cpu: needs 1500m, 1 free of 1 allocatable (short by 500m)"),
+     [node("a", cpu="1"), policy("web")], {"cpu": "1500m"}, "a", "FailedNodes", "insufficient capacity: cpu"),
     ("node filter excludes: unresolvable",
      [node("a"), policy("web", nodeFilter={"excludes": ["a"]})], {}, "a", "FailedAndUnresolvableNodes", ""),
     ("node filter labels: unresolvable",
@@ -74,7 +74,12 @@ def test_every_refusal_is_named_when_nothing_fits() -> None:
     assert result["NodeNames"] == []
     assert result["Error"] == ""  # refusals are not errors: kube-scheduler lists them in FailedScheduling
     assert set(result["FailedNodes"]) == {"a", "b", "c"}
-    assert result["FailedNodes"]["b"] == "insufficient capacity: cpu: needs 8, 4 free of 4 allocatable (short by 4)"
+    # one text per cause, so that kube-scheduler's FailedScheduling event reads "3 insufficient capacity: cpu"
+    assert set(result["FailedNodes"].values()) == {"insufficient capacity: cpu"}
+    # each node's figures are in the pod's own record
+    refused = h.client.get("/api/v1/decisions/shop/web-1").json()["refused"]
+    assert refused["b"] == "insufficient capacity: cpu: needs 8, 4 free of 4 allocatable (short by 4)"
+    assert refused["c"] == "insufficient capacity: cpu: needs 8, 1 free of 1 allocatable (short by 7)"
 
 
 def test_topology_spread_do_not_schedule_refuses_the_crowded_zone() -> None:
@@ -107,7 +112,7 @@ def test_nodes_refused_in_large_groups_are_each_named_in_their_bucket() -> None:
     assert sorted(result["NodeNames"]) == [f"b{i:02d}" for i in range(3, 8)]
     failed, unresolvable = result["FailedNodes"], result["FailedAndUnresolvableNodes"]
     assert set(failed) == {f"a{i:03d}" for i in range(120)} | {"b00", "b01", "b02"}
-    assert all(failed[f"a{i:03d}"].startswith("topology spread: placing here makes skew 2") for i in range(120))
+    assert {failed[f"a{i:03d}"] for i in range(120)} == {f"topology spread: placing here breaks maxSkew 1 in {ZONE}"}
     assert failed["b00"].startswith("insufficient capacity: cpu")
     assert set(unresolvable) == {f"g{i:02d}" for i in range(30)} | {"ghost"}
     assert all(unresolvable[f"g{i:02d}"].startswith("placementRules[0] not met") for i in range(30))
@@ -117,7 +122,8 @@ def test_nodes_refused_in_large_groups_are_each_named_in_their_bucket() -> None:
     kept = ["ghost", *(f"g{i:02d}" for i in reversed(range(30))), "b02", "b01", "b00",
             *(f"a{i:03d}" for i in reversed(range(54, 120)))]
     assert sorted(record["refused"]) == sorted(kept)
-    assert record["refused"]["g00"] == unresolvable["g00"] and record["refused"]["a119"] == failed["a119"]
+    assert record["refused"]["g00"] == unresolvable["g00"]
+    assert record["refused"]["a119"] == f"topology spread: placing here makes skew 2 in {ZONE}=a (maxSkew 1)"
 
 
 # -- pass-through and the cluster default strategy ---------------------------------------------
@@ -287,12 +293,12 @@ def test_an_unreadable_pod_gets_the_protocol_error() -> None:
 
 def test_percent_signs_are_spelt_out_for_kube_scheduler() -> None:
     """kube-scheduler formats refusal reasons as a format string: '10%' would read '10%!f(MISSING)'."""
+    assert scheduler_text("below the 10% free floor; 5 %") == "below the 10 percent free floor; 5 percent"
     h = harness([node("a", disk="100Gi"), policy("web")])
     p = pod("web-1", labels=WEB)
     p["spec"]["containers"][0]["resources"]["requests"]["ephemeral-storage"] = "95Gi"
     result = h.filter(p)
-    reason = result["FailedNodes"]["a"]
-    assert "below the 10 percent free floor" in reason and "%" not in reason
+    assert result["FailedNodes"]["a"] == "insufficient capacity: ephemeral-storage"
     # the explain API keeps the core's own words
     assert "below the 10% free floor" in h.client.get("/api/v1/decisions/shop/web-1").json()["refused"]["a"]
 
