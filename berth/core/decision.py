@@ -18,6 +18,7 @@ DECISION_ANNOTATION = "berth.dev/decision"
 
 
 _CAPACITY = "insufficient capacity: "
+_CAPACITY_LEN = len(_CAPACITY)
 _LEASE = "node is down: Lease not renewed"
 _SKEW = re.compile(r"topology spread: placing here makes skew \d+ in ([^=]+)=.*\(maxSkew (\d+)\)")
 _CEILING = re.compile(r"nodesLimit: already holds \d+ pods of this workload \(per-node ceiling (\d+)\)")
@@ -34,7 +35,10 @@ def refusal_cause(reason: str) -> str:
     Lease's age and a nodesLimit count are dropped. Reasons without figures are kept as they are.
     """
     if reason.startswith(_CAPACITY):
-        parts = reason[len(_CAPACITY):].split("; ")
+        if "; " not in reason:  # one resource short: the common case, on the filter's path for every node
+            colon = reason.find(":", _CAPACITY_LEN)
+            return reason[:colon] if colon > 0 else reason
+        parts = reason[_CAPACITY_LEN:].split("; ")
         return _CAPACITY + ", ".join(dict.fromkeys(part.split(":", 1)[0] for part in parts))
     if reason.startswith(_LEASE):
         return _LEASE
