@@ -321,3 +321,36 @@ def test_a_pod_nominated_by_preemption_holds_its_room() -> None:
     preemptor["status"]["nominatedNodeName"] = "a"
     h.store.apply_pod(preemptor)
     assert h.filter(preemptor, ["a"])["NodeNames"] == ["a"]
+
+
+# -- pod-level resources and node affinity, read from the pod objects --------------------------------
+
+def _pod_level(p: dict[str, Any], **requests: str) -> dict[str, Any]:
+    p["spec"]["resources"] = {"requests": requests}
+    return p
+
+
+def test_a_bound_pods_pod_level_request_counts_on_its_node() -> None:
+    # the containers ask 100m; the pod as a whole 3 cores, as kube-scheduler counts it
+    h = harness([node("a", cpu="4"), node("b", cpu="4"), policy("web"),
+                 _pod_level(pod("big", labels={"app": "other"}, node_name="a"), cpu="3")])
+    assert h.store.view.requested("a")["cpu"] == 3000
+    result = h.filter(pod("web-1", labels=WEB, cpu="1500m"))
+    assert result["NodeNames"] == ["b"]
+    assert result["FailedNodes"] == {"a": "insufficient capacity: cpu"}
+
+
+def test_a_pending_pods_pod_level_request_is_what_must_fit() -> None:
+    h = harness([node("a", cpu="2"), node("b", cpu="4"), policy("web")])
+    result = h.filter(_pod_level(pod("web-1", labels=WEB, cpu="100m"), cpu="3"))
+    assert result["NodeNames"] == ["b"]
+
+
+def test_a_match_fields_pin_sends_the_pod_to_its_node_only() -> None:
+    h = harness([node("a"), node("b"), policy("web")])
+    p = pod("web-1", labels=WEB)
+    p["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["b"]}]}]}}}
+    result = h.filter(p)
+    assert result["NodeNames"] == ["b"]
+    assert "a" in result["FailedAndUnresolvableNodes"]
