@@ -158,7 +158,8 @@ PLACES = {
     "nodeFilter_labels_value": lambda k, v: {"nodeFilter": {"labels": {"pool": v}}},
     "topologyKey": lambda k, v: {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": k}]},
     "spread_matchLabelKeys": lambda k, v: {"topologySpreadConstraints": [
-        {"maxSkew": 1, "topologyKey": "zone", "matchLabelKeys": [k]}]},
+        {"maxSkew": 1, "topologyKey": "zone", "matchLabelKeys": [k],
+         "labelSelector": {"matchExpressions": [{"key": "tier", "operator": "Exists"}]}}]},
     "spread_labelSelector_value": lambda k, v: {"topologySpreadConstraints": [
         {"maxSkew": 1, "topologyKey": "zone", "labelSelector": {"matchLabels": {"app": v}}}]},
 }
