@@ -204,6 +204,20 @@ def _no_node_error(result: CandidateSet, held: list[AbstractSet[str]], failing: 
                           "with room for it: " + "; ".join(f"{n}: {result.refused[n].reason}" for n in listed) + more)
 
 
+def shared_refusals(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | None) -> list[AbstractSet[str]]:
+    """The node sets that the checks reading other nodes' pods hold against ``pod`` now: each
+    domain topology spread's DoNotSchedule refuses, and the nodes breaking each placement rule
+    (the candidates judged ``room_only`` less these, when one is left, are the full judgement's)."""
+    groups: list[AbstractSet[str]] = []
+    spread = spread_context(state, pod, policy)
+    if spread is not None and spread.hard:
+        groups.extend(group for group, _ in spread.refusals(state))
+    if policy is not None and policy.rules:
+        ctx = rule_context(state, pod, policy)
+        groups.extend(ctx.failing(rule) for rule in policy.rules)
+    return groups
+
+
 class _Refusals:
     """Records refusals and adds the refused nodes to ``out``. Thousands of nodes share a
     handful of reasons, so they share the objects."""

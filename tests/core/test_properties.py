@@ -5,6 +5,9 @@
 - a plan sums exactly to the count, or fails with an error and no plan;
 - AUTO ends at the flattest distribution reachable from the current one;
 - a greedy round equals placing its pods one at a time with evaluate_pod + ClusterView.assume;
+- place_pods (a round placed through the view's incremental tables) places every pod where
+  evaluate_pod + ClusterView.assume would, and stops at the same pod with the same decision, for
+  every strategy (Fill and Each within their round's plan);
 - the refused nodes kept in groups (Refused) read exactly like a plain node -> refusal dict.
 """
 
@@ -23,7 +26,7 @@ from berth.core.decision import Refusal, Refused
 from berth.core.errors import ErrorCode
 from berth.core.evaluate import evaluate_pod
 from berth.core.model import NodeInfo, PodInfo
-from berth.core.plan import PlanResult, plan_round
+from berth.core.plan import PlanResult, place_pods, plan_round
 from berth.core.policy import PlacementPolicy
 from berth.core.quantity import CPU, DISK, MEMORY, PODS
 from berth.core.settings import Settings
@@ -335,6 +338,45 @@ def _mutate(view: ClusterView, kind: str, arg: Any, p: PodInfo, pol: PlacementPo
 def _ranking(*, through_order: bool) -> Any:
     """Rank every candidate set through the fit table's kept order, or by sorting it."""
     return mock.patch.object(strategies, "_ORDER_WORTH_IT", 0 if through_order else 1 << 30)
+
+
+
+def _pod_by_pod(view: ClusterView, p: PodInfo, pol: PlacementPolicy, s: Settings, count: int,
+                quota: dict[str, int] | None) -> tuple[dict[str, int], object]:
+    """Where evaluate_pod + assume put ``count`` pods, and the decision that stopped them (or None)."""
+    placed: dict[str, int] = {}
+    left = dict(quota) if quota is not None else None
+    for i in range(count):
+        one = p if i == 0 else replace(p, uid=f"{p.uid}~{i}", name=f"{p.name}~{i}")
+        decision = evaluate_pod(view, one, pol, s, NOW, quota=left).decision
+        if decision.winner is None:
+            return placed, decision.to_dict()
+        view.assume(one, decision.winner)
+        placed[decision.winner] = placed.get(decision.winner, 0) + 1
+        if left is not None:
+            left[decision.winner] -= 1
+    return placed, None
+
+
+@PROPS
+@given(world=worlds(), p=new_pods(), pol=policies(ALL_STRATEGIES), count=st.integers(0, 25))
+def test_place_pods_places_where_the_filter_would(world: World, p: PodInfo, pol: PlacementPolicy,
+                                                   count: int) -> None:
+    quota = None
+    if pol.strategy_name in ("Fill", "Each"):
+        fixed = plan_round(world.view(), p, pol, world.settings, NOW, None)
+        if fixed.error is not None:
+            return
+        quota = dict(fixed.plan)
+    want, want_stop = _pod_by_pod(world.view(), p, pol, world.settings, count, quota)
+    view = world.view()
+    ticks: list[None] = []
+    got = place_pods(view, p, pol, world.settings, NOW, count, quota=quota, placed=lambda: ticks.append(None))
+    assert list(got.nodes.items()) == list(want.items())
+    assert got.placed == len(ticks) == sum(want.values())
+    assert (got.stopped.to_dict() if got.stopped is not None else None) == want_stop
+    for node, n in want.items():
+        assert sum(1 for q in view.pods_on(node) if view.is_assumed(q.uid)) == n
 
 
 @PROPS
