@@ -32,17 +32,16 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from berth.cli.workloads import Workload, WorkloadMix
 from berth.core.candidates import collect_candidates
 from berth.core.capacity import capacity_table
 from berth.core.errors import ErrorCode, PlacementError
-from berth.core.evaluate import evaluate_pod
 from berth.core.fit import check_fit, demand
 from berth.core.model import PodInfo
-from berth.core.plan import plan_round
+from berth.core.plan import place_pods, plan_round
 from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy
 from berth.core.quantity import CPU, DISK, MEMORY, PODS
 from berth.core.settings import Settings
@@ -220,46 +219,35 @@ def _replica(pod: PodInfo, w: Workload, i: int) -> PodInfo:
 
 
 def place_workload(view: ClusterView, w: Workload, strategy: Strategy | None, settings: Settings,
-                   now: float) -> Outcome:
-    """Place ``w``'s replicas on ``view`` (assumed pods) and say where they went."""
+                   now: float, placed: Callable[[], None] | None = None) -> Outcome:
+    """Place ``w``'s replicas on ``view`` (assumed pods) and say where they went; ``placed`` is
+    called after each pod placed."""
     outcome = Outcome(f"{w.namespace}/{w.name}", w.replicas, 0, {})
     if w.replicas == 0:
         return outcome
     if strategy in ROUND_STRATEGIES:
-        _place_round(view, w, strategy, settings, now, outcome)
+        _place_round(view, w, strategy, settings, now, outcome, placed)
     else:
-        _place_greedy(view, w, w.policy(strategy), settings, now, outcome)
+        _place(view, w, w.policy(strategy), settings, now, outcome, w.replicas, placed=placed)
     return outcome
 
 
-def _assume(view: ClusterView, w: Workload, node: str, outcome: Outcome) -> None:
-    view.assume(_replica(w.pod, w, outcome.placed), node)
-    outcome.placed += 1
-    outcome.nodes[node] = outcome.nodes.get(node, 0) + 1
-
-
-def _place_greedy(view: ClusterView, w: Workload, policy: PlacementPolicy, settings: Settings, now: float,
-                  outcome: Outcome) -> None:
-    result = plan_round(view, _replica(w.pod, w, 0), policy, settings, now, count=w.replicas)
-    outcome.warnings = list(result.decision.warnings)
-    if result.error is None:
-        for node, n in result.plan.items():
-            for _ in range(n):
-                _assume(view, w, node, outcome)
-        return
-    # The round does not fit whole: place pod by pod, as the extender would, until one finds no node.
-    while outcome.placed < w.replicas:
-        ev = evaluate_pod(view, _replica(w.pod, w, outcome.placed), policy, settings, now)
-        winner = ev.decision.winner
-        if winner is None:
-            outcome.error = ev.decision.error or result.error
-            outcome.refusals = {n: r.reason for n, r in ev.decision.refused.items()}
-            return
-        _assume(view, w, winner, outcome)
+def _place(view: ClusterView, w: Workload, policy: PlacementPolicy, settings: Settings, now: float,
+           outcome: Outcome, count: int, quota: Mapping[str, int] | None = None,
+           placed: Callable[[], None] | None = None) -> None:
+    """Place ``count`` pods of ``w`` pod by pod as the extender would (within ``quota``, a round's
+    plan), until one finds no node."""
+    done = place_pods(view, _replica(w.pod, w, 0), policy, settings, now, count, quota=quota, placed=placed)
+    outcome.placed, outcome.nodes = done.placed, done.nodes
+    if quota is None:
+        outcome.warnings = done.warnings
+    if done.stopped is not None:
+        outcome.error = done.stopped.error or outcome.error
+        outcome.refusals = {n: r.reason for n, r in done.stopped.refused.items()}
 
 
 def _place_round(view: ClusterView, w: Workload, strategy: Strategy | None, settings: Settings, now: float,
-                 outcome: Outcome) -> None:
+                 outcome: Outcome, placed: Callable[[], None] | None) -> None:
     probe = w.policy(strategy)
     count, limit = w.round_shape(list(capacity_table(view, w.pod, probe, settings, now).nodes.values()))
     policy = w.policy(strategy, count=count, nodes_limit=limit)
@@ -277,16 +265,7 @@ def _place_round(view: ClusterView, w: Workload, strategy: Strategy | None, sett
         outcome.error = result.error
         outcome.refusals = {n: r.reason for n, r in result.decision.refused.items()}
         return
-    quota = dict(result.plan)
-    while sum(quota.values()) > 0:
-        ev = evaluate_pod(view, _replica(w.pod, w, outcome.placed), policy, settings, now, quota=quota)
-        winner = ev.decision.winner
-        if winner is None:
-            outcome.error = ev.decision.error
-            outcome.refusals = {n: r.reason for n, r in ev.decision.refused.items()}
-            return
-        _assume(view, w, winner, outcome)
-        quota[winner] -= 1
+    _place(view, w, policy, settings, now, outcome, sum(result.plan.values()), quota=result.plan, placed=placed)
 
 
 def _measure(view: ClusterView, strategy: Strategy | None, outcomes: list[Outcome], mix: WorkloadMix,
