@@ -5,6 +5,7 @@
     berth drain     NODE... --snapshot S (--to NODE,...|--any) [--pods SELECTOR]
                                                                      each pod's destination or shortfall
     berth simulate  [--snapshot S] [--workload W] [--report FILE]    every strategy compared
+                    [--jobs N] [--quiet]
     berth sample    [--workloads]                                    print the built-in sample cluster
     berth extender  [--host H] [--port P] [--snapshot FILE] [--dev-insecure]   serve the scheduler extender
     berth operator  [ARGS...]                                        run the PlacementPolicy operator
@@ -23,6 +24,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any, NoReturn
 
@@ -125,6 +127,20 @@ def _count(text: str) -> int:
     return value
 
 
+def _jobs(text: str) -> int:
+    value = _count(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, found {value}")
+    return value
+
+
+def default_jobs() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def _port(text: str) -> int:
     value = _count(text)
     if not 0 < value < 65536:
@@ -196,6 +212,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strategies", metavar="LIST", help="comma-separated strategies to compare (default: "
                    "Auto,Fill,Each,Global,Drained,Balanced,Spread,BestFit,Default)")
     p.add_argument("--format", choices=("table", "json"), default="table", help="output (default: table)")
+    p.add_argument("--jobs", type=_jobs, metavar="N", default=None, help="strategies run at once, each in a "
+                   "process of its own (default: the machine's cores); the output is the same whatever N")
+    p.add_argument("--quiet", action="store_true", help="no progress on standard error (it is shown only "
+                   "when standard error is a terminal)")
 
     p = command("sample", cmd_sample, "Print the built-in sample cluster as a kubectl List (JSON), or with "
                 "--workloads the built-in workload mix.")
@@ -306,7 +326,8 @@ def cmd_drain(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     from berth.cli import render
-    from berth.cli.simulate import ALL_STRATEGIES, parse_strategies, simulate
+    from berth.cli.progress import progress_for
+    from berth.cli.simulate import ALL_STRATEGIES, parse_strategies, simulate, strategy_name
     from berth.cli.workloads import load_mix, parse_mix
     from berth.sample import SOURCE, WORKLOADS_SOURCE, sample_objects, workloads_text
     from berth.snapshot import snapshot_from_documents
@@ -323,11 +344,17 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if suffix not in render.REPORT_FORMATS:
             raise UsageError(f"--report: {args.report}: unknown format {('.' + suffix) if suffix else '(none)'}; "
                              f"use .{', .'.join(render.REPORT_FORMATS)}")
-    snapshot = (load_snapshot(args.snapshot) if args.snapshot
-                else snapshot_from_documents([sample_objects()], SOURCE))
-    mix = load_mix(args.workload) if args.workload else parse_mix(workloads_text(), WORKLOADS_SOURCE)
-    now = now_from(args, snapshot)
-    sim = simulate(snapshot, mix, settings, now, strategies)
+    bars = progress_for(args.quiet)
+    with bars if bars is not None else nullcontext():
+        with bars.step("reading the snapshot") if bars is not None else nullcontext():
+            snapshot = (load_snapshot(args.snapshot) if args.snapshot
+                        else snapshot_from_documents([sample_objects()], SOURCE))
+            mix = load_mix(args.workload) if args.workload else parse_mix(workloads_text(), WORKLOADS_SOURCE)
+            now = now_from(args, snapshot)
+        if bars is not None:
+            bars.strategies([strategy_name(s) for s in strategies], mix.pods)
+        sim = simulate(snapshot, mix, settings, now, strategies, jobs=args.jobs or default_jobs(),
+                       progress=bars.update if bars is not None else None)
     if args.format == "json":
         _print_json(sim.to_dict())
     else:

@@ -31,9 +31,14 @@ up, not cordoned, no untolerated NoSchedule/NoExecute taint) unless said otherwi
 from __future__ import annotations
 
 import math
+import multiprocessing
 import statistics
+import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field, replace
+from queue import Empty
+from typing import Any
 
 from berth.cli.workloads import Workload, WorkloadMix
 from berth.core.candidates import collect_candidates
@@ -160,21 +165,121 @@ class Simulation:
         }
 
 
+Progress = Callable[[int, int], None]
+"""Told (strategy's index, pods of the mix done with it so far: placed or refused) as it runs."""
+
+PROGRESS_EVERY = 0.1
+"""Seconds between two progress reports of one strategy."""
+
+
+@dataclass(frozen=True)
+class _Work:
+    """What every strategy's run reads (given to each worker process once)."""
+
+    snapshot: Snapshot
+    mix: WorkloadMix
+    settings: Settings
+    now: float
+    strategies: tuple[Strategy | None, ...]
+    pool: list[str]
+    eligible: dict[str, list[str]]
+
+
 def simulate(snapshot: Snapshot, mix: WorkloadMix, settings: Settings, now: float,
-             strategies: Sequence[Strategy | None] = ALL_STRATEGIES) -> Simulation:
+             strategies: Sequence[Strategy | None] = ALL_STRATEGIES, *, jobs: int = 1,
+             progress: Progress | None = None) -> Simulation:
+    """Every strategy on a fresh view of ``snapshot``, ``jobs`` strategies at a time in worker
+    processes (1: in this process). The result does not depend on ``jobs``: each strategy's run
+    reads only its own view, and the results are kept in the order of ``strategies``."""
     fresh = snapshot.view()
     pool = pool_nodes(fresh, settings, now)
     eligible = {w.name: _eligible(fresh, w, settings, now) for w in mix.workloads}
     bound, by = lower_bound(fresh, pool, mix, settings)
     zones = {fresh.nodes[n].labels[ZONE_LABEL] for n in pool if ZONE_LABEL in fresh.nodes[n].labels}
-    results = []
-    for strategy in strategies:
-        view = snapshot.view()
-        outcomes = [place_workload(view, w, strategy, settings, now) for w in mix.workloads]
-        results.append(_measure(view, strategy, outcomes, mix, pool, eligible, settings))
-    return Simulation(cluster=snapshot.source, workloads=mix.source, nodes=len(fresh.nodes), pool=len(pool),
+    work = _Work(snapshot, mix, settings, now, tuple(strategies), pool, eligible)
+    del fresh
+    if jobs <= 1 or len(strategies) <= 1:
+        results = [_run(work, i, progress) for i in range(len(strategies))]
+    else:
+        results = _run_in_processes(work, min(jobs, len(strategies)), progress)
+    return Simulation(cluster=snapshot.source, workloads=mix.source, nodes=len(snapshot.nodes), pool=len(pool),
                       zones=len(zones), pods=mix.pods, reference=mix.reference, lower_bound=bound,
                       lower_bound_by=by, now=now, results=results)
+
+
+def _run(work: _Work, index: int, progress: Progress | None) -> StrategyResult:
+    """One strategy: every workload of the mix placed on a fresh view, then measured."""
+    strategy = work.strategies[index]
+    view = work.snapshot.view()
+    done = 0
+    last = time.monotonic()
+
+    def report(force: bool = False) -> None:
+        nonlocal last
+        if progress is not None and (force or time.monotonic() - last >= PROGRESS_EVERY):
+            last = time.monotonic()
+            progress(index, done)
+
+    def placed() -> None:
+        nonlocal done
+        done += 1
+        report()
+
+    outcomes = []
+    for w in work.mix.workloads:
+        outcome = place_workload(view, w, strategy, work.settings, work.now, placed if progress else None)
+        outcomes.append(outcome)
+        done = sum(o.requested for o in outcomes)  # the pods refused are done too
+        report(force=True)
+    return _measure(view, strategy, outcomes, work.mix, work.pool, work.eligible, work.settings)
+
+
+_WORKER: tuple[_Work, Any] | None = None  # a worker process's work and progress queue
+
+
+def _start_worker(work: _Work, queue: Any) -> None:
+    global _WORKER
+    _WORKER = (work, queue)
+
+
+def _run_in_worker(index: int) -> StrategyResult:
+    assert _WORKER is not None, "not a worker process"
+    work, queue = _WORKER
+    return _run(work, index, lambda i, done: queue.put((i, done)))
+
+
+def _run_in_processes(work: _Work, jobs: int, progress: Progress | None) -> list[StrategyResult]:
+    """The strategies over ``jobs`` worker processes; their progress relayed from a queue. Where the
+    platform can fork, the workers inherit the snapshot rather than receive a copy."""
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else None)
+    queue = context.Queue()
+    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_start_worker,
+                             initargs=(work, queue)) as executor:
+        futures = [executor.submit(_run_in_worker, i) for i in range(len(work.strategies))]
+        try:
+            pending = set(futures)
+            while pending:
+                _, pending = wait(pending, timeout=PROGRESS_EVERY, return_when=FIRST_EXCEPTION)
+                _relay(queue, progress)
+                if any(f.done() and f.exception() is not None for f in futures):
+                    break
+            results = [f.result() for f in futures]
+        except BaseException:
+            executor.shutdown(wait=True, cancel_futures=True)
+            raise
+    _relay(queue, progress)
+    return results
+
+
+def _relay(queue: Any, progress: Progress | None) -> None:
+    while True:
+        try:
+            index, done = queue.get_nowait()
+        except Empty:
+            return
+        if progress is not None:
+            progress(index, done)
 
 
 def pool_nodes(view: ClusterView, settings: Settings, now: float) -> list[str]:

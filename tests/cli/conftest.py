@@ -63,6 +63,33 @@ def run_process(argv: Sequence[str | Path], stdin: str | None = None) -> Result:
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
+def run_in_terminal(argv: Sequence[str | Path], timeout: float = 120) -> Result:
+    """Run the CLI as a process whose standard error is a terminal (a pseudo-terminal read here);
+    standard output stays a pipe (a file)."""
+    import pty
+    import tempfile
+
+    master, slave = pty.openpty()
+    env = dict(os.environ, COLUMNS="120", TERM="xterm")
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen([sys.executable, "-m", "berth.cli.main", *map(str, argv)], stdout=out,
+                                stderr=slave, stdin=subprocess.DEVNULL, env=env)
+        os.close(slave)
+        err = bytearray()
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the terminal closed: the process is done with it
+                break
+            if not chunk:
+                break
+            err += chunk
+        os.close(master)
+        code = proc.wait(timeout)
+        out.seek(0)
+        return Result(code, out.read().decode(), err.decode(errors="replace"))
+
+
 @pytest.fixture(autouse=True)
 def _berth_environment_restored() -> Iterator[None]:
     """The service launchers hand settings over as BERTH_* variables of this process; put them

@@ -16,7 +16,7 @@ from berth.core.settings import Settings
 from berth.sample import SOURCE, ZONE_LABEL, sample_objects, workloads_text
 from berth.snapshot import snapshot_from_documents
 from tests.cli import kube
-from tests.cli.conftest import Files, Result, run_process
+from tests.cli.conftest import Files, Result, run_in_terminal, run_process
 from tests.core.builders import web
 
 Cli = Callable[..., Result]
@@ -241,3 +241,59 @@ def test_sample_places_its_batch_workload_under_fill_and_each() -> None:
         batch = outcomes["batch"]
         assert batch.placed >= 30, (strategy, batch.error)
         assert all(n <= 11 for n in batch.nodes.values())
+
+
+# -- every core, progress ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_jobs_do_not_change_the_output(fmt: str) -> None:
+    """Separate processes (each with its own string hashing): the output is the same byte for byte."""
+    one = run_process(["simulate", "--format", fmt, "--jobs", "1"])
+    two = run_process(["simulate", "--format", fmt, "--jobs", "2"])
+    assert one.code == two.code == 0, (one.err, two.err)
+    assert one.out == two.out
+    assert "Default" in one.out
+
+
+@pytest.mark.parametrize("jobs", [1, 3])
+def test_progress_reaches_every_pod_of_every_strategy(jobs: int) -> None:
+    snap = snapshot_from_documents([sample_objects()], SOURCE)
+    mix = parse_mix(workloads_text(), "mix")
+    seen: dict[int, list[int]] = {}
+    sim = simulate(snap, mix, Settings(), snap.now(), jobs=jobs,
+                   progress=lambda i, done: seen.setdefault(i, []).append(done))
+    assert sorted(seen) == list(range(len(ALL_STRATEGIES)))
+    for reports in seen.values():
+        assert reports == sorted(reports) and reports[-1] == mix.pods
+    assert [r.strategy for r in sim.results] == STRATEGY_NAMES
+
+
+def test_progress_in_a_terminal() -> None:
+    pods = parse_mix(workloads_text(), "mix").pods
+    plain = run_process(["simulate", "--jobs", "2"])
+    r = run_in_terminal(["simulate", "--jobs", "2"])
+    assert r.code == 0, r.err
+    assert r.out == plain.out  # the table is the same; the bars go to standard error only
+    for name in ["all", *STRATEGY_NAMES]:
+        assert name in r.err
+    # each strategy's pods, and all of them
+    assert f"{pods}/{pods}" in r.err and f"{pods * len(STRATEGY_NAMES)}/{pods * len(STRATEGY_NAMES)}" in r.err
+    assert "left" in r.err  # the time left
+
+
+def test_quiet_in_a_terminal() -> None:
+    r = run_in_terminal(["simulate", "--quiet", "--jobs", "2"])
+    assert r.code == 0 and r.err == ""
+    assert r.out.startswith("cluster: (built-in sample cluster)")
+
+
+def test_no_progress_when_stderr_is_not_a_terminal() -> None:
+    r = run_process(["simulate", "--jobs", "2"])
+    assert r.code == 0 and r.err == ""
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two"])
+def test_bad_jobs(cli: Cli, value: str) -> None:
+    r = cli("simulate", "--jobs", value)
+    assert r.code == 2 and "--jobs" in r.err and len(r.err.strip().splitlines()) == 1
