@@ -197,20 +197,20 @@ def simulate(snapshot: Snapshot, mix: WorkloadMix, settings: Settings, now: floa
     bound, by = lower_bound(fresh, pool, mix, settings)
     zones = {fresh.nodes[n].labels[ZONE_LABEL] for n in pool if ZONE_LABEL in fresh.nodes[n].labels}
     work = _Work(snapshot, mix, settings, now, tuple(strategies), pool, eligible)
-    del fresh
     if jobs <= 1 or len(strategies) <= 1:
-        results = [_run(work, i, progress) for i in range(len(strategies))]
+        results = [_run(work, i, fresh, progress) for i in range(len(strategies))]
     else:
-        results = _run_in_processes(work, min(jobs, len(strategies)), progress)
+        results = _run_in_processes(work, fresh, min(jobs, len(strategies)), progress)
     return Simulation(cluster=snapshot.source, workloads=mix.source, nodes=len(snapshot.nodes), pool=len(pool),
                       zones=len(zones), pods=mix.pods, reference=mix.reference, lower_bound=bound,
                       lower_bound_by=by, now=now, results=results)
 
 
-def _run(work: _Work, index: int, progress: Progress | None) -> StrategyResult:
-    """One strategy: every workload of the mix placed on a fresh view, then measured."""
+def _run(work: _Work, index: int, view: ClusterView, progress: Progress | None) -> StrategyResult:
+    """One strategy: every workload of the mix placed on ``view`` (the snapshot's), then measured;
+    ``view`` is then given back as it was (its pods placed here removed), for the next strategy:
+    cheaper than a new view of a large snapshot, and its kept verdicts follow the change."""
     strategy = work.strategies[index]
-    view = work.snapshot.view()
     done = 0
     last = time.monotonic()
 
@@ -231,29 +231,50 @@ def _run(work: _Work, index: int, progress: Progress | None) -> StrategyResult:
         outcomes.append(outcome)
         done = sum(o.requested for o in outcomes)  # the pods refused are done too
         report(force=True)
-    return _measure(view, strategy, outcomes, work.mix, work.pool, work.eligible, work.settings)
+    result = _measure(view, strategy, outcomes, work.mix, work.pool, work.eligible, work.settings)
+    for uid in [p.uid for p in view.all_pods() if view.is_assumed(p.uid)]:
+        view.remove_pod(uid)
+    return result
 
 
-_WORKER: tuple[_Work, Any] | None = None  # a worker process's work and progress queue
+@dataclass
+class _Worker:
+    """A worker process's work, progress queue and view (made at its first strategy)."""
+
+    work: _Work
+    queue: Any
+    view: ClusterView | None = None
+
+
+_WORKER: _Worker | None = None
+_FORKED_VIEW: ClusterView | None = None
+"""The parent's view, set while it forks its workers: each inherits a copy rather than reading the
+snapshot into a view of its own (a view holds functions, so it cannot be sent to a spawned worker)."""
 
 
 def _start_worker(work: _Work, queue: Any) -> None:
     global _WORKER
-    _WORKER = (work, queue)
+    _WORKER = _Worker(work, queue, _FORKED_VIEW)
 
 
 def _run_in_worker(index: int) -> StrategyResult:
-    assert _WORKER is not None, "not a worker process"
-    work, queue = _WORKER
-    return _run(work, index, lambda i, done: queue.put((i, done)))
+    worker = _WORKER
+    assert worker is not None, "not a worker process"
+    if worker.view is None:
+        worker.view = worker.work.snapshot.view()
+    queue = worker.queue
+    return _run(worker.work, index, worker.view, lambda i, done: queue.put((i, done)))
 
 
-def _run_in_processes(work: _Work, jobs: int, progress: Progress | None) -> list[StrategyResult]:
+def _run_in_processes(work: _Work, view: ClusterView, jobs: int, progress: Progress | None) -> list[StrategyResult]:
     """The strategies over ``jobs`` worker processes; their progress relayed from a queue. Where the
-    platform can fork, the workers inherit the snapshot rather than receive a copy."""
+    platform can fork, the workers inherit the snapshot and its view rather than receive a copy."""
+    global _FORKED_VIEW
     methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if "fork" in methods else None)
+    fork = "fork" in methods
+    context = multiprocessing.get_context("fork" if fork else None)
     queue = context.Queue()
+    _FORKED_VIEW = view if fork else None
     with ProcessPoolExecutor(jobs, mp_context=context, initializer=_start_worker,
                              initargs=(work, queue)) as executor:
         futures = [executor.submit(_run_in_worker, i) for i in range(len(work.strategies))]
@@ -268,6 +289,8 @@ def _run_in_processes(work: _Work, jobs: int, progress: Progress | None) -> list
         except BaseException:
             executor.shutdown(wait=True, cancel_futures=True)
             raise
+        finally:
+            _FORKED_VIEW = None
     _relay(queue, progress)
     return results
 
