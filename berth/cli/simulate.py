@@ -1,11 +1,12 @@
 """``berth simulate``: place a workload mix with every strategy and compare the outcomes.
 
-Each strategy starts from a fresh copy of the cluster and places the workloads in the mix's
-order, the way the extender would: a greedy strategy's round is planned at once and, when it
-cannot place every pod, pod by pod until a pod finds no node; Fill and Each plan their round
-first (their ``count`` and ``nodesLimit`` as the mix says, see :meth:`Workload.round_shape`)
-and their pods then follow that plan pod by pod, so topology spread and placement rules are
-checked as the extender checks them.
+Each strategy starts from the cluster as the snapshot shows it and places the workloads in the
+mix's order, pod by pod, each where the extender's filter would put it
+(:func:`berth.core.plan.place_pods`), until a pod finds no node; Fill and Each plan their round
+first (their ``count`` and ``nodesLimit`` as the mix says, see :meth:`Workload.round_shape`) and
+their pods then follow that plan, so topology spread and placement rules are checked as the
+extender checks them. The strategies run in parallel worker processes (``jobs``); the results do
+not depend on how many.
 
 The measures, over the *pool* (nodes a pod with no tolerations or node constraints may use:
 up, not cordoned, no untolerated NoSchedule/NoExecute taint) unless said otherwise:
