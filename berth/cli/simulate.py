@@ -33,10 +33,10 @@ from __future__ import annotations
 
 import math
 import multiprocessing
+import signal
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from queue import Empty
 from typing import Any
@@ -255,6 +255,7 @@ snapshot into a view of its own (a view holds functions, so it cannot be sent to
 
 def _start_worker(work: _Work, queue: Any) -> None:
     global _WORKER
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _WORKER = _Worker(work, queue, _FORKED_VIEW)
 
 
@@ -269,29 +270,29 @@ def _run_in_worker(index: int) -> StrategyResult:
 
 def _run_in_processes(work: _Work, view: ClusterView, jobs: int, progress: Progress | None) -> list[StrategyResult]:
     """The strategies over ``jobs`` worker processes; their progress relayed from a queue. Where the
-    platform can fork, the workers inherit the snapshot and its view rather than receive a copy."""
+    platform can fork, the workers inherit the snapshot and its view rather than receive a copy.
+    The workers ignore Ctrl-C: on it, or when one fails, the parent stops them all (leaving the pool
+    terminates its workers)."""
     global _FORKED_VIEW
     methods = multiprocessing.get_all_start_methods()
     fork = "fork" in methods
     context = multiprocessing.get_context("fork" if fork else None)
     queue = context.Queue()
     _FORKED_VIEW = view if fork else None
-    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_start_worker,
-                             initargs=(work, queue)) as executor:
-        futures = [executor.submit(_run_in_worker, i) for i in range(len(work.strategies))]
-        try:
-            pending = set(futures)
-            while pending:
-                _, pending = wait(pending, timeout=PROGRESS_EVERY, return_when=FIRST_EXCEPTION)
+    try:
+        with context.Pool(jobs, initializer=_start_worker, initargs=(work, queue)) as pool:
+            runs = [pool.apply_async(_run_in_worker, (i,)) for i in range(len(work.strategies))]
+            while not all(r.ready() for r in runs):
+                next(r for r in runs if not r.ready()).wait(PROGRESS_EVERY)
                 _relay(queue, progress)
-                if any(f.done() and f.exception() is not None for f in futures):
+                if any(r.ready() and not r.successful() for r in runs):
                     break
-            results = [f.result() for f in futures]
-        except BaseException:
-            executor.shutdown(wait=True, cancel_futures=True)
-            raise
-        finally:
-            _FORKED_VIEW = None
+            results = [r.get() for r in runs]  # a worker's exception is raised here
+            pool.close()  # the workers exit on their own, their last reports sent
+            _relay(queue, progress)
+            pool.join()
+    finally:
+        _FORKED_VIEW = None
     _relay(queue, progress)
     return results
 
