@@ -3,9 +3,6 @@
 # Usage: scripts/setup.sh [--test]   (--test adds the test and lint tools)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The repository's operator/ folder must never shadow the standard library's operator module:
-# keep the working directory off Python's import path (Python 3.11+).
-export PYTHONSAFEPATH=1
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv

@@ -3,9 +3,6 @@
 # the end-to-end tests against a real etcd, kube-apiserver and kube-scheduler included.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The repository's operator/ folder must never shadow the standard library's operator module:
-# keep the working directory off Python's import path (Python 3.11+).
-export PYTHONSAFEPATH=1
 scripts/setup.sh --test
 # Control-plane binaries (built once from the Go module proxy, cached outside the repo) and etcd.
 BERTH_K8S_BIN_DIR=$(bash hack/build-k8s.sh | tail -n 1)
