@@ -8,6 +8,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -190,10 +191,10 @@ def _build_context(tmp: Path) -> Path:
     ctx = tmp / "context"
     for rel in tracked:
         src = REPO_ROOT / rel
-        if src.is_file() and _dockerignore_allows(rel, patterns):
+        if (src.is_file() or src.is_symlink()) and _dockerignore_allows(rel, patterns):
             dst = ctx / rel
             dst.parent.mkdir(parents=True, exist_ok=True)
-            dst.write_bytes(src.read_bytes())
+            shutil.copy2(src, dst, follow_symlinks=False)  # berth/extender, berth/operator stay links
     return ctx
 
 
