@@ -3,7 +3,8 @@
 #   make test          every test (unit, chart, end-to-end against a local control plane)
 #   make lint          ruff, mypy, helm lint
 #   make chart-test    the Helm chart's tests only (render checks + the real-API-server ones)
-#   make image         docker build -t $(IMAGE) .
+#   make image         docker build -t $(IMAGE) .  (DOCKER=podman for Podman)
+#   make image-buildah the same image with buildah, as root, no daemon (hack/build-image.sh)
 #   make e2e-kind      a kind cluster whose kube-scheduler calls berth, berth installed with
 #                      Helm, `helm test`, then the end-to-end suite against it (needs Docker
 #                      and kind; cannot run where there is no Docker engine)
@@ -32,7 +33,7 @@ NAMESPACE   ?= berth-system
 # helm: $(BERTH_HELM), else the one hack/build-k8s.sh builds (and caches) from its Go module.
 HELM ?= $(or $(BERTH_HELM),$(shell bash hack/build-k8s.sh 2>/dev/null | tail -n 1)/helm)
 
-.PHONY: help setup test lint chart-test image e2e-kind kind-up kind-load kind-install kind-down
+.PHONY: help setup test lint chart-test image image-buildah e2e-kind kind-up kind-load kind-install kind-down
 
 help:
 	@sed -n 's/^#   make /make /p' $(MAKEFILE_LIST)
@@ -54,6 +55,9 @@ chart-test: setup
 
 image:
 	$(DOCKER) build -t $(IMAGE) .
+
+image-buildah:
+	bash hack/build-image.sh localhost/$(IMAGE)
 
 # ---------------------------------------------------------------------------- kind
 e2e-kind: kind-up image kind-load kind-install
