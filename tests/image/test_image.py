@@ -162,7 +162,8 @@ def test_extender_serves_the_sample_cluster_snapshot(container: str, tmp_path: P
     nodes = [i["metadata"]["name"] for i in json.loads(sample.stdout)["items"] if i["kind"] == "Node"]
     port = _free_port()
     cmd = ["bash", "hack/run-image.sh", "--input", str(tmp_path), "--container", container,
-           "extender", "--snapshot", "/tmp/input/cluster.json", "--host", "127.0.0.1", "--port", str(port)]
+           "extender", "--snapshot", "/tmp/input/cluster.json", "--host", "127.0.0.1", "--port", str(port),
+           "--dev-insecure"]
     log = (tmp_path / "extender.log").open("w")
     server = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
