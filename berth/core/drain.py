@@ -1,6 +1,6 @@
 """Drain and move: where every pod of the drained nodes would land, planned before anything is
 evicted. The one planning function (:func:`plan_drain`) serves ``berth drain`` and the
-operator's NodeDrain in Plan mode (:mod:`berth.operator.drain`).
+operator's NodeDrain in Plan and Execute mode (:mod:`berth.operator.drain`).
 
 How a drain is planned:
 
@@ -63,6 +63,9 @@ class PodState(StrEnum):
     PLANNED = "Planned"  # a destination holds room for it
     BLOCKED = "Blocked"  # no destination can take it: it stays where it is
     LEFT = "Left"  # not moved by a drain (DaemonSet, mirror, terminating, no controller)
+    # an executed drain's further states (the operator's Execute mode; a plan never holds them)
+    EVICTING = "Evicting"  # its eviction was asked for: accepted (terminating) or refused and retried
+    MOVED = "Moved"  # evicted and gone from its node: its controller recreates it at the destination
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,24 +148,38 @@ PolicyLookup = Callable[[PodInfo], PlacementPolicy | None]
 
 
 def plan_drain(view: ClusterView, request: DrainRequest, policy_for: PolicyLookup, settings: Settings,
-               now: float) -> DrainPlan:
+               now: float, held: Mapping[str, str] | None = None) -> DrainPlan:
     """Plan every affected pod of ``request`` on ``view`` (never changed). ``policy_for`` gives the
-    PlacementPolicy that governs a pod. Raises :class:`InvalidDrain` for a request naming nodes
-    the view does not know, or no destination at all."""
+    PlacementPolicy that governs a pod. ``held`` (pod uid to destination) keeps the destinations an
+    executing drain already chose: such a pod (terminating once evicted) keeps its destination,
+    where its room is counted before the others are planned, as long as that node is still a
+    destination. Raises :class:`InvalidDrain` for a request naming nodes the view does not know,
+    or no destination at all."""
     drained = _drained(view, request)
     destinations = _destinations(view, request, drained)
     overlay = view.overlay()
     entries: dict[str, PodPlan] = {}
     moving: list[PodInfo] = []
+    keeping: list[tuple[PodInfo, str]] = []
+    allowed = set(destinations)
     for source in sorted(drained):
         for pod in sorted(view.pods_on(source), key=lambda p: p.key):
             if request.pods is not None and not request.pods.matches(pod.labels):
+                continue
+            kept = (held or {}).get(pod.uid)
+            if kept is not None and kept in allowed:
+                keeping.append((pod, kept))
                 continue
             why = left_alone(pod, request.include_unmanaged)
             if why is not None:
                 entries[pod.uid] = _entry(pod, None, PodState.LEFT, reason=why)
             else:
                 moving.append(pod)
+    for pod, _ in keeping:
+        overlay.remove(pod)
+    for pod, kept in keeping:  # already on their way: their room is taken first
+        overlay.place(pod, kept)
+        entries[pod.uid] = _entry(pod, policy_for(pod), PodState.PLANNED, destination=kept)
     for pod in moving:
         overlay.remove(pod)  # gone from its node before any destination is judged
     rounds: dict[tuple[str, str, str], list[PodInfo]] = {}

@@ -229,6 +229,26 @@ def test_two_workloads_competing_for_one_destination_never_overfill_it() -> None
     assert (result.count(PodState.PLANNED), result.count(PodState.BLOCKED)) == (2, 1)
 
 
+def test_held_destinations_are_kept_and_their_room_counted_first() -> None:
+    """An executing drain keeps the destination of a pod on its way (terminating once evicted): the
+    pod is planned there, and the others are planned around the room it takes."""
+    on_its_way = web("web-1", "a", cpu="2", terminating=True)
+    view = cluster([node("a"), node("b", cpu="2"), node("c", cpu="2")], [on_its_way, web("web-2", "a", cpu="2")])
+    result = plan_drain(view, DrainRequest(nodes=("a",), any_destination=True), lambda _: None, Settings(), NOW,
+                        {on_its_way.uid: "b"})
+    found = by_pod(result)
+    assert (found["web-1"].state, found["web-1"].destination) == (PodState.PLANNED, "b")
+    assert (found["web-2"].state, found["web-2"].destination) == (PodState.PLANNED, "c")
+
+
+def test_a_held_destination_no_longer_allowed_is_not_kept() -> None:
+    moving = web("web-1", "a", cpu="2")
+    view = cluster([node("a"), node("b", cpu="2"), node("c", cpu="2")], [moving])
+    result = plan_drain(view, DrainRequest(nodes=("a",), destinations=("b",)), lambda _: None, Settings(), NOW,
+                        {moving.uid: "c"})
+    assert by_pod(result)["web-1"].destination == "b"
+
+
 def test_explicit_move_target_is_honoured_with_a_warning_where_berth_refuses() -> None:
     view = cluster([node("a"), node("b"), node("c")], [web("w1", "a")])
     pol = policy(nodeFilter={"excludes": ["b"]})
