@@ -354,7 +354,12 @@ DRAIN_DESCRIPTIONS: dict[str, str] = {
     "spec.anyDestination": "Any node but the drained ones may take the pods (instead of destinations).",
     "spec.includeUnmanagedPods": "Also move pods that no controller would recreate (kubectl drain's "
                                  "--force); DaemonSet and mirror pods are always left alone.",
-    "spec.mode": "Plan: compute and report each pod's destination in the status; nothing is evicted.",
+    "spec.mode": "Plan: compute and report each pod's destination in the status; nothing is evicted. "
+                 "Execute: cordon the drained nodes, then evict the planned pods through the Eviction API "
+                 "(PodDisruptionBudgets respected); blocked pods stay and are planned again as the cluster "
+                 "changes. Deleting the NodeDrain stops it; the nodes stay cordoned.",
+    "spec.maxEvictionsInFlight": "Execute: at most this many pods evicting at once (asked for and not gone "
+                                 "yet, a refused eviction waiting for its retry included).",
     "status": "What the operator planned; written by berth only.",
 }
 
@@ -409,12 +414,13 @@ def drain_open_api_schema() -> Schema:
 
 DRAIN_PRINTER_COLUMNS = [
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase",
-     "description": "Planned: every pod has a destination; Blocked: some pod has none; Invalid."},
+     "description": "Planned: every pod has a destination; Blocked: some pod has none; Invalid; Execute: "
+                    "Draining, Drained."},
     {"name": "Moved", "type": "integer", "jsonPath": ".status.moved", "description": "Pods moved."},
     {"name": "Planned", "type": "integer", "jsonPath": ".status.planned", "description": "Pods with a destination."},
     {"name": "Blocked", "type": "integer", "jsonPath": ".status.blocked",
      "description": "Pods no destination can take."},
-    {"name": "Mode", "type": "string", "jsonPath": ".spec.mode", "priority": 1, "description": "Plan."},
+    {"name": "Mode", "type": "string", "jsonPath": ".spec.mode", "priority": 1, "description": "Plan or Execute."},
     {"name": "Left", "type": "integer", "jsonPath": ".status.left", "priority": 1,
      "description": "Pods a drain leaves where they are."},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},

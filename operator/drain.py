@@ -1,4 +1,5 @@
-"""The operator's NodeDrain: its admission check and its Plan mode.
+"""The operator's NodeDrain: its admission check and its Plan mode (Execute mode builds on it:
+:mod:`berth.operator.drain_execute`).
 
 A NodeDrain in mode ``Plan`` is planned with the core's one planning function
 (:func:`berth.core.drain.plan_drain`) on the operator's view of the cluster, and the plan is
@@ -10,8 +11,7 @@ refusals, the counts the printer columns show, and two conditions:
 - ``Planned``: every affected pod has a destination (``AllPodsPlanned``), or not (``PodsBlocked``,
   naming them).
 
-Nothing is evicted: Execute mode (cordon, the Eviction API, the extender holding the destination's
-room) is not built yet, and the schema accepts only ``Plan``. A drain is planned again when its
+In Plan mode nothing is evicted. A drain is planned again when its
 spec changes and, since a blocked pod may find room when the cluster changes, on a timer tick
 when the cluster view or the policies changed (and every :data:`REPLAN_SECONDS` regardless).
 
@@ -30,13 +30,14 @@ from typing import Any
 import kopf
 
 from berth.core.drain import DrainPlan, InvalidDrain, PodPlan, PodState, PolicyLookup, plan_drain
-from berth.core.nodedrain import KIND, nodedrain_spec
+from berth.core.nodedrain import KIND, DrainMode, nodedrain_spec
 from berth.core.policy import API_VERSION, PlacementPolicy, policy_from_manifest
 from berth.core.settings import Settings
 from berth.core.view import ClusterView
 from berth.operator import conditions as cond
 from berth.operator.admission import REFUSAL_CODE
 from berth.operator.crdgen import DRAIN_PLURAL, GROUP, PLURAL, VERSION
+from berth.operator.drain_execute import DrainApi, execute
 from berth.operator.drain_status import (
     CONDITION_PLANNED,
     CONDITION_VALID,
@@ -89,15 +90,16 @@ class DrainOutcome:
 
 
 def compute_drain_status(body: Mapping[str, Any], view: ClusterView, policy_for: PolicyLookup, settings: Settings,
-                         now: float) -> DrainOutcome:
-    """The status of the NodeDrain ``body`` planned on ``view``, and the Events its changes deserve."""
+                         now: float, held: Mapping[str, str] | None = None) -> DrainOutcome:
+    """The status of the NodeDrain ``body`` planned on ``view``, and the Events its changes deserve.
+    ``held``: the destinations an executing drain keeps (pod uid to node)."""
     meta = body.get("metadata") or {}
     generation = int(meta.get("generation") or 0)
     previous = body.get("status") or {}
     stamp = rfc3339(now)
     try:
         spec = nodedrain_spec(body.get("spec"))
-        plan = plan_drain(view, spec.to_request(), policy_for, settings, now)
+        plan = plan_drain(view, spec.to_request(), policy_for, settings, now, held)
     except InvalidDrain as exc:
         field_path = exc.field if exc.field.startswith("spec") else f"spec.{exc.field}"
         message = f"{field_path}: {exc.problem}"
@@ -108,7 +110,8 @@ def compute_drain_status(body: Mapping[str, Any], view: ClusterView, policy_for:
                                   "conditions": cond.apply(previous.get("conditions"), updates, generation, stamp)}
         return DrainOutcome(validated(status), drain_events(previous.get("conditions"), status["conditions"]))
     blocked = [p for p in plan.pods if p.state is PodState.BLOCKED]
-    updates = [cond.ConditionUpdate(CONDITION_VALID, "True", "Validated", "the spec is valid"), _planned(plan, blocked)]
+    updates = [cond.ConditionUpdate(CONDITION_VALID, "True", "Validated", "the spec is valid"),
+               _planned(plan, blocked, spec.mode)]
     status = {
         "observedGeneration": generation,
         "phase": "Blocked" if blocked else "Planned",
@@ -124,12 +127,13 @@ def compute_drain_status(body: Mapping[str, Any], view: ClusterView, policy_for:
     return DrainOutcome(validated(status), drain_events(previous.get("conditions"), status["conditions"]), plan)
 
 
-def _planned(plan: DrainPlan, blocked: list[PodPlan]) -> cond.ConditionUpdate:
+def _planned(plan: DrainPlan, blocked: list[PodPlan], mode: DrainMode) -> cond.ConditionUpdate:
     if not blocked:
         moving = plan.count(PodState.PLANNED)
+        tail = "; nothing is evicted in Plan mode" if mode is DrainMode.PLAN else ""
         return cond.ConditionUpdate(CONDITION_PLANNED, "True", "AllPodsPlanned",
                                     f"every pod has a destination ({moving} to move, {plan.count(PodState.LEFT)} "
-                                    "left where they are); nothing is evicted in Plan mode")
+                                    f"left where they are){tail}")
     names = ", ".join(p.pod for p in blocked[:BLOCKED_NAMED])
     more = f" and {len(blocked) - BLOCKED_NAMED} more" if len(blocked) > BLOCKED_NAMED else ""
     return cond.ConditionUpdate(CONDITION_PLANNED, "False", "PodsBlocked",
@@ -166,6 +170,11 @@ def pod_status(p: PodPlan) -> dict[str, Any]:
     return out
 
 
+def _mode(raw: Mapping[str, Any]) -> object:
+    spec = raw.get("spec")
+    return spec.get("mode") if isinstance(spec, Mapping) else None
+
+
 def _policies_key(policies: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
     """What of the policy index a plan reads: each policy's identity and generation."""
     return tuple(sorted((p.key, p.generation) for found in policies.values() for p in found))
@@ -178,10 +187,12 @@ ViewOf = Callable[[Mapping[str, Any]], ClusterView]
 
 
 def register(registry: kopf.OperatorRegistry, *, settings: Settings, resync_seconds: float, view_of: ViewOf,
-             webhook: bool, fail_closed: bool) -> None:
+             webhook: bool, fail_closed: bool, api: Callable[[], DrainApi] | None = None) -> None:
     """NodeDrain handlers on ``registry``: plan on create, spec update and resume, plan again every
     ``resync_seconds``, and (with ``webhook``) the validating admission handler. PlacementPolicies
-    are indexed by namespace so each pod is planned under its own."""
+    are indexed by namespace so each pod is planned under its own. ``api`` gives what an executing
+    drain cordons and evicts with (made on first use); without it Execute mode reports that it
+    cannot run."""
 
     @kopf.index(GROUP, VERSION, PLURAL, id=POLICIES_INDEX, registry=registry)
     async def index_policy(body: kopf.Body, namespace: str | None, **_: Any) -> dict[str, Any]:
@@ -215,8 +226,14 @@ def register(registry: kopf.OperatorRegistry, *, settings: Settings, resync_seco
             found = [p for p in policies.get(pod.namespace, ()) if p.governs(pod.namespace, pod.labels)]
             return min(found, key=lambda p: p.name) if found else None
 
-        outcome = compute_drain_status(raw, view, policy_for, settings, now)
-        memo[uid] = (view, inputs, outcome.status)
+        if _mode(raw) == DrainMode.EXECUTE.value:
+            if api is None:
+                raise kopf.PermanentError("Execute mode needs the Kubernetes API: none was configured")
+            outcome = await execute(raw, view, policy_for, settings, now, api())
+            memo.pop(uid, None)  # an executing drain acts on every tick (evictions, retries)
+        else:
+            outcome = compute_drain_status(raw, view, policy_for, settings, now)
+            memo[uid] = (view, inputs, outcome.status)
         diff = merge_patch(raw.get("status") or {}, outcome.status)
         if diff:
             patch.status.update(diff)

@@ -11,7 +11,8 @@
   registered without one and stopped by its ``when`` filter once the policy's DELETED event is
   seen.
 - The validating admission webhook (``on.validate``), when a webhook server is configured.
-- NodeDrains in Plan mode and their admission check (:mod:`.drain`), planned on the same view;
+- NodeDrains (Plan and Execute mode) and their admission check (:mod:`.drain`,
+  :mod:`.drain_execute`), planned on the same view;
   their re-plan timer has no finalizer either.
 
 Every handler is a coroutine: Kopf would run plain functions in a thread pool, where they
@@ -24,7 +25,7 @@ import dataclasses
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Container, Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,7 @@ from berth.operator import drain
 from berth.operator.admission import REFUSAL_CODE, admission_problem
 from berth.operator.cluster import LeaseIndex, NodeIndex, PodIndex, ViewCache
 from berth.operator.crdgen import GROUP, PLURAL, VERSION
+from berth.operator.drain_execute import DrainApi
 from berth.operator.patches import merge_patch
 from berth.operator.reconcile import Outcome, compute_status
 from berth.operator.records import NODE_LEASE_NAMESPACE, lease_record, node_record, pod_record
@@ -58,6 +60,7 @@ class OperatorConfig:
     view_min_age: float = 1.0  # the shared cluster view is rebuilt at most this often
     plan_period: float = 10.0  # with pending pods, the plan is redone this often for changes elsewhere
     webhook: WebhookOptions = field(default_factory=WebhookOptions)
+    drain_api: Callable[[], DrainApi] | None = None  # what an executing NodeDrain cordons and evicts with
 
 
 @dataclass(frozen=True)
@@ -241,8 +244,17 @@ def build_registry(config: OperatorConfig) -> tuple[kopf.OperatorRegistry, Opera
         leases = indexes.get(LEASES_INDEX) if config.track_leases else None
         return state.views.view(indexes[NODES_INDEX], indexes[PODS_INDEX], leases)
 
+    made: list[DrainApi] = []
+
+    def drain_api() -> DrainApi:  # made once, on the first executing drain
+        if not made:
+            if config.drain_api is None:
+                raise kopf.PermanentError("Execute mode needs the Kubernetes API: none was configured")
+            made.append(config.drain_api())
+        return made[0]
+
     drain.register(registry, settings=config.settings, resync_seconds=config.resync_seconds, view_of=cluster_view,
-                   webhook=config.webhook.enabled, fail_closed=config.webhook.fail_closed)
+                   webhook=config.webhook.enabled, fail_closed=config.webhook.fail_closed, api=drain_api)
     _without_finalizer(registry, drain.TIMER_ID)
     return registry, state
 

@@ -24,10 +24,12 @@ import logging
 import os
 import random
 from collections.abc import Sequence
+from typing import Any
 
 import kopf
 
 from berth.core.settings import Settings
+from berth.operator.drain_execute import KubeDrainApi
 from berth.operator.handlers import OperatorConfig, build_registry
 from berth.operator.webhook import DEFAULT_CONFIG_NAME, DEFAULT_PORT, MODES, WebhookConfigError, WebhookOptions
 
@@ -72,7 +74,7 @@ def run(namespace: str | None = None, peering: str | None = None, *,
     """
     config = OperatorConfig(settings=settings or Settings(), resync_seconds=resync_seconds,
                             track_leases=track_leases and namespace is None,
-                            webhook=(webhook or WebhookOptions()).checked())
+                            webhook=(webhook or WebhookOptions()).checked(), drain_api=kube_drain_api)
     registry, _ = build_registry(config)
     if peering is not None and priority is None:
         priority = random.SystemRandom().randint(1, 2**31 - 1)
@@ -88,6 +90,20 @@ def run(namespace: str | None = None, peering: str | None = None, *,
         priority=priority or 0,
         liveness_endpoint=liveness_endpoint,
     )
+
+
+def kube_drain_api() -> KubeDrainApi:
+    """What an executing NodeDrain cordons and evicts with: the in-cluster service account, else
+    ``KUBECONFIG`` / ``~/.kube/config``, as Kopf logs in."""
+    from kubernetes import client
+    from kubernetes import config as kube_config
+
+    loader: Any = kube_config
+    try:
+        loader.load_incluster_config()
+    except loader.ConfigException:
+        loader.load_kube_config()
+    return KubeDrainApi(client.ApiClient())
 
 
 def _placement_settings() -> tuple[Settings, bool]:

@@ -21,10 +21,13 @@ KIND = "NodeDrain"
 MAX_NODES = 500
 """Nodes named in ``nodes`` or ``destinations``, at most (a selector names more)."""
 NODE_NAME_MAX = 253
+EVICTIONS_IN_FLIGHT_MAX = 100
+"""The most evictions an executing drain may have in flight (asked for, the pod not gone yet)."""
 
 
 class DrainMode(StrEnum):
     PLAN = "Plan"  # compute and report each pod's destination; evict nothing
+    EXECUTE = "Execute"  # cordon the nodes, then evict the planned pods through the Eviction API
 
 
 NodeName = Annotated[str, Field(min_length=1, max_length=NODE_NAME_MAX)]
@@ -41,6 +44,7 @@ class NodeDrainSpec(BaseModel):
     any_destination: bool = False
     include_unmanaged_pods: bool = False
     mode: DrainMode = DrainMode.PLAN
+    max_evictions_in_flight: int = Field(default=5, ge=1, le=EVICTIONS_IN_FLIGHT_MAX)
 
     @model_validator(mode="after")
     def _consistent(self) -> NodeDrainSpec:

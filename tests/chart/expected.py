@@ -31,6 +31,8 @@ OPERATOR_CLUSTER = {
     ("berth.dev", "nodedrains/status", "patch", ""),
     ("", "pods", "list", ""), ("", "pods", "watch", ""),
     ("", "nodes", "list", ""), ("", "nodes", "watch", ""),
+    ("", "nodes", "patch", ""),  # an executing NodeDrain cordons its nodes
+    ("", "pods/eviction", "create", ""),  # and evicts through the Eviction API
     ("coordination.k8s.io", "leases", "list", ""), ("coordination.k8s.io", "leases", "watch", ""),
     ("", "events", "create", ""),
     ("apiextensions.k8s.io", "customresourcedefinitions", "list", ""),
@@ -65,10 +67,10 @@ FORBIDDEN = {
     ],
     "operator": [
         ("get", "secrets", "default"), ("create", "pods/binding", "default"), ("patch", "pods", "default"),
+        ("delete", "pods", "default"), ("delete", "nodes", ""),
         ("delete", "placementpolicies.berth.dev", "default"), ("create", "placementpolicies.berth.dev", "default"),
-        ("patch", "nodes", ""), ("create", "validatingwebhookconfigurations.admissionregistration.k8s.io", ""),
-        ("patch", "customresourcedefinitions.apiextensions.k8s.io", ""),
-        ("create", "pods/eviction", "default"), ("delete", "nodedrains.berth.dev", ""),
+        ("create", "validatingwebhookconfigurations.admissionregistration.k8s.io", ""),
+        ("patch", "customresourcedefinitions.apiextensions.k8s.io", ""), ("delete", "nodedrains.berth.dev", ""),
     ],
     "scheduler": [
         ("get", "secrets", "default"), ("delete", "nodes", ""), ("update", "configmaps", "kube-system"),

@@ -12,7 +12,13 @@ import pytest
 import yaml
 
 from berth.core.drain import InvalidDrain
-from berth.core.nodedrain import MAX_NODES, NODE_NAME_MAX, NodeDrainSpec, nodedrain_from_manifest
+from berth.core.nodedrain import (
+    EVICTIONS_IN_FLIGHT_MAX,
+    MAX_NODES,
+    NODE_NAME_MAX,
+    NodeDrainSpec,
+    nodedrain_from_manifest,
+)
 from berth.operator import crdgen
 from berth.operator.drain_status import REFUSED_LIMIT, DrainPodStatus, NodeDrainStatus
 from tests.crd.schema_check import check
@@ -117,6 +123,8 @@ VALID = [
                                                                       "values": ["new"]}]})),
     ("move_of_selected_pods", manifest(nodes=["n1"], podSelector={"matchLabels": {"app": "web"}},
                                        destinations=["n2"], includeUnmanagedPods=True, mode="Plan")),
+    ("execute_with_evictions_in_flight", manifest(nodes=["n1"], anyDestination=True, mode="Execute",
+                                                  maxEvictionsInFlight=EVICTIONS_IN_FLIGHT_MAX)),
 ]
 
 SCHEMA = "schema"
@@ -125,7 +133,12 @@ SCHEMA = "schema"
 INVALID = [
     ("unknown_field", manifest(nodes=["n1"], anyDestination=True, maxUnavailable=1), "spec.maxUnavailable",
      SCHEMA),
-    ("mode_not_built_yet", manifest(nodes=["n1"], anyDestination=True, mode="Execute"), "spec.mode", SCHEMA),
+    ("unknown_mode", manifest(nodes=["n1"], anyDestination=True, mode="Evict"), "spec.mode", SCHEMA),
+    ("no_evictions_in_flight", manifest(nodes=["n1"], anyDestination=True, mode="Execute", maxEvictionsInFlight=0),
+     "spec.maxEvictionsInFlight", SCHEMA),
+    ("too_many_evictions_in_flight", manifest(nodes=["n1"], anyDestination=True, mode="Execute",
+                                              maxEvictionsInFlight=EVICTIONS_IN_FLIGHT_MAX + 1),
+     "spec.maxEvictionsInFlight", SCHEMA),
     ("empty_node_name", manifest(nodes=[""], anyDestination=True), "spec.nodes[0]", SCHEMA),
     ("too_many_nodes", manifest(nodes=[f"n{i}" for i in range(MAX_NODES + 1)], anyDestination=True), "spec.nodes",
      SCHEMA),

@@ -1,0 +1,220 @@
+"""A NodeDrain in Execute mode, against a fake API: cordon, evictions bounded by the limit, a
+PodDisruptionBudget's refusal retried with backoff, evicted pods moved, blocked pods staying and
+planned again, the held destinations, the Kopf handler, and Plan mode evicting nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+import pytest
+
+from berth.core.settings import Settings
+from berth.core.view import ClusterView
+from berth.operator import drain, drain_execute
+from berth.operator.drain_execute import Evicted, EvictionResult
+from berth.operator.handlers import OperatorConfig, build_registry
+from tests.operator import objects as o
+from tests.operator.test_drain import NOW, RS, no_policy, nodedrain, view
+from tests.operator.test_handlers import indexes
+
+PDB = "Cannot evict pod as it would violate the pod's disruption budget."
+
+
+@dataclass
+class FakeApi:
+    """Records cordons and evictions; answers evictions from ``answers`` (pod name: outcome), else accepts."""
+
+    answers: dict[str, EvictionResult] = field(default_factory=dict)
+    cordoned: list[str] = field(default_factory=list)
+    evicted: list[str] = field(default_factory=list)
+    cordon_error: Exception | None = None
+
+    async def cordon(self, node: str) -> None:
+        if self.cordon_error is not None:
+            raise self.cordon_error
+        self.cordoned.append(node)
+
+    async def evict(self, namespace: str, name: str, uid: str) -> EvictionResult:
+        assert uid == f"uid-{namespace}-{name}"
+        self.evicted.append(name)
+        return self.answers.get(name, EvictionResult(Evicted.ACCEPTED))
+
+
+def nodes(*, cordoned: bool = False, room: str = "8") -> list[dict[str, Any]]:
+    drained = o.node("node-a", cpu="8")
+    if cordoned:
+        drained["spec"]["unschedulable"] = True
+    return [drained, o.node("node-b", cpu=room), o.node("node-c", cpu=room)]
+
+
+def web(*names: str, terminating: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    return [o.pod(n, "node-a", owner=RS, terminating=n in terminating) for n in names]
+
+
+SPEC = {"nodes": ["node-a"], "anyDestination": True, "mode": "Execute", "maxEvictionsInFlight": 2}
+
+
+def tick(state: ClusterView, api: FakeApi, status: dict[str, Any] | None = None, *, now: float = NOW,
+         spec: dict[str, Any] | None = None) -> drain.DrainOutcome:
+    body = nodedrain(spec or SPEC, status=status)
+    return asyncio.run(drain_execute.execute(body, state, no_policy, Settings(), now, api))
+
+
+def states(status: dict[str, Any]) -> dict[str, str]:
+    return {p["pod"].split("/")[1]: p["state"] for p in status["pods"]}
+
+
+def test_first_tick_cordons_and_evicts_up_to_the_limit() -> None:
+    api = FakeApi()
+    outcome = tick(view(nodes(), web("w1", "w2", "w3")), api)
+    assert api.cordoned == ["node-a"] and api.evicted == ["w1", "w2"]
+    assert states(outcome.status) == {"w1": "Evicting", "w2": "Evicting", "w3": "Planned"}
+    assert (outcome.status["phase"], outcome.status["evicting"], outcome.status["planned"]) == ("Draining", 2, 1)
+    assert [e.reason for e in outcome.events] == ["Cordoned", "Evicting", "Evicting"]
+    drained = next(c for c in outcome.status["conditions"] if c["type"] == "Drained")
+    assert (drained["status"], drained["reason"]) == ("False", "Evicting")
+
+
+def test_a_cordoned_node_is_not_cordoned_again() -> None:
+    api = FakeApi()
+    tick(view(nodes(cordoned=True), web("w1")), api)
+    assert api.cordoned == [] and api.evicted == ["w1"]
+
+
+def test_a_node_that_cannot_be_cordoned_has_nothing_evicted() -> None:
+    api = FakeApi(cordon_error=RuntimeError("forbidden"))
+    outcome = tick(view(nodes(), web("w1")), api)
+    assert api.evicted == [] and [(e.type, e.reason) for e in outcome.events] == [("Warning", "CordonFailed")]
+
+
+def test_evictions_in_flight_wait_for_their_pods_to_go() -> None:
+    api = FakeApi()
+    first = tick(view(nodes(cordoned=True), web("w1", "w2", "w3")), api)
+    # w1 and w2 are terminating, still there: the limit (2) is reached, w3 waits
+    second = tick(view(nodes(cordoned=True), web("w1", "w2", "w3", terminating=("w1", "w2"))), api,
+                  first.status, now=NOW + 5)
+    assert api.evicted == ["w1", "w2"] and states(second.status)["w3"] == "Planned"
+    third = tick(view(nodes(cordoned=True), web("w2", "w3", terminating=("w2",))), api, second.status, now=NOW + 10)
+    assert api.evicted == ["w1", "w2", "w3"]
+    assert states(third.status) == {"w1": "Moved", "w2": "Evicting", "w3": "Evicting"}
+    assert third.status["moved"] == 1
+
+
+def test_every_pod_moved_finishes_the_drain() -> None:
+    api = FakeApi()
+    first = tick(view(nodes(cordoned=True), web("w1")), api)
+    done = tick(view(nodes(cordoned=True), []), api, first.status, now=NOW + 5)
+    assert (done.status["phase"], done.status["moved"], states(done.status)) == ("Drained", 1, {"w1": "Moved"})
+    drained = next(c for c in done.status["conditions"] if c["type"] == "Drained")
+    assert (drained["status"], drained["reason"]) == ("True", "AllPodsMoved")
+    assert [(e.type, e.reason) for e in done.events] == [("Normal", "Drained")]
+    (moved,) = done.status["pods"]
+    assert moved["destination"] in ("node-b", "node-c") and moved["evictedAt"] == "2026-01-01T00:00:00Z"
+
+
+def test_a_refused_eviction_is_retried_after_its_backoff() -> None:
+    api = FakeApi(answers={"w1": EvictionResult(Evicted.REFUSED, PDB)})
+    state = view(nodes(cordoned=True), web("w1"))
+    first = tick(state, api)
+    (entry,) = first.status["pods"]
+    assert (entry["state"], entry["attempts"], entry["refusal"], entry["retryAt"]) == \
+        ("Evicting", 1, PDB, "2026-01-01T00:00:05Z")
+    assert [(e.type, e.reason) for e in first.events] == [("Warning", "EvictionRefused")]
+    early = tick(state, api, first.status, now=NOW + 4)
+    assert api.evicted == ["w1"] and early.status["pods"][0]["attempts"] == 1
+    again = tick(state, api, early.status, now=NOW + 5)
+    assert api.evicted == ["w1", "w1"] and again.status["pods"][0]["attempts"] == 2
+    assert again.status["pods"][0]["retryAt"] == "2026-01-01T00:00:15Z" and again.events == []  # one Warning
+    api.answers.clear()
+    accepted = tick(state, api, again.status, now=NOW + 15)
+    (entry,) = accepted.status["pods"]
+    assert (entry["state"], "retryAt" in entry, "refusal" in entry) == ("Evicting", False, False)
+    assert "evictedAt" in entry
+
+
+def test_refused_evictions_count_against_the_limit() -> None:
+    api = FakeApi(answers={n: EvictionResult(Evicted.REFUSED, PDB) for n in ("w1", "w2")})
+    state = view(nodes(cordoned=True), web("w1", "w2", "w3"))
+    first = tick(state, api)
+    tick(state, api, first.status, now=NOW + 1)
+    assert api.evicted == ["w1", "w2"]
+
+
+@pytest.mark.parametrize(("attempts", "seconds"), [(1, 5), (2, 10), (3, 20), (4, 40), (5, 60), (9, 60)])
+def test_backoff_doubles_up_to_a_minute(attempts: int, seconds: float) -> None:
+    assert drain_execute.backoff(attempts) == seconds
+
+
+def test_an_eviction_of_a_pod_already_gone_is_moved() -> None:
+    api = FakeApi(answers={"w1": EvictionResult(Evicted.GONE, "not found")})
+    outcome = tick(view(nodes(cordoned=True), web("w1")), api)
+    assert states(outcome.status) == {"w1": "Moved"} and outcome.status["phase"] == "Drained"
+
+
+def test_an_eviction_failing_otherwise_is_asked_for_again_later() -> None:
+    api = FakeApi(answers={"w1": EvictionResult(Evicted.FAILED, "etcd timeout")})
+    outcome = tick(view(nodes(cordoned=True), web("w1")), api)
+    (entry,) = outcome.status["pods"]
+    assert (entry["state"], entry["refusal"], entry["retryAt"]) == ("Planned", "etcd timeout", "2026-01-01T00:00:05Z")
+
+
+def test_blocked_pods_stay_and_are_planned_again_when_a_node_is_added() -> None:
+    api = FakeApi()
+    big = o.pod("api", "node-a", cpu="3", labels={"app": "api"}, owner=("ReplicaSet", "api-1"))
+    small = [o.node("node-a", cpu="8"), o.node("node-b", cpu="2")]
+    small[0]["spec"]["unschedulable"] = True
+    first = tick(view(small, [big, *web("w1")]), api)
+    assert api.evicted == ["w1"] and states(first.status) == {"api": "Blocked", "w1": "Evicting"}
+    finished = tick(view(small, [big]), api, first.status, now=NOW + 5)
+    assert (finished.status["phase"], states(finished.status)) == ("Blocked", {"api": "Blocked", "w1": "Moved"})
+    drained = next(c for c in finished.status["conditions"] if c["type"] == "Drained")
+    assert (drained["status"], drained["reason"]) == ("False", "PodsBlocked")
+    assert ("Warning", "PodsBlocked") in [(e.type, e.reason) for e in finished.events]
+    grown = tick(view([*small, o.node("node-c", cpu="4")], [big]), api, finished.status, now=NOW + 10)
+    assert api.evicted == ["w1", "api"] and states(grown.status)["api"] == "Evicting"
+    assert next(p for p in grown.status["pods"] if p["pod"] == "shop/api")["destination"] == "node-c"
+
+
+def test_a_pod_on_its_way_keeps_its_destination_and_its_room() -> None:
+    # w1 is evicting to node-b, which has room for one pod: w2 is planned elsewhere, not on w1's room
+    api = FakeApi()
+    state = view([o.node("node-a", cpu="8"), o.node("node-b", cpu="1"), o.node("node-c", cpu="1")],
+                 web("w1", "w2", terminating=("w1",)))
+    previous = {"pods": [{"pod": "shop/w1", "uid": "uid-shop-w1", "source": "node-a", "state": "Evicting",
+                          "destination": "node-b", "evictedAt": "2026-01-01T00:00:00Z"}]}
+    outcome = tick(state, api, previous, spec={**SPEC, "maxEvictionsInFlight": 5})
+    pods = {p["pod"]: p for p in outcome.status["pods"]}
+    assert (pods["shop/w1"]["state"], pods["shop/w1"]["destination"]) == ("Evicting", "node-b")
+    assert (pods["shop/w2"]["state"], pods["shop/w2"]["destination"]) == ("Evicting", "node-c")
+    assert api.evicted == ["w2"]
+
+
+def handler_tick(spec: dict[str, Any], api: FakeApi) -> kopf.Patch:
+    registry, _ = build_registry(OperatorConfig(drain_api=lambda: api))
+    handler = next(h for h in registry._spawning.get_all_handlers() if h.id == drain.TIMER_ID)
+    kwargs = indexes(nodes(), web("w1"))
+    patch = kopf.Patch()
+    asyncio.run(handler.fn(body=kopf.Body(nodedrain(spec)), patch=patch, **kwargs))
+    return patch
+
+
+@pytest.mark.parametrize(("mode", "cordoned", "evicted", "phase"), [
+    ("Execute", ["node-a"], ["w1"], "Draining"),
+    ("Plan", [], [], "Planned"),
+])
+def test_kopf_handler_evicts_in_execute_mode_only(monkeypatch: pytest.MonkeyPatch, mode: str, cordoned: list[str],
+                                                  evicted: list[str], phase: str) -> None:
+    monkeypatch.setattr(kopf, "event", lambda obj, *, type, reason, message="": None)
+    api = FakeApi()
+    patch = handler_tick({**SPEC, "mode": mode}, api)
+    assert (api.cordoned, api.evicted, patch["status"]["phase"]) == (cordoned, evicted, phase)
+
+
+def test_execute_mode_without_an_api_is_a_permanent_error() -> None:
+    registry, _ = build_registry(OperatorConfig())
+    handler = next(h for h in registry._spawning.get_all_handlers() if h.id == drain.TIMER_ID)
+    with pytest.raises(kopf.PermanentError):
+        asyncio.run(handler.fn(body=kopf.Body(nodedrain(SPEC)), patch=kopf.Patch(), **indexes(nodes(), web("w1"))))
