@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -60,6 +61,8 @@ from berth.extender.wire import (
 log = logging.getLogger("berth.extender.app")
 
 JSON = "application/json"
+DRAIN_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+"""A NodeDrain's name: a DNS subdomain (the length is checked by the API server)."""
 
 
 class ViewSource(Protocol):
@@ -346,6 +349,26 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
         if found is None:
             return _json({"error": f"no decision recorded for pod {namespace}/{pod}"}, 404)
         return Response(content=found, media_type=JSON)
+
+    @app.get("/api/v1/drains/{name}", tags=["explain"],
+             responses={**api_bad, 200: {"description": "the NodeDrain's live plan: its spec and its status (each "
+                                                        "pod's source, destination and state, the counts, phase "
+                                                        "and conditions)"},
+                        404: {"model": ApiError, "description": "no NodeDrain of this name"}})
+    async def drain_plan(name: str, request: Request) -> Response:
+        if len(name) > 253 or not DRAIN_NAME.fullmatch(name):
+            return _json({"error": f"name: {name[:64]!r} is not a NodeDrain name (a DNS subdomain)"}, 400)
+        refusal = await allowed(request, (Access("get", "nodedrains", "berth.dev"),))
+        if refusal is not None:
+            return refusal  # before the NodeDrain is read with berth's rights
+        try:
+            found = await engine.binder.fetch_drain(name)
+        except Exception as exc:
+            log.warning("cannot read NodeDrain %s: %s", name, exc)
+            return _json({"error": f"cannot read NodeDrain {name}: {exc}"}, 503)
+        if found is None:
+            return _json({"error": f"no NodeDrain {name}"}, 404)
+        return _json({"name": name, "spec": found.get("spec") or {}, "status": found.get("status") or {}})
 
     @app.post("/api/v1/preview", tags=["explain"], openapi_extra=_body_schema(ShapeRequest),
               responses={**api_bad, 200: {"description": "a fresh evaluation of every node: decision and scores; "

@@ -5,9 +5,9 @@ authenticated with the API server's TokenReview, and each answer is authorized w
 SubjectAccessReview for the caller (``get pods`` in the pod's namespace for a decision, ``list
 placementpolicies.berth.dev`` in the namespace and ``list nodes`` for a preview or a capacity
 table, ``list nodes`` and ``list placementpolicies.berth.dev`` in every namespace for the node
-allocations and every policy's settings). Both answers are kept briefly in bounded caches, and
-at most :data:`REVIEWS_IN_FLIGHT` reviews run at once, so a flood of made-up tokens cannot turn
-into a flood of API-server calls.
+allocations and every policy's settings, ``get nodedrains.berth.dev`` for a drain's plan).
+Both answers are kept briefly in bounded caches, and at most :data:`REVIEWS_IN_FLIGHT` reviews
+run at once, so a flood of made-up tokens cannot turn into a flood of API-server calls.
 
 Nothing is read from the API server on a caller's behalf before the caller is authorized: the
 decision of a pod no longer in memory is read with berth's rights only after ``get pods`` in its

@@ -48,6 +48,10 @@ class Binder(Protocol):
 
     async def fetch_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
+    async def fetch_drain(self, name: str) -> dict[str, Any] | None:
+        """The NodeDrain ``name`` as the API server has it, or None when there is none."""
+        ...
+
 
 class MemoryBinder:
     """Offline mode: the bind records the pod as placed in the view; no API server is involved."""
@@ -68,6 +72,10 @@ class MemoryBinder:
         """Offline: the decision API holds the record."""
 
     async def fetch_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return None
+
+    async def fetch_drain(self, name: str) -> dict[str, Any] | None:
+        """Offline there is no API server, hence no NodeDrain."""
         return None
 
 
@@ -147,6 +155,23 @@ class KubeBinder:
             if exc.status == 404:
                 return None
             raise BindError(f"cannot read pod {namespace}/{name}: {_api_reason(exc)}") from None
+        data = orjson.loads(_drain(resp))
+        return data if isinstance(data, dict) else None
+
+    async def fetch_drain(self, name: str) -> dict[str, Any] | None:
+        return await asyncio.to_thread(self._fetch_drain, name)
+
+    def _fetch_drain(self, name: str) -> dict[str, Any] | None:
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            resp = client.CustomObjectsApi(self.core.api_client).get_cluster_custom_object(
+                "berth.dev", "v1alpha1", "nodedrains", name, _preload_content=False)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise BindError(f"cannot read NodeDrain {name}: {_api_reason(exc)}") from None
         data = orjson.loads(_drain(resp))
         return data if isinstance(data, dict) else None
 

@@ -32,12 +32,16 @@ from tests.e2e.stack import Extender, berth_crd  # noqa: F401  (pytest fixture)
 from tests.extender.helpers import Clock, make_store, node, pod, policy
 
 TOKENS = {"alice-token": Caller("alice", groups=("system:authenticated",)),
-          "bob-token": Caller("bob", groups=("system:authenticated",))}
+          "bob-token": Caller("bob", groups=("system:authenticated",)),
+          "carol-token": Caller("carol", groups=("system:authenticated",))}
 RIGHTS = {  # what kubectl auth can-i would answer yes to
     "alice": {Access("get", "pods", namespace="shop"), Access("list", "nodes"),
               Access("list", "placementpolicies", "berth.dev", "shop")},
     "bob": set(),
+    "carol": {Access("get", "nodedrains", "berth.dev")},
 }
+DRAIN_STATUS = {"phase": "Draining", "pods": [{"pod": "shop/web-1", "source": "a", "destination": "b",
+                                               "state": "Evicting"}]}
 
 
 class Reviews:
@@ -82,6 +86,13 @@ class Binder:
         return pod(name, namespace=namespace, node_name="a",
                    annotations={DECISION_ANNOTATION: json.dumps({"winner": "a", "strategy": "Spread"})})
 
+    async def fetch_drain(self, name: str) -> dict[str, Any] | None:
+        self.reads.append(f"nodedrain/{name}")
+        if name != "retire-a":
+            return None
+        return {"kind": "NodeDrain", "metadata": {"name": name}, "spec": {"nodes": ["a"], "mode": "Execute"},
+                "status": DRAIN_STATUS}
+
 
 def _app(reviews: Reviews, **settings: Any) -> tuple[TestClient, Binder]:
     store = make_store([node("a"), policy("web"), policy("secret-plan", namespace="bank")])
@@ -97,6 +108,7 @@ ENDPOINTS = [
     ("GET", "/api/v1/capacity?namespace=bank&labels=app=secret-plan&cpu=100m", None),
     ("POST", "/api/v1/capacity", SHAPE),
     ("GET", "/api/v1/nodes/allocations", None),
+    ("GET", "/api/v1/drains/retire-a", None),
 ]
 
 
@@ -139,6 +151,18 @@ def test_a_caller_reads_what_its_own_rights_allow() -> None:
                      "alice-token")
     assert capacity.status_code == 200 and capacity.json()["policy"] == "shop/web"
     assert _call(client, "GET", "/api/v1/decisions/shop/web-1", None, "bob-token").status_code == 403
+
+
+def test_a_drains_live_plan_is_read_with_get_nodedrains() -> None:
+    client, binder = _app(Reviews())
+    plan = _call(client, "GET", "/api/v1/drains/retire-a", None, "carol-token")
+    assert plan.status_code == 200
+    assert plan.json() == {"name": "retire-a", "spec": {"nodes": ["a"], "mode": "Execute"}, "status": DRAIN_STATUS}
+    assert _call(client, "GET", "/api/v1/drains/gone", None, "carol-token").status_code == 404
+    assert binder.reads == ["nodedrain/retire-a", "nodedrain/gone"]
+    bad = _call(client, "GET", "/api/v1/drains/Not_A_Name", None, "carol-token")
+    assert bad.status_code == 400 and bad.json()["error"].startswith("name:")
+    assert binder.reads == ["nodedrain/retire-a", "nodedrain/gone"]  # bad input reads nothing
 
 
 def test_reviews_are_cached_briefly_and_bounded() -> None:

@@ -15,6 +15,7 @@ EXTENDER_CLUSTER = {
     ("", "pods/binding", "create", ""),
     ("", "events", "create", ""),
     ("berth.dev", "placementpolicies", "list", ""), ("berth.dev", "placementpolicies", "watch", ""),
+    ("berth.dev", "nodedrains", "get", ""),  # GET /api/v1/drains/{name}
     ("authentication.k8s.io", "tokenreviews", "create", ""),
     ("authorization.k8s.io", "subjectaccessreviews", "create", ""),
 }
@@ -64,6 +65,7 @@ FORBIDDEN = {
         ("create", "pods", "default"), ("update", "pods", "default"), ("patch", "nodes", ""),
         ("patch", "placementpolicies.berth.dev", "default"), ("create", "leases.coordination.k8s.io", NODE_LEASES),
         ("list", "leases.coordination.k8s.io", "kube-system"), ("create", "pods/eviction", "default"),
+        ("patch", "nodedrains.berth.dev", ""), ("list", "nodedrains.berth.dev", ""),
     ],
     "operator": [
         ("get", "secrets", "default"), ("create", "pods/binding", "default"), ("patch", "pods", "default"),
