@@ -1,7 +1,7 @@
 """The NodeDrain against a real kube-apiserver (tests/e2e/harness): the CRD is accepted (its CEL
 rules compile within the apiserver's cost budget), valid drains apply, each invalid one is
 refused by the schema or by the CEL rule tests/crd names for it, and the operator plans a drain
-in Plan mode into its status, evicting nothing."""
+in Plan mode into its status, evicting nothing, and executes one in Execute mode."""
 
 from __future__ import annotations
 
@@ -113,5 +113,77 @@ def test_operator_plans_a_drain_into_its_status(control_plane: ControlPlane, dra
         # Plan mode evicts nothing: every pod is still on the drained node
         assert {p.spec.node_name for p in core.list_namespaced_pod(e2e_namespace).items} == {a}
         control_plane.kubectl("delete", "nodedrain", f"drain-{run}", "--wait=true", "--timeout=60s")
+    finally:
+        operator.stop()
+
+
+def _terminate(core: Any, namespace: str) -> None:
+    """Complete the termination of evicted pods, as a kubelet would (no kubelet runs on these nodes)."""
+    for pod in core.list_namespaced_pod(namespace).items:
+        if pod.metadata.deletion_timestamp is not None:
+            core.delete_namespaced_pod(pod.metadata.name, namespace, grace_period_seconds=0)
+
+
+def test_operator_executes_a_drain_through_the_eviction_api(control_plane: ControlPlane,  # noqa: F811
+                                                            drain_crd: None, e2e_namespace: str,  # noqa: F811
+                                                            kube_api: Any,  # noqa: F811
+                                                            make_nodes: Callable[..., list[str]]) -> None:  # noqa: F811
+    """Execute cordons the node, evicts a pod (its termination completed here), and keeps asking
+    for the eviction a PodDisruptionBudget refuses (429) until the budget is gone; then the drain
+    is Drained, and deleting it leaves the node cordoned."""
+    run = "r" + uuid.uuid4().hex[:6]
+    a, b = make_nodes(NodeSpec(f"exec-{run}-a", cpu="8"), NodeSpec(f"exec-{run}-b", cpu="4"))
+    core = k8s.CoreV1Api(kube_api)
+    for name, owner in (("web", "web-rs"), ("guarded", "guarded-rs")):
+        pod = _owned(simple_pod(name, cpu="500m", labels={"app": name}), owner)
+        pod["spec"]["nodeName"] = a
+        core.create_namespaced_pod(e2e_namespace, pod)
+        # running and ready, as a kubelet would report it: the Eviction API deletes a Pending pod
+        # without consulting its PodDisruptionBudget
+        core.patch_namespaced_pod_status(name, e2e_namespace, {"status": {
+            "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+    policy = k8s.PolicyV1Api(kube_api)
+    policy.create_namespaced_pod_disruption_budget(e2e_namespace, {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "guarded"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}})
+    operator = Operator(control_plane, f"berth-operator-exec-{run}", "--webhook", "off").start()
+    custom = k8s.CustomObjectsApi(kube_api)
+
+    def status() -> dict[str, Any]:
+        body = custom.get_cluster_custom_object("berth.dev", "v1alpha1", "nodedrains", f"exec-{run}")
+        return dict(body.get("status") or {})
+
+    def pods(s: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        return {p["pod"].split("/")[1]: p for p in s.get("pods") or []}
+
+    try:
+        drain = {"apiVersion": "berth.dev/v1alpha1", "kind": "NodeDrain", "metadata": {"name": f"exec-{run}"},
+                 "spec": {"nodes": [a], "destinations": [b], "mode": "Execute", "maxEvictionsInFlight": 2}}
+        control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(drain))
+        refused = wait_for(status, lambda s: pods(s).get("guarded", {}).get("attempts", 0) >= 1
+                           and pods(s).get("web", {}).get("state") in ("Evicting", "Moved"),
+                           timeout=120, what="web evicted, guarded refused by its budget",
+                           describe=lambda s: json.dumps(s) + operator.log()[-2000:])
+        assert core.read_node(a).spec.unschedulable is True
+        guarded = pods(refused)["guarded"]
+        assert (guarded["state"], guarded["destination"]) == ("Evicting", b)
+        assert "disruption budget" in guarded["refusal"]
+        assert core.read_namespaced_pod("guarded", e2e_namespace).metadata.deletion_timestamp is None
+        _terminate(core, e2e_namespace)
+        wait_for(status, lambda s: pods(s).get("web", {}).get("state") == "Moved", timeout=60,
+                 what="web moved", describe=json.dumps)
+        assert status()["phase"] == "Draining"  # guarded still refused
+        policy.delete_namespaced_pod_disruption_budget("guarded", e2e_namespace)
+
+        def finished() -> dict[str, Any]:
+            _terminate(core, e2e_namespace)
+            return status()
+
+        done = wait_for(finished, lambda s: s.get("phase") == "Drained", timeout=120, what="the drain finished",
+                        describe=lambda s: json.dumps(s) + operator.log()[-2000:])
+        assert {name: p["state"] for name, p in pods(done).items()} == {"web": "Moved", "guarded": "Moved"}
+        assert done["moved"] == 2
+        control_plane.kubectl("delete", "nodedrain", f"exec-{run}", "--wait=true", "--timeout=60s")
+        assert core.read_node(a).spec.unschedulable is True  # nodes stay cordoned, as after kubectl drain
     finally:
         operator.stop()
