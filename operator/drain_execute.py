@@ -38,7 +38,7 @@ from berth.core.nodedrain import nodedrain_spec
 from berth.core.settings import Settings
 from berth.core.view import ClusterView
 from berth.operator import conditions as cond
-from berth.operator.drain_status import CONDITION_DRAINED, validated
+from berth.operator.drain_status import CONDITION_DRAINED, PODS_LIMIT, validated
 from berth.operator.reconcile import Event, rfc3339
 
 if TYPE_CHECKING:
@@ -160,6 +160,14 @@ def record_eviction(entry: dict[str, Any], result: EvictionResult, now: float) -
     return None
 
 
+def listed(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The entries the status lists, by source node then pod: at most :data:`PODS_LIMIT`, those
+    being evicted or moved first (the status is the drain's only memory of them)."""
+    keep = sorted(pods, key=lambda e: (e["state"] not in (PodState.EVICTING.value, PodState.MOVED.value),
+                                       e["source"], e["pod"]))[:PODS_LIMIT]
+    return sorted(keep, key=lambda e: (e["source"], e["pod"]))
+
+
 def _drained_condition(pods: list[dict[str, Any]]) -> tuple[str, cond.ConditionUpdate]:
     count = {s: sum(1 for e in pods if e["state"] == s.value) for s in PodState}
     moving = count[PodState.PLANNED] + count[PodState.EVICTING]
@@ -213,7 +221,7 @@ async def execute(body: Mapping[str, Any], view: ClusterView, policy_for: Policy
     counts = {s: sum(1 for e in step.pods if e["state"] == s.value) for s in PodState}
     status.update(phase=phase, planned=counts[PodState.PLANNED], blocked=counts[PodState.BLOCKED],
                   evicting=counts[PodState.EVICTING], moved=counts[PodState.MOVED], left=counts[PodState.LEFT],
-                  pods=sorted(step.pods, key=lambda e: (e["source"], e["pod"])))
+                  pods=listed(step.pods))
     outcome.status = validated(status)
     before = cond.find(previous.get("conditions"), CONDITION_DRAINED)
     changed = before is None or (before.get("status"), before.get("reason")) != (drained.status, drained.reason)

@@ -192,6 +192,16 @@ def test_a_pod_on_its_way_keeps_its_destination_and_its_room() -> None:
     assert api.evicted == ["w2"]
 
 
+def test_the_status_lists_pods_on_their_way_first_when_capped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(drain_execute, "PODS_LIMIT", 2)
+    previous = {"pods": [{"pod": "shop/w3", "uid": "uid-shop-w3", "source": "node-a", "state": "Evicting",
+                          "destination": "node-b", "evictedAt": "2026-01-01T00:00:00Z"}]}
+    outcome = tick(view(nodes(cordoned=True), web("w1", "w2", "w3", terminating=("w3",))), FakeApi(), previous,
+                   spec={**SPEC, "maxEvictionsInFlight": 1})
+    assert states(outcome.status) == {"w1": "Planned", "w3": "Evicting"}
+    assert (outcome.status["evicting"], outcome.status["planned"]) == (1, 2)  # the counts cover every pod
+
+
 def handler_tick(spec: dict[str, Any], api: FakeApi) -> kopf.Patch:
     registry, _ = build_registry(OperatorConfig(drain_api=lambda: api))
     handler = next(h for h in registry._spawning.get_all_handlers() if h.id == drain.TIMER_ID)
