@@ -38,6 +38,8 @@ from berth.core.settings import Settings
 from berth.snapshot import STDIN, Snapshot, SnapshotError, load_pod, load_policy, load_snapshot, parse_rfc3339
 
 EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+# The extender's log levels (its settings' log_level; a test keeps the two equal).
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 class UsageError(Exception):
@@ -230,6 +232,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="local development only: serve the scheduler verbs in plain HTTP without client "
                         "certificates (refused unless --host is a loopback address); without it the extender "
                         "needs BERTH_TLS_CERT_FILE, BERTH_TLS_KEY_FILE and BERTH_TLS_CLIENT_CA_FILE")
+    p.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS, metavar="LEVEL",
+                   help=f"one of {', '.join(LOG_LEVELS)} (default: BERTH_LOG_LEVEL, else INFO)")
 
     command("operator", cmd_operator, "Run the PlacementPolicy operator; the arguments that follow go to it "
             "(berth operator --help shows them).", add_help=False)
@@ -394,6 +398,8 @@ def cmd_extender(args: argparse.Namespace) -> int:
     from berth.cli import services
 
     services.export_settings(_given_settings(args))
+    if args.log_level is not None:
+        os.environ["BERTH_LOG_LEVEL"] = args.log_level
     if args.snapshot and args.snapshot != STDIN:
         load_snapshot(args.snapshot)  # bad input is reported here, on one line, before anything starts
     return _service("extender", lambda: services.run_extender(args.host, args.port, args.snapshot,
