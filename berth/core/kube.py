@@ -96,7 +96,7 @@ def pod_from_object(obj: Mapping[str, Any]) -> PodInfo:
     try:
         requests = effective_requests(spec)
     except (QuantityError, ValueError) as exc:
-        raise ObjectError(f"pod {namespace}/{name}: resources: {exc}") from None
+        raise ObjectError(f"pod {namespace}/{name}: {exc}") from None
     annotations = _str_map(meta.get("annotations"), f"pod {namespace}/{name}: metadata.annotations")
     return PodInfo(
         uid=str(meta.get("uid") or f"{namespace}/{name}"),

@@ -15,19 +15,27 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from berth.core.quantity import CPU, MEMORY, to_base_units
+from berth.core.quantity import CPU, MEMORY, QuantityError, to_base_units
 
 HUGEPAGES_PREFIX = "hugepages-"
 _POD_LEVEL = frozenset({CPU, MEMORY})
 
 
-def container_requests(container: Mapping[str, Any]) -> dict[str, int]:
-    """A container's requests; a resource with only a limit requests its limit (API defaulting)."""
+def container_requests(container: Mapping[str, Any], where: str = "container") -> dict[str, int]:
+    """A container's requests; a resource with only a limit requests its limit (API defaulting).
+    A quantity the API server would refuse raises :class:`QuantityError` naming the field."""
     resources = container.get("resources") or {}
     requests = dict(resources.get("requests") or {})
     for name, limit in (resources.get("limits") or {}).items():
         requests.setdefault(name, limit)
-    return {name: to_base_units(name, value) for name, value in requests.items()}
+    out = {}
+    for name, value in requests.items():
+        try:
+            out[name] = to_base_units(name, value)
+        except QuantityError as exc:
+            field = "limits" if name not in (resources.get("requests") or {}) else "requests"
+            raise QuantityError(f"{where}.resources.{field}.{name}: {exc}") from None
+    return out
 
 
 def _add(into: dict[str, int], other: Mapping[str, int]) -> None:
@@ -44,12 +52,12 @@ def _max(into: dict[str, int], other: Mapping[str, int]) -> None:
 def effective_requests(spec: Mapping[str, Any]) -> dict[str, int]:
     """The pod's effective request from its spec, in base units, zero entries dropped."""
     total: dict[str, int] = {}
-    for container in _list(spec.get("containers")):
-        _add(total, container_requests(container))
+    for i, container in enumerate(_list(spec.get("containers"))):
+        _add(total, container_requests(container, f"spec.containers[{i}]"))
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
-    for container in _list(spec.get("initContainers")):
-        own = container_requests(container)
+    for i, container in enumerate(_list(spec.get("initContainers"))):
+        own = container_requests(container, f"spec.initContainers[{i}]")
         if container.get("restartPolicy") == "Always":
             _add(sidecars, own)
             _max(init_peak, sidecars)
@@ -61,7 +69,11 @@ def effective_requests(spec: Mapping[str, Any]) -> dict[str, int]:
     _max(total, init_peak)
     total.update(pod_level_requests(spec, total))
     overhead = spec.get("overhead") or {}
-    _add(total, {name: to_base_units(name, value) for name, value in overhead.items()})
+    for name, value in overhead.items():
+        try:
+            _add(total, {name: to_base_units(name, value)})
+        except QuantityError as exc:
+            raise QuantityError(f"spec.overhead.{name}: {exc}") from None
     return {name: amount for name, amount in total.items() if amount}
 
 
@@ -82,16 +94,23 @@ def pod_level_requests(spec: Mapping[str, Any], containers: Mapping[str, int]) -
         return {}
     if not isinstance(resources, Mapping):
         raise ValueError("spec.resources must be an object")
-    requests = {name: to_base_units(name, value) for name, value in (resources.get("requests") or {}).items()
-                if is_pod_level_resource(name)}
+    requests = {name: _amount(name, value, "spec.resources.requests")
+                for name, value in (resources.get("requests") or {}).items() if is_pod_level_resource(name)}
     for name, value in (resources.get("limits") or {}).items():
         if name in requests or not is_pod_level_resource(name):
             continue
         if name in _POD_LEVEL and name in containers:
             requests[name] = containers[name]
         else:
-            requests[name] = to_base_units(name, value)
+            requests[name] = _amount(name, value, "spec.resources.limits")
     return requests
+
+
+def _amount(name: str, value: Any, where: str) -> int:
+    try:
+        return to_base_units(name, value)
+    except QuantityError as exc:
+        raise QuantityError(f"{where}.{name}: {exc}") from None
 
 
 def _list(value: object) -> Iterable[Mapping[str, Any]]:

@@ -3,14 +3,20 @@ Kubernetes objects into the core's data."""
 
 from __future__ import annotations
 
+import contextlib
+import math
+import time
+from fractions import Fraction
 from typing import Any
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from berth.core.kube import ObjectError, lease_renew_seconds, node_from_object, parse_time, pod_from_object
 from berth.core.model import NodeAffinity, NodeSelectorTerm, Requirement, Taint, Toleration
 from berth.core.podshape import effective_requests
-from berth.core.quantity import QuantityError, format_amount, parse_quantity, to_base_units
+from berth.core.quantity import MAX_AMOUNT, QuantityError, format_amount, to_base_units
 
 GI = 2**30
 MI = 2**20
@@ -36,6 +42,22 @@ QUANTITIES = [
     ("surrounding_spaces_ignored", "memory", " 1Gi ", GI),
     ("extended_resource_count", "nvidia.com/gpu", "2", 2),
     ("pods_count", "pods", "110", 110),
+    ("plus_sign", "memory", "+1Ki", 1024),
+    ("negative_zero_is_zero", "memory", "-0", 0),
+    ("capital_e_exponent", "memory", "2E3", 2000),
+    ("signed_exponent", "memory", "5e+2", 500),
+    ("negative_exponent_cpu", "cpu", "15e-2", 150),
+    ("point_before_the_suffix", "memory", "1.G", 10**9),
+    ("fraction_without_integer_part", "cpu", ".5", 500),
+    ("json_number_with_a_fraction", "cpu", 1.5, 1500),
+    ("largest_countable_bytes", "memory", str(MAX_AMOUNT), MAX_AMOUNT),
+    ("largest_countable_millicores", "cpu", f"{MAX_AMOUNT}m", MAX_AMOUNT),
+    ("binary_beyond_int64_capped_as_the_api_server_caps_it", "memory", "9Ei", MAX_AMOUNT),
+    ("huge_negative_exponent_rounds_up_to_one_unit", "memory", "1e-999999999", 1),
+    ("long_fraction_rounds_up", "memory", "1." + "0" * 5000 + "1", 2),
+    ("long_fraction_of_zeros_is_exact", "memory", "1." + "0" * 5000, 1),
+    ("long_fraction_times_a_binary_suffix", "memory", "0." + "0" * 100 + "1Ei", 1),
+    ("leading_zeros", "memory", "0" * 5000 + "7", 7),
 ]
 
 
@@ -45,16 +67,41 @@ def test_quantity_parsing(name: str, resource: str, text: str | int, expected: i
 
 
 BAD_QUANTITIES = [
-    ("empty", ""), ("blank", "  "), ("words", "abc"), ("two_points", "1.2.3"), ("suffix_alone", "Gi"),
-    ("unknown_suffix", "1Zi"), ("not_a_number", "nan"), ("infinity", "inf"), ("boolean", True),
-    ("lone_milli", "m"),
+    ("empty", "memory", "", "empty"), ("blank", "memory", "  ", "empty"), ("words", "memory", "abc", "not a"),
+    ("two_points", "memory", "1.2.3", "not a"), ("suffix_alone", "memory", "Gi", "no digits"),
+    ("unknown_suffix", "memory", "1Zi", "not a"),
+    ("unknown_suffix_letters", "memory", "1Ti2", "unknown suffix"), ("not_a_number", "memory", "nan", "not a"),
+    ("infinity", "memory", "inf", "not a"), ("boolean", "memory", True, "not a"),
+    ("lone_milli", "memory", "m", "no digits"), ("lone_point", "memory", ".", "no digits"),
+    ("lone_sign", "memory", "-", "no digits"), ("lower_case_binary", "memory", "1ki", "unknown suffix"),
+    ("exponent_without_digits", "memory", "1e", "unknown suffix"),
+    ("space_inside", "memory", "1 Gi", "not a"), ("underscore_digit_separator", "memory", "1_000", "not a"),
+    ("arabic_indic_digits", "memory", "\u0661\u0662", "not a"), ("fullwidth_digits", "cpu", "\uff11", "not a"),
+    ("negative_memory", "memory", "-1Gi", "negative"), ("negative_cpu", "cpu", "-500m", "negative"),
+    ("negative_extended_resource", "nvidia.com/gpu", "-1", "negative"),
+    ("huge_exponent", "memory", "1e999999999", "too large"), ("exponent_beyond_int64", "memory", "1e" + "9" * 19,
+                                                              "exponent out of range"),
+    ("beyond_int64_bytes", "memory", str(MAX_AMOUNT + 1), "too large"),
+    ("beyond_int64_millicores", "cpu", "9223372036854776", "too large"),
+    ("binary_cap_still_too_many_millicores", "cpu", "8Ei", "too large"),
+    ("float_too_large", "memory", 1e300, "too large"), ("not_a_string", "memory", ["1"], "not a"),
 ]
 
 
-@pytest.mark.parametrize(("name", "text"), BAD_QUANTITIES, ids=[c[0] for c in BAD_QUANTITIES])
-def test_bad_quantities_are_refused(name: str, text: Any) -> None:
-    with pytest.raises(QuantityError):
-        parse_quantity(text)
+@pytest.mark.parametrize(("name", "resource", "text", "message"), BAD_QUANTITIES, ids=[c[0] for c in BAD_QUANTITIES])
+def test_bad_quantities_are_refused(name: str, resource: str, text: Any, message: str) -> None:
+    with pytest.raises(QuantityError, match=message):
+        to_base_units(resource, text)
+
+
+def test_huge_exponents_and_long_numbers_are_judged_at_once() -> None:
+    """The bounds are checked on the text's lengths before any integer is built: neither a huge
+    exponent nor a hundred thousand digits costs more than the scan of the text."""
+    started = time.perf_counter()
+    for text in ("1e999999999", "9" * 100_000, "0." + "0" * 100_000 + "1Ei", "1" * 50_000 + "." + "1" * 50_000):
+        with contextlib.suppress(QuantityError):
+            to_base_units("memory", text)
+    assert time.perf_counter() - started < 0.5
 
 
 FORMATS = [
@@ -256,7 +303,7 @@ BAD_OBJECTS = [
      {"metadata": {"name": "n"}, "status": {"allocatable": {"memory": "lots"}}}, "status.allocatable.memory"),
     ("pod_with_bad_quantity", pod_from_object,
      {"metadata": {"name": "p"}, "spec": {"containers": [{"resources": {"requests": {"cpu": "x"}}}]}},
-     "pod default/p: resources"),
+     "pod default/p: spec.containers[0].resources.requests.cpu"),
     ("pod_with_non_list_containers", pod_from_object,
      {"metadata": {"name": "p"}, "spec": {"containers": {"a": 1}}}, "pod default/p"),
     ("labels_not_a_map", node_from_object, {"metadata": {"name": "n", "labels": ["x"]}}, "metadata.labels"),
@@ -310,3 +357,28 @@ def test_lease_and_time_parsing() -> None:
     assert lease_renew_seconds({"metadata": {"name": "n"}, "spec": {}}) == ("n", None)
     with pytest.raises(ObjectError):
         parse_time("yesterday")
+
+
+@settings(max_examples=400, deadline=None)
+@given(digits=st.text("0123456789", max_size=25), fraction=st.text("0123456789", max_size=100),
+       suffix=st.sampled_from(["", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei",
+                               "e-30", "e-5", "e0", "e7", "E12", "e+19"]),
+       resource=st.sampled_from(["cpu", "memory"]))
+def test_quantities_are_the_exact_amount_rounded_up(digits: str, fraction: str, suffix: str, resource: str) -> None:
+    """Against exact rational arithmetic: ceil(number x suffix x (1000 for CPU)), binary suffixes
+    capped at 2^63-1 units as the API server caps them, refused beyond 2^63-1 base units."""
+    assume(digits or fraction)
+    text = f"{digits}.{fraction}{suffix}" if fraction else f"{digits}{suffix}"
+    number = Fraction(int(digits or "0") * 10 ** len(fraction) + int(fraction or "0"), 10 ** len(fraction))
+    binary = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+    decimal = {"": 0, "n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+    if suffix in binary:
+        value = min(number * 2 ** binary[suffix], Fraction(MAX_AMOUNT))
+    else:
+        value = number * Fraction(10) ** (decimal[suffix] if suffix in decimal else int(suffix[1:]))
+    expected = math.ceil(value * (1000 if resource == "cpu" else 1))
+    if expected > MAX_AMOUNT:
+        with pytest.raises(QuantityError, match="too large"):
+            to_base_units(resource, text)
+    else:
+        assert to_base_units(resource, text) == expected
