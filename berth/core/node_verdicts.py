@@ -51,30 +51,44 @@ class VerdictTable(Generic[V]):
     def sync(self, view: ClusterView, judge: Callable[[NodeInfo], V],
              keep: Callable[[V, NodeInfo], bool] | None = None) -> None:
         """Re-judge the nodes changed since the last sync (all of them the first time).
-        ``keep(verdict, node)``: whether a changed node's verdict still stands."""
+        ``keep(verdict, node)``: whether a changed node's verdict still stands.
+
+        Every changed node is judged before the table changes at all: if ``judge`` raises, the
+        table is left exactly as it was (its token too), so the next sync judges the same nodes
+        again rather than trusting verdicts that were never made."""
         log = view.node_log
+        token = log.token
         changed: Iterable[str] | None = log.since(self._token) if self._token is not None else None
+        nodes = view.nodes
         if changed is None:
+            judged = {name: judge(node) for name, node in nodes.items()}
             self.verdicts.clear()
             self.tagged.clear()
             self._orders.clear()
-            changed = view.nodes.keys()
-        self._token = log.token
-        nodes = view.nodes
+            self._token = token
+            for name, verdict in judged.items():
+                self.verdicts[name] = verdict
+                for tag in self.tags_of(verdict):
+                    self.tagged.setdefault(tag, set()).add(name)
+            return
+        updates: list[tuple[str, V | None]] = []
         for name in changed:
             node = nodes.get(name)
             old = self.verdicts.get(name)
-            if old is not None:
-                if node is not None and keep is not None and keep(old, node):
-                    continue
-                del self.verdicts[name]
-                for tag in self.tags_of(old):
+            if old is not None and node is not None and keep is not None and keep(old, node):
+                continue
+            updates.append((name, judge(node) if node is not None else None))
+        self._token = token
+        for name, fresh in updates:
+            previous = self.verdicts.pop(name, None)
+            if previous is not None:
+                for tag in self.tags_of(previous):
                     self.tagged[tag].discard(name)
             if self._orders:
                 self._rejudged.append(name)
-            if node is not None:
-                verdict = self.verdicts[name] = judge(node)
-                for tag in self.tags_of(verdict):
+            if fresh is not None:
+                self.verdicts[name] = fresh
+                for tag in self.tags_of(fresh):
                     self.tagged.setdefault(tag, set()).add(name)
 
     def order(self, key: Callable[[V], Any]) -> Sequence[str]:

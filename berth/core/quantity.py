@@ -120,9 +120,11 @@ def _ceil_amount(digits: str, fraction: str, exponent10: int, exponent2: int, *,
     shift = exponent10 - len(fraction)  # value = int(mantissa) x 10^shift x 2^exponent2
     magnitude = len(mantissa) + shift  # 10^(magnitude-1) <= value / 2^exponent2 < 10^magnitude
     if magnitude > 20:  # at least 10^20 > 2^63-1
-        return MAX_AMOUNT * 10**scale if capped else MAX_AMOUNT + 1
+        cap_scaled: int = MAX_AMOUNT * 10**scale
+        return cap_scaled if capped else MAX_AMOUNT + 1
     if magnitude + 19 <= 0:  # below 10^-19 x 2^60 < 1: rounds up to one base unit
         return 1
+    value: int
     if shift >= 0:
         value = int(mantissa) * 10**shift << exponent2
     else:
@@ -135,8 +137,8 @@ def _ceil_amount(digits: str, fraction: str, exponent10: int, exponent2: int, *,
         whole, remainder = divmod(int(kept) << exponent2, 10**-shift)
         value = whole + (1 if remainder or rest.strip("0") else 0)
     if capped and scale:
-        unscaled_cap = MAX_AMOUNT * 10**scale
-        return min(value, unscaled_cap)
+        cap: int = MAX_AMOUNT * 10**scale
+        return min(value, cap)
     return min(value, MAX_AMOUNT) if capped else value
 
 

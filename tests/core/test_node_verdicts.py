@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -72,3 +75,41 @@ def test_an_order_that_falls_behind_the_log_is_sorted_again() -> None:
     for step in range(5000):  # more changes between two reads than the table's log keeps
         _change(view, table, f"n{step % 50:02d}", (step * 31) % 11)
     assert list(table.order(_cpu)) == sorted(view.nodes, key=lambda n: _cpu(view.nodes[n]))
+
+
+def _tagged_by_cpu(v: NodeInfo) -> tuple[str, ...]:
+    return (f"cpu-{v.allocatable['cpu']}",)
+
+
+def _judge_failing_on(bad: str) -> Callable[[NodeInfo], NodeInfo]:
+    def judge(node: NodeInfo) -> NodeInfo:
+        if node.name == bad:
+            raise OverflowError("a verdict that cannot be made")
+        return node
+    return judge
+
+
+@pytest.mark.parametrize("first_sync", [True, False], ids=["first_sync", "catching_up"])
+def test_a_failed_judgement_leaves_the_table_as_it_was(first_sync: bool) -> None:
+    """A judge that raises part-way (a node berth cannot judge) changes nothing: the verdicts, the
+    tags and the token stay, so the next sync judges the same nodes again instead of reading
+    verdicts that were never made."""
+    view = ClusterView()
+    for i, name in enumerate("abcd"):
+        view.upsert_node(_node(name, i))
+    table: VerdictTable[NodeInfo] = VerdictTable(_tagged_by_cpu)
+    if not first_sync:
+        table.sync(view, lambda node: node)
+        table.order(_cpu)
+        for name in "abcd":
+            view.upsert_node(_node(name, 7))
+    before = (dict(table.verdicts), {t: set(n) for t, n in table.tagged.items()}, list(table.order(_cpu))
+              if not first_sync else [])
+    with pytest.raises(OverflowError):
+        table.sync(view, _judge_failing_on("c"))
+    after = (dict(table.verdicts), {t: set(n) for t, n in table.tagged.items()}, list(table.order(_cpu))
+             if not first_sync else [])
+    assert after == before
+    table.sync(view, lambda node: node)  # judged again in full, not trusted
+    assert table.verdicts == dict(view.nodes)
+    assert table.tagged[f"cpu-{view.nodes['c'].allocatable['cpu']}"] >= {"c"}
