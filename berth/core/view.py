@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -87,6 +88,13 @@ MEMO_TABLES = 128
 """Memo tables kept (least recently used dropped): one per evaluation signature in use, each
 holding a verdict per node, so this bounds their memory."""
 
+COUNTED_SELECTORS = 1024
+"""Workload selectors whose matching pods are counted per node and kept up to date on every pod
+change (least recently asked dropped, counted afresh if asked again). Each pod change looks up
+only the selectors that can match it (by one of their matchLabels pairs), so the cost of a pod
+change does not grow with this number; the bound holds the memory of a cluster where every Job
+brings a workload of its own."""
+
 T = TypeVar("T")
 
 
@@ -132,8 +140,12 @@ class ClusterView:
         self.leases_tracked = leases_tracked
         self.version = 0
         # Per (namespace, selector): matching live pods per node, kept up to date on every pod change
-        # so that a scheduling cycle never rescans a namespace.
-        self._counts: dict[tuple[str, object], tuple[LabelSelector, dict[str, int]]] = {}
+        # so that a scheduling cycle never rescans a namespace (COUNTED_SELECTORS at most); indexed by
+        # (namespace, one matchLabels pair), or (namespace,) for selectors without one, so that a pod
+        # change visits only the selectors that can match the pod.
+        self._counts: OrderedDict[tuple[str, object], tuple[LabelSelector, dict[str, int]]] = OrderedDict()
+        self._counts_by_label: dict[tuple[str, ...], set[tuple[str, object]]] = {}
+        self._adding = True  # False while read_only_caches() holds: caches are read, never added to
         self._label_index: dict[tuple[str, str], frozenset[str]] | None = None
         self._key_index: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
         self.node_log = ChangeLog()  # a node, or anything placed on it, changed
@@ -188,14 +200,40 @@ class ClusterView:
         key = (namespace, selector_key(selector))
         hit = self._counts.get(key)
         if hit is not None:
+            self._counts.move_to_end(key)
             return hit[1]
         counts: dict[str, int] = {}
         for pod in self.pods_in_namespace(namespace):
             if _counts_for(pod, selector):
                 node = pod.node_name or ""
                 counts[node] = counts.get(node, 0) + 1
-        self._counts[key] = (selector, counts)
+        if self._adding:
+            self._counts[key] = (selector, counts)
+            self._counts_by_label.setdefault(_count_bucket(namespace, selector), set()).add(key)
+            if len(self._counts) > COUNTED_SELECTORS:
+                old, (old_selector, _) = self._counts.popitem(last=False)
+                bucket = _count_bucket(old[0], old_selector)
+                keys = self._counts_by_label[bucket]
+                keys.discard(old)
+                if not keys:
+                    del self._counts_by_label[bucket]
         return counts
+
+    def cache_sizes(self) -> dict[str, int]:
+        """Entries of the view's bounded caches: counted selectors and memo tables."""
+        return {"counted_selectors": len(self._counts), "tables": len(self._memos)}
+
+    @contextmanager
+    def read_only_caches(self) -> Iterator[None]:
+        """Within: every cache is read and kept up to date, but none is added to (tables, memos,
+        counted selectors). For questions asked by people rather than by the scheduler (a
+        preview, a capacity query): whatever shapes and labels they ask about, the state the
+        scheduling path keeps and walks does not grow, and its tables are not pushed out."""
+        self._adding = False
+        try:
+            yield
+        finally:
+            self._adding = True
 
     def nodes_with_pod(self, namespace: str, labels: Mapping[str, str], exclude_uid: str) -> frozenset[str]:
         """Nodes running a live pod of ``namespace`` that carries every pair of ``labels``, not
@@ -247,9 +285,12 @@ class ClusterView:
         return self.table(("memo", key), dict)
 
     def table(self, key: Hashable, factory: Callable[[], T]) -> T:
-        """The table under ``key``, made by ``factory`` when missing; the least recently used go."""
+        """The table under ``key``, made by ``factory`` when missing; the least recently used go.
+        Under :meth:`read_only_caches` a missing table is made for the one use and not kept."""
         table = self._memos.get(key)
         if table is None:
+            if not self._adding:
+                return factory()
             table = self._memos[key] = factory()
             if len(self._memos) > MEMO_TABLES:
                 self._memos.popitem(last=False)
@@ -262,8 +303,15 @@ class ClusterView:
             self.node_log.append(node)
 
     def _track(self, pod: PodInfo, sign: int) -> None:
-        for (namespace, _), (selector, counts) in self._counts.items():
-            if namespace == pod.namespace and _counts_for(pod, selector):
+        if not self._counts:
+            return
+        namespace = pod.namespace
+        buckets = self._counts_by_label
+        keys = buckets.get((namespace,), set()).union(
+            *(buckets.get((namespace, k, v), ()) for k, v in pod.labels.items()))
+        for key in keys:
+            selector, counts = self._counts[key]
+            if _counts_for(pod, selector):
                 node = pod.node_name or ""
                 counts[node] = counts.get(node, 0) + sign
                 if counts[node] <= 0:
@@ -347,6 +395,15 @@ def _with_node(pod: PodInfo, node: str) -> PodInfo:
 
 def _counts_for(pod: PodInfo, selector: LabelSelector) -> bool:
     return bool(pod.node_name) and not pod.terminating and selector.matches(pod.labels)
+
+
+def _count_bucket(namespace: str, selector: LabelSelector) -> tuple[str, ...]:
+    """Where a counted selector is filed: under one of its matchLabels pairs (a pod without that
+    pair cannot match it), else under the namespace alone (visited for every pod of it)."""
+    if selector.match_labels:
+        key, value = min(selector.match_labels.items())
+        return (namespace, key, value)
+    return (namespace,)
 
 
 def label_index(nodes: Iterable[NodeInfo]) -> dict[tuple[str, str], frozenset[str]]:

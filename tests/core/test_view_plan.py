@@ -7,10 +7,13 @@ from typing import Any
 
 import pytest
 
+from berth.core import view as view_module
 from berth.core.decision import Decision, Refusal, Refused
 from berth.core.errors import ErrorCode, InvalidPolicy, PlacementError
+from berth.core.model import LabelSelector, Requirement
 from berth.core.policy import Strategy, policy_from_manifest
 from berth.core.settings import Settings
+from berth.core.view import ClusterView
 
 from .builders import cluster, evaluate, manifest, node, plan, pod, policy, spread_pods, web
 
@@ -300,3 +303,50 @@ def test_pods_without_a_policy_count_as_a_workload_by_their_labels() -> None:
     settings = Settings(default_strategy=Strategy.AUTO)
     assert evaluate(view, new, None, settings).decision.ranking == ["b", "a"]
     assert plan(view, new, None, count=2, settings=settings).plan == {"b": 1, "a": 1}
+
+
+# -- bounded caches -------------------------------------------------------------------------------
+
+
+def _fresh_counts(view: ClusterView, namespace: str, selector: LabelSelector) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for p in view.pods_in_namespace(namespace):
+        if p.node_name and not p.terminating and selector.matches(p.labels):
+            counts[p.node_name] = counts.get(p.node_name, 0) + 1
+    return counts
+
+
+def test_counted_selectors_are_bounded_and_stay_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One workload per Job (a default strategy counts pods labelled like the pod): the view keeps
+    at most COUNTED_SELECTORS of them, the least recently asked dropped, and every count it
+    answers, kept or counted afresh, equals a fresh count through pod changes."""
+    monkeypatch.setattr(view_module, "COUNTED_SELECTORS", 8)
+    view = cluster([node("a"), node("b")])
+    selectors = [LabelSelector({"job-name": f"job-{i}"}) for i in range(30)]
+    selectors.append(LabelSelector({}, (Requirement("job-name", "Exists"),)))  # no matchLabels pair
+    for i, selector in enumerate(selectors):
+        view.upsert_pod(pod(f"p-{i}", labels={"job-name": f"job-{i % 30}"}, node="ab"[i % 2]))
+        view.matching_counts("shop", selector)
+        view.upsert_pod(pod(f"q-{i}", labels={"job-name": f"job-{(i * 7) % 30}"}, node="b"))
+        view.remove_pod(f"shop/p-{i // 2}")
+        assert len(view._counts) <= 8
+        for earlier in selectors[: i + 1]:
+            assert dict(view.matching_counts("shop", earlier)) == _fresh_counts(view, "shop", earlier)
+
+
+def test_read_only_caches_add_nothing_the_scheduling_path_keeps() -> None:
+    """A preview or a capacity query reads the view's caches but adds no counted selector and no
+    table, whatever labels and shapes it asks about."""
+    view = cluster([node("a")], [web("w-0", "a")])
+    view.matching_counts("shop", LabelSelector({"app": "web"}))
+    kept = view.table(("kept",), dict)
+    counted, tables = dict(view._counts), list(view._memos)
+    with view.read_only_caches():
+        for i in range(50):
+            assert view.matching_counts("shop", LabelSelector({"app": f"asked-{i}"})) == {}
+            assert view.table(("asked", i), dict) is not view.table(("asked", i), dict)
+        assert view.matching_counts("shop", LabelSelector({"app": "web"})) == {"a": 1}
+        assert view.table(("kept",), dict) is kept
+    assert dict(view._counts) == counted and list(view._memos) == tables
+    view.matching_counts("shop", LabelSelector({"app": "new"}))
+    assert len(view._counts) == len(counted) + 1  # added again once the block ends
