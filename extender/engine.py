@@ -19,7 +19,8 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -80,6 +81,12 @@ class _Recent:
     nodes: tuple[str, ...]
     ranking: Sequence[str]
     at: float
+
+
+@dataclass(slots=True)
+class _NodeLock:
+    lock: asyncio.Lock
+    users: int = 0  # binds holding or awaiting it
 
 
 class RequestNodes:
@@ -247,12 +254,16 @@ class Extender:
         self.metrics = metrics or Metrics(store)
         self.clock = clock or time.time
         self.eval_clock = eval_clock or self.clock
-        self._node_locks: dict[str, asyncio.Lock] = {}
+        self._node_locks: dict[str, _NodeLock] = {}
         self._filter_decisions: OrderedDict[str, bytes] = OrderedDict()
         self._recent: _Recent | None = None
         self._encoded_nodes: dict[str, tuple[str, orjson.Fragment]] = {}
         self._refusals_told: OrderedDict[str, str] = OrderedDict()  # pod uid -> its last BerthRefused message
         self._tasks: set[asyncio.Task[None]] = set()
+        self.metrics.cache_sizes = lambda: {"node_locks": len(self._node_locks),
+                                            "filter_decisions": len(self._filter_decisions),
+                                            "encoded_nodes": len(self._encoded_nodes),
+                                            "refusals_told": len(self._refusals_told)}
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -539,11 +550,29 @@ class Extender:
 
     # -- bind ------------------------------------------------------------------------------
 
-    def _node_lock(self, node: str) -> asyncio.Lock:
-        lock = self._node_locks.get(node)
-        if lock is None:
-            lock = self._node_locks[node] = asyncio.Lock()
-        return lock
+    @asynccontextmanager
+    async def _node_lock(self, node: str) -> AsyncIterator[bool]:
+        """The node's bind lock, held within (True), or False when it stayed taken for
+        ``bind_lock_timeout_seconds``. A lock lives only while a bind holds or awaits it: nodes
+        come and go, and names kube-scheduler binds to leave nothing behind."""
+        entry = self._node_locks.get(node)
+        if entry is None:
+            entry = self._node_locks[node] = _NodeLock(asyncio.Lock())
+        entry.users += 1
+        try:
+            try:
+                await asyncio.wait_for(entry.lock.acquire(), timeout=self.settings.bind_lock_timeout_seconds)
+            except TimeoutError:
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                entry.lock.release()
+        finally:
+            entry.users -= 1
+            if entry.users == 0:
+                del self._node_locks[node]
 
     async def bind(self, args: ExtenderBindingArgs, started: float | None = None) -> dict[str, str]:
         started = time.perf_counter() if started is None else started
@@ -560,14 +589,11 @@ class Extender:
         if pod is None:
             return "unknown_pod", (f"berth: pod {args.PodNamespace}/{args.PodName} ({args.PodUID}) is unknown; "
                                    "it may have been deleted")
-        lock = self._node_lock(node)
-        try:
-            await asyncio.wait_for(lock.acquire(), timeout=self.settings.bind_lock_timeout_seconds)
-        except TimeoutError:
-            self.metrics.bind_conflicts.labels("busy").inc()
-            return "busy", (f"{ErrorCode.PLACEMENT_BUSY.value}: node {node} stayed locked by other binds for "
-                            f"{self.settings.bind_lock_timeout_seconds:g}s")
-        try:
+        async with self._node_lock(node) as held:
+            if not held:
+                self.metrics.bind_conflicts.labels("busy").inc()
+                return "busy", (f"{ErrorCode.PLACEMENT_BUSY.value}: node {node} stayed locked by other binds for "
+                                f"{self.settings.bind_lock_timeout_seconds:g}s")
             with self.store.lock:
                 prior = self.store.assumed.get(pod.uid)
             checked = self._recheck(pod, node)
@@ -583,8 +609,6 @@ class Extender:
                     return "bind_failed", str(exc)
                 log.exception("bind of %s to %s failed", pod.key, node)  # the network, or worse
                 return "bind_failed", f"berth: bind of {pod.key} to {node} failed: {exc}"
-        finally:
-            lock.release()
         try:
             await self.binder.record_event(pod, node, message)
         except Exception as exc:  # informative only: the pod is bound and its annotation holds the decision
@@ -785,7 +809,7 @@ class Extender:
         return orjson.dumps(data) if isinstance(data, dict) else None
 
     def preview(self, pod: PodInfo, policy_name: str | None, nodes: Sequence[str] | None) -> dict[str, Any]:
-        with self.store.lock:
+        with self.store.lock, self.store.view.read_only_caches():
             policy = self._preview_policy(pod, policy_name)
             strategy = None if policy is not None else self.core_settings.default_strategy
             eval_now = self.eval_clock()
@@ -809,7 +833,7 @@ class Extender:
         return self.store.policy_for(pod)
 
     def capacity(self, pod: PodInfo, policy_name: str | None) -> dict[str, Any]:
-        with self.store.lock:
+        with self.store.lock, self.store.view.read_only_caches():
             policy = self._preview_policy(pod, policy_name)
             table = capacity_report(self.store.view, pod, policy, self.core_settings, self.eval_clock(),
                                     CAPACITY_PLAN_LIMIT)

@@ -14,12 +14,14 @@ build many apps in one process).
 - ``berth_bind_conflicts_total{reason}``: binds refused by the recheck or by a busy node lock;
 - ``berth_assumptions_expired_total{kind}``: assumed pods released by their time bound: ``tentative``
   (no bind came for filter's choice) or ``bound`` (a bound pod's reservation lapsed before the watch
-  showed the pod bound or deleted: a lagging watch).
+  showed the pod bound or deleted: a lagging watch);
+- ``berth_cache_entries{cache}``: entries of each bounded cache (counted selectors, verdict tables,
+  decisions, node locks ...), read at scrape time: each stays under its bound whatever clients ask.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -37,8 +39,9 @@ _BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.025, 0.05
 class _ViewCollector(Collector):
     """The view's figures, read from the store at scrape time."""
 
-    def __init__(self, store: ClusterStore) -> None:
+    def __init__(self, store: ClusterStore, metrics: Metrics) -> None:
         self._store = store
+        self._metrics = metrics
 
     def collect(self) -> Iterator[Metric]:
         sizes = GaugeMetricFamily("berth_view_objects", "Objects in the extender's cluster view, by kind",
@@ -52,6 +55,12 @@ class _ViewCollector(Collector):
         for kind, value in sorted(self._store.unreadable.items()):
             unreadable.add_metric([kind], float(value))
         yield unreadable
+        caches = GaugeMetricFamily("berth_cache_entries", "Entries of the extender's bounded caches, by cache",
+                                   labels=["cache"])
+        extra = self._metrics.cache_sizes
+        for cache, value in sorted({**self._store.cache_sizes(), **(extra() if extra else {})}.items()):
+            caches.add_metric([cache], float(value))
+        yield caches
 
 
 class Metrics:
@@ -71,8 +80,9 @@ class Metrics:
             "berth_assumptions_expired_total",
             "Assumed pods released by their time bound (bound: before the watch showed the pod)",
             ["kind"], registry=self.registry)
+        self.cache_sizes: Callable[[], Mapping[str, int]] | None = None  # the engine's own caches
         if store is not None:
-            self.registry.register(_ViewCollector(store))
+            self.registry.register(_ViewCollector(store, self))
 
     def observe(self, verb: str, seconds: float, result: str | None = None) -> None:
         self.latency.labels(verb).observe(seconds)

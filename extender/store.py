@@ -50,6 +50,10 @@ ROUND_ANNOTATION = "berth.dev/round"
 
 LEASE_NAMESPACE = "kube-node-lease"
 
+ROUND_RECORDS_KEPT = 4096
+"""Rounds rebuilt from pod annotations, kept per policy (the least recently active dropped): the
+annotations are written by berth, but any pod's creator can set them, one policy key each."""
+
 KINDS = ("nodes", "pods", "leases", "policies")
 
 
@@ -423,6 +427,9 @@ class ClusterStore:
                 return
             record = RoundRecord(round_id, plan, opened, opened)
             self.round_records[key] = record
+            if len(self.round_records) > ROUND_RECORDS_KEPT:  # the stalest goes: a round resumes only if recent
+                stalest = min(self.round_records, key=lambda k: self.round_records[k].last_activity)
+                del self.round_records[stalest]
         elif opened < record.opened:
             return
         if plan is not None and record.plan != plan and record.round_id == round_id:
@@ -545,6 +552,12 @@ class ClusterStore:
                 "leases": len(view.leases),
                 "rounds": len(self.rounds),
             }
+
+    def cache_sizes(self) -> dict[str, int]:
+        """Entries of the store's bounded caches and the view's (metrics)."""
+        with self.lock:
+            return {**self.view.cache_sizes(), "decisions": len(self.decisions), "seen_pods": len(self.seen_pods),
+                    "request_nodes": len(self.request_nodes), "round_records": len(self.round_records)}
 
     def iter_policies(self) -> Iterator[PlacementPolicy]:
         return iter(sorted(self.policies.values(), key=lambda p: p.key))
