@@ -113,6 +113,40 @@ class ShapeRequest(BaseModel):
             raise BadRequest(f"cannot read the pod: {exc}") from None
 
 
+def _bounded_pod(shape: ShapeRequest, settings: ExtenderSettings) -> PodInfo:
+    """The pod of a preview or capacity question, refused (:class:`BadRequest`, naming the limit and
+    its setting) when it would ask for more work than one question may: containers, labels and
+    distinct resources, node constraints, node names."""
+    if shape.nodes is not None and len(shape.nodes) > settings.api_max_node_names:
+        raise BadRequest(f"nodes: {len(shape.nodes)} names, at most {settings.api_max_node_names} "
+                         "(BERTH_API_MAX_NODE_NAMES)")
+    raw: dict[str, Any] = shape.pod or {}
+    spec = raw.get("spec")
+    containers = sum(len(spec[k]) for k in ("containers", "initContainers", "ephemeralContainers")
+                     if isinstance(spec.get(k), list)) if isinstance(spec, dict) else 0
+    if containers > settings.api_max_containers:
+        raise BadRequest(f"pod.spec: {containers} containers, at most {settings.api_max_containers} "
+                         "(BERTH_API_MAX_CONTAINERS)")
+    meta = raw.get("metadata")
+    labels = (meta.get("labels") if isinstance(meta, dict) else None) if shape.pod is not None else shape.labels
+    if isinstance(labels, dict) and len(labels) > settings.api_max_labels:
+        raise BadRequest(f"labels: {len(labels)}, at most {settings.api_max_labels} (BERTH_API_MAX_LABELS)")
+    if len(shape.requests) > settings.api_max_resources:
+        raise BadRequest(f"requests: {len(shape.requests)} resources, at most {settings.api_max_resources} "
+                         "(BERTH_API_MAX_RESOURCES)")
+    pod = shape.to_pod()
+    if len(pod.requests) > settings.api_max_resources:
+        raise BadRequest(f"pod: requests {len(pod.requests)} distinct resources, at most "
+                         f"{settings.api_max_resources} (BERTH_API_MAX_RESOURCES)")
+    affinity = pod.node_affinity
+    terms = len(affinity.node_selector) + len(pod.tolerations) + sum(
+        1 + len(req.values) for term in affinity.required_terms for req in term) + len(affinity.required_terms)
+    if terms > settings.api_max_affinity_terms:
+        raise BadRequest(f"pod.spec: {terms} node selector entries, affinity terms, requirements, values and "
+                         f"tolerations, at most {settings.api_max_affinity_terms} (BERTH_API_MAX_AFFINITY_TERMS)")
+    return pod
+
+
 def _json(data: object, status: int = 200) -> Response:
     return Response(content=orjson.dumps(data), status_code=status, media_type=JSON)
 
@@ -211,6 +245,7 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
                 source.stop()
 
     app = ExtenderApp(title="berth extender", version="0.1.0", lifespan=lifespan,
+                      docs_url="/docs" if settings.docs else None, redoc_url="/redoc" if settings.docs else None,
                       description="kube-scheduler extender (k8s.io/kube-scheduler/extender/v1) and berth's "
                                   "explain API")
     app.state.engine = engine
@@ -381,7 +416,7 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
             return caller
         try:
             shape = decode(await request.body(), ShapeRequest)
-            shape_pod = shape.to_pod()
+            shape_pod = _bounded_pod(shape, settings)
             refusal = await shape_allowed(caller, shape_pod)
             if refusal is not None:
                 return refusal
@@ -435,7 +470,7 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
     async def _capacity(caller: Caller | None, shape: ShapeRequest) -> Response:
         started = time.perf_counter()
         try:
-            shape_pod = shape.to_pod()
+            shape_pod = _bounded_pod(shape, settings)
             refusal = await shape_allowed(caller, shape_pod)
             if refusal is not None:
                 return refusal

@@ -26,6 +26,7 @@ from berth.extender.app import create_app
 from berth.extender.authz import KubeReviewer
 from berth.extender.binder import KubeBinder, MemoryBinder
 from berth.extender.heap import collector_paused, settle
+from berth.extender.limits import ApiGate, bounded_bodies, gated, guarded_protocol
 from berth.extender.live_view import KubeSource, LiveView, kube_api_client
 from berth.extender.metrics import Metrics
 from berth.extender.settings import ExtenderSettings, load_settings
@@ -86,6 +87,19 @@ def read_only(app: ASGIApp) -> ASGIApp:
         await app(scope, receive, send)
 
     return wrapped
+
+
+def extender_port_app(app: ASGIApp, settings: ExtenderSettings) -> ASGIApp:
+    """What the extender port serves: everything, bodies bounded for kube-scheduler's largest."""
+    return bounded_bodies(app, max_bytes=settings.max_body_bytes, timeout=settings.body_timeout_seconds)
+
+
+def api_port_app(app: ASGIApp, settings: ExtenderSettings) -> ASGIApp:
+    """What the API port serves: no verbs, small bodies read whole before an API slot is taken,
+    a few requests judged at once (:mod:`berth.extender.limits`)."""
+    gate = ApiGate(settings.api_max_concurrency, settings.api_max_queue)
+    return bounded_bodies(gated(read_only(app), gate), max_bytes=settings.api_max_body_bytes,
+                          timeout=settings.body_timeout_seconds)
 
 
 class ServingRefused(ValueError):
@@ -226,8 +240,6 @@ def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, snapshot: str | No
     :func:`tls_options`). ``BERTH_API_PORT`` adds a plain-HTTP listener on the same host for the
     explain API, ``/healthz``, ``/readyz`` and ``/metrics`` (never the verbs)."""
     import uvicorn
-    from uvicorn.config import HTTP_PROTOCOLS
-    from uvicorn.importer import import_from_string
 
     settings = load_settings()
     logging.basicConfig(level=getattr(logging, settings.log_level.upper(), logging.INFO),
@@ -235,17 +247,22 @@ def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, snapshot: str | No
     tls = tls_options(settings, dev_insecure=dev_insecure, host=host)  # refused before anything starts
     app = build_app(snapshot, settings)
     options: dict[str, Any] = {"host": host, "port": port, "access_log": False,
-                               "log_level": settings.log_level.lower(), "timeout_keep_alive": 75,
-                               **UVICORN_IO, **tls}
+                               "log_level": settings.log_level.lower(),
+                               "timeout_keep_alive": settings.keep_alive_seconds, **UVICORN_IO, **tls,
+                               "http": guarded_protocol(header_timeout=settings.header_timeout_seconds,
+                                                        max_header_bytes=settings.max_header_bytes)}
     if tls:
-        options["http"] = client_identity_protocol(import_from_string(HTTP_PROTOCOLS[UVICORN_IO["http"]]),
-                                                   client_names(settings))
+        options["http"] = client_identity_protocol(options["http"], client_names(settings))
     options.update(uvicorn_options)
-    main = uvicorn.Server(uvicorn.Config(app, **options))
+    main = uvicorn.Server(uvicorn.Config(extender_port_app(app, settings), **options))
     servers = [main]
     if settings.api_port is not None and settings.api_port != port:
-        api = uvicorn.Config(read_only(app), host=host, port=settings.api_port, access_log=False,
-                             log_level=settings.log_level.lower(), lifespan="off", http=UVICORN_IO["http"])
+        api = uvicorn.Config(api_port_app(app, settings), host=host, port=settings.api_port, access_log=False,
+                             log_level=settings.log_level.lower(), lifespan="off",
+                             timeout_keep_alive=settings.keep_alive_seconds,
+                             http=guarded_protocol(header_timeout=settings.header_timeout_seconds,
+                                                   max_header_bytes=settings.max_header_bytes,
+                                                   max_connections=settings.api_max_connections))
         servers.append(uvicorn.Server(api))
 
     async def run_all() -> None:

@@ -22,6 +22,8 @@ ASSUME_TTL_SECONDS = 900.0
 """The safety bound on a bound pod's reservation: long, as kube-scheduler itself never drops an
 assumed pod whose bind succeeded; a watch lagging this far behind is a fault worth a metric."""
 
+MIB = 2**20
+
 
 class ExtenderSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="BERTH_", extra="ignore", frozen=True,
@@ -62,6 +64,25 @@ class ExtenderSettings(BaseSettings):
     api_auth_cache_entries: int = Field(default=4096, ge=0, le=1_000_000)  # at most this many of each
     api_port: int | None = Field(default=None, ge=1, le=65535)  # a second, plain-HTTP listener: explain
     # API, health and metrics only (never the scheduler verbs), for probes and people
+    docs: bool = False  # serve /docs and /redoc (for development: their pages load assets from a CDN)
+
+    # -- limits (what one client can make the extender hold or do) --------------------------
+    max_body_bytes: int = Field(default=128 * MIB, ge=MIB, le=1024 * MIB)  # the extender port: kube-scheduler's
+    # largest real request, filter with 5,000 full Node objects (nodeCacheCapable: false), measured ~110 MiB
+    api_max_body_bytes: int = Field(default=MIB, ge=1024, le=64 * MIB)  # the API port: a Pod manifest or shape
+    body_timeout_seconds: float = Field(default=30.0, gt=0, le=600)  # a request's whole body must arrive within
+    header_timeout_seconds: float = Field(default=10.0, gt=0, le=300)  # a request's head must arrive within
+    max_header_bytes: int = Field(default=64 * 1024, ge=4096, le=MIB)  # request line and headers
+    keep_alive_seconds: int = Field(default=75, ge=1, le=3600)  # an idle connection is closed after
+    api_max_connections: int = Field(default=64, ge=1, le=10000)  # open on the API port; more closed at once
+    api_max_concurrency: int = Field(default=2, ge=1, le=64)  # API requests judged at once
+    api_max_queue: int = Field(default=32, ge=0, le=10000)  # API requests waiting; more answered 503
+    api_max_containers: int = Field(default=64, ge=1, le=10000)  # containers of a preview/capacity pod
+    api_max_resources: int = Field(default=32, ge=1, le=10000)  # distinct resources it requests
+    api_max_labels: int = Field(default=64, ge=1, le=10000)  # labels it carries
+    api_max_affinity_terms: int = Field(default=256, ge=1, le=100000)  # node selector entries, affinity
+    # requirements and their values, and tolerations, counted together
+    api_max_node_names: int = Field(default=10000, ge=1, le=1_000_000)  # nodes a preview may name
 
     @field_validator("*", mode="wrap")
     @classmethod
