@@ -13,6 +13,7 @@ are judged a few at a time with a bounded queue (:func:`gated`).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -95,16 +96,18 @@ def bounded_bodies(app: ASGIApp, *, max_bytes: int, timeout: float) -> ASGIApp:
 
 
 class ApiGate:
-    """At most ``concurrency`` API requests in the app at once, at most ``queue`` waiting; more
-    are answered 503 at once. The verbs never pass here: whatever floods the API, the event
-    loop has at most ``concurrency`` API requests to run between two of kube-scheduler's."""
+    """At most ``concurrency`` API requests in the app at once, at most ``queue`` waiting (more are
+    answered 503 at once), and API work at most ``share`` of the event loop's time: a request that
+    held the loop for d seconds keeps its slot d x (1/share - 1) longer, so that whatever floods
+    the API, kube-scheduler's verbs get the rest of the loop and wait behind at most one API
+    request (its work bounded by the question limits). The verbs never pass here."""
 
-    def __init__(self, concurrency: int, queue: int) -> None:
+    def __init__(self, concurrency: int, queue: int, share: float = 1.0) -> None:
         self.concurrency = concurrency
         self.queue = queue
+        self.share = share
         self._slots: asyncio.Semaphore | None = None
         self.waiting = 0
-        self.refused = 0
 
     def slots(self) -> asyncio.Semaphore:
         if self._slots is None:  # made in the serving loop
@@ -121,7 +124,6 @@ def gated(app: ASGIApp, gate: ApiGate) -> ASGIApp:
             return
         slots = gate.slots()
         if slots.locked() and gate.waiting >= gate.queue:
-            gate.refused += 1
             await _refuse(send, 503, f"the API is busy ({gate.concurrency} requests running, {gate.waiting} "
                                      "waiting); retry later", close=False, extra=[(b"retry-after", b"1")])
             return
@@ -135,7 +137,10 @@ def gated(app: ASGIApp, gate: ApiGate) -> ASGIApp:
             # else is ready run, the verbs among it, and let API requests that arrived together
             # queue here, where the queue's bound sheds them, rather than in the loop.
             await asyncio.sleep(0)
+            started = time.perf_counter()
             await app(scope, receive, send)
+            if gate.share < 1.0:
+                await asyncio.sleep((time.perf_counter() - started) * (1 / gate.share - 1))
         finally:
             slots.release()
 

@@ -97,7 +97,7 @@ def extender_port_app(app: ASGIApp, settings: ExtenderSettings) -> ASGIApp:
 def api_port_app(app: ASGIApp, settings: ExtenderSettings) -> ASGIApp:
     """What the API port serves: no verbs, small bodies read whole before an API slot is taken,
     a few requests judged at once (:mod:`berth.extender.limits`)."""
-    gate = ApiGate(settings.api_max_concurrency, settings.api_max_queue)
+    gate = ApiGate(settings.api_max_concurrency, settings.api_max_queue, settings.api_loop_share)
     return bounded_bodies(gated(read_only(app), gate), max_bytes=settings.api_max_body_bytes,
                           timeout=settings.body_timeout_seconds)
 

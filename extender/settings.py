@@ -75,7 +75,9 @@ class ExtenderSettings(BaseSettings):
     max_header_bytes: int = Field(default=64 * 1024, ge=4096, le=MIB)  # request line and headers
     keep_alive_seconds: int = Field(default=75, ge=1, le=3600)  # an idle connection is closed after
     api_max_connections: int = Field(default=64, ge=1, le=10000)  # open on the API port; more closed at once
-    api_max_concurrency: int = Field(default=2, ge=1, le=64)  # API requests judged at once
+    api_max_concurrency: int = Field(default=1, ge=1, le=64)  # API requests judged at once
+    api_loop_share: float = Field(default=0.25, gt=0, le=1)  # of the event loop's time API work may take
+    # (both ports share one loop: the verbs keep the rest whatever floods the API)
     api_max_queue: int = Field(default=32, ge=0, le=10000)  # API requests waiting; more answered 503
     api_max_containers: int = Field(default=64, ge=1, le=10000)  # containers of a preview/capacity pod
     api_max_resources: int = Field(default=32, ge=1, le=10000)  # distinct resources it requests
