@@ -35,6 +35,13 @@ CASES = [
     ("BERTH_ASSUME_TTL_SECONDS", "86401", "assume_ttl_seconds", 900.0),
     ("BERTH_LOG_LEVEL", "debug", "log_level", "DEBUG"),
     ("BERTH_LOG_LEVEL", "chatty", "log_level", "INFO"),
+    ("BERTH_MAX_BODY_BYTES", "1", "max_body_bytes", 128 * 2**20),  # below 1 MiB: kube-scheduler's would not fit
+    ("BERTH_API_MAX_BODY_BYTES", "262144", "api_max_body_bytes", 262144),
+    ("BERTH_API_LOOP_SHARE", "0", "api_loop_share", 0.25),  # the API may not be starved to nothing either
+    ("BERTH_API_LOOP_SHARE", "1.5", "api_loop_share", 0.25),
+    ("BERTH_API_MAX_CONCURRENCY", "0", "api_max_concurrency", 1),
+    ("BERTH_HEADER_TIMEOUT_SECONDS", "-1", "header_timeout_seconds", 10.0),
+    ("BERTH_DOCS", "true", "docs", True),
 ]
 
 
