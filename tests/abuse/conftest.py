@@ -74,11 +74,15 @@ def extender(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Extender]:
     tmp = tmp_path_factory.mktemp("abuse")
     snapshot = _cluster(tmp)
     port, api_port = free_port(), free_port()
-    env = {**os.environ, **LIMITS, "BERTH_API_PORT": str(api_port), "BERTH_TRACK_LEASES": "false"}
+    # A snapshot has no API server to review tokens: the explain API is opened to anyone (as a
+    # single-tenant cluster may choose), and the verbs are served in plain HTTP on 127.0.0.1.
+    env = {**os.environ, **LIMITS, "BERTH_API_PORT": str(api_port), "BERTH_TRACK_LEASES": "false",
+           "BERTH_API_ANONYMOUS": "true"}
     berth = Path(sys.executable).parent / "berth"
     log = (tmp / "extender.log").open("w")
     proc = subprocess.Popen([str(berth), "extender", "--host", "127.0.0.1", "--port", str(port), "--snapshot",
-                             str(snapshot)], env=env, cwd=tmp, stdout=log, stderr=subprocess.STDOUT, text=True)
+                             str(snapshot), "--dev-insecure"], env=env, cwd=tmp, stdout=log,
+                            stderr=subprocess.STDOUT, text=True)
     ext = Extender(f"http://127.0.0.1:{port}", f"http://127.0.0.1:{api_port}", port, api_port, proc)
     deadline = time.monotonic() + 60
     while not ext.alive(0.5):
