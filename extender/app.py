@@ -139,8 +139,9 @@ def _bounded_pod(shape: ShapeRequest, settings: ExtenderSettings) -> PodInfo:
         raise BadRequest(f"pod: requests {len(pod.requests)} distinct resources, at most "
                          f"{settings.api_max_resources} (BERTH_API_MAX_RESOURCES)")
     affinity = pod.node_affinity
-    terms = len(affinity.node_selector) + len(pod.tolerations) + sum(
-        1 + len(req.values) for term in affinity.required_terms for req in term) + len(affinity.required_terms)
+    required = affinity.required_terms or ()
+    terms = len(affinity.node_selector) + len(pod.tolerations) + len(required) + sum(
+        1 + len(req.values) for term in required for req in (*term.match_expressions, *term.match_fields))
     if terms > settings.api_max_affinity_terms:
         raise BadRequest(f"pod.spec: {terms} node selector entries, affinity terms, requirements, values and "
                          f"tolerations, at most {settings.api_max_affinity_terms} (BERTH_API_MAX_AFFINITY_TERMS)")
