@@ -5,7 +5,8 @@ One thread per kind: list (in pages, applied as they come), then watch from the 
 resourceVersion; a watch that ends normally (server timeout) is resumed from the last
 resourceVersion seen (bookmarks included); a watch error or ``410 Gone`` leads to a fresh
 list, which also forgets what disappeared meanwhile. ``/readyz`` turns ready after the first
-full list of all four kinds.
+full list of all four kinds. The operator runs the same code for Nodes, Pods and Leases
+(:mod:`berth.operator.cluster`).
 
 The transport is the kubernetes client's own API functions with ``_preload_content=False``:
 the raw JSON is decoded with orjson and never turned into the client's model classes (which
@@ -17,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -25,7 +26,7 @@ import orjson
 
 from berth.extender.heap import collector_paused, settle
 from berth.extender.metrics import Metrics
-from berth.extender.store import LEASE_NAMESPACE, ClusterStore
+from berth.extender.store import KINDS, LEASE_NAMESPACE, ClusterStore
 
 log = logging.getLogger("berth.extender.live_view")
 
@@ -57,11 +58,13 @@ class WatchSource(Protocol):
 
 
 class KubeSource:
-    """:class:`WatchSource` on a kubernetes ``ApiClient`` (in-cluster config or KUBECONFIG)."""
+    """:class:`WatchSource` on a kubernetes ``ApiClient`` (in-cluster config or KUBECONFIG); with
+    ``pod_namespace``, the pods of that namespace only (the operator's tests)."""
 
-    def __init__(self, api_client: Any) -> None:
+    def __init__(self, api_client: Any, *, pod_namespace: str | None = None) -> None:
         from kubernetes import client
 
+        self.pod_namespace = pod_namespace
         self.core: Any = client.CoreV1Api(api_client)
         self.coordination: Any = client.CoordinationV1Api(api_client)
         self.custom: Any = client.CustomObjectsApi(api_client)
@@ -70,6 +73,8 @@ class KubeSource:
         kwargs["_preload_content"] = False
         if kind == "nodes":
             return self.core.list_node(**kwargs)
+        if kind == "pods" and self.pod_namespace:
+            return self.core.list_namespaced_pod(self.pod_namespace, field_selector=LIVE_PODS, **kwargs)
         if kind == "pods":
             return self.core.list_pod_for_all_namespaces(field_selector=LIVE_PODS, **kwargs)
         if kind == "leases":
@@ -134,12 +139,16 @@ Handler = Callable[[Mapping[str, Any]], None]
 
 
 class LiveView:
-    """Keeps ``store`` up to date from ``source``; :meth:`start` spawns one daemon thread per kind."""
+    """Keeps ``store`` up to date from ``source``; :meth:`start` spawns one daemon thread per kind
+    of ``kinds`` (the extender watches all four; the operator, whose policies Kopf watches, the
+    other three: its store is ready without ``policies``)."""
 
     def __init__(self, store: ClusterStore, source: WatchSource, *, metrics: Metrics | None = None,
                  track_leases: bool = True, watch_timeout_seconds: int = 300, backoff_max_seconds: float = 30.0,
-                 sleep: Callable[[float], None] | None = None, settle_heap: bool = True) -> None:
+                 sleep: Callable[[float], None] | None = None, settle_heap: bool = True,
+                 kinds: Sequence[str] = KINDS) -> None:
         self.store = store
+        self.kinds = tuple(kinds)
         self.source = source
         self.metrics = metrics
         self.track_leases = track_leases
@@ -158,8 +167,8 @@ class LiveView:
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
-        kinds = ["policies", "nodes", "leases", "pods"]
-        if not self.track_leases:
+        kinds = [kind for kind in ("policies", "nodes", "leases", "pods") if kind in self.kinds]
+        if not self.track_leases and "leases" in kinds:
             kinds.remove("leases")
         for kind in kinds:
             thread = threading.Thread(target=self.run, args=(kind,), name=f"berth-watch-{kind}", daemon=True)

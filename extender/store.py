@@ -121,9 +121,10 @@ def parse_round_id(round_id: str) -> tuple[str, float] | None:
 
 class ClusterStore:
     def __init__(self, *, leases_tracked: bool = True, decisions_kept: int = 5000,
-                 clock: Callable[[], float] | None = None) -> None:
+                 clock: Callable[[], float] | None = None, kinds: Iterable[str] = KINDS) -> None:
         import time
 
+        self.kinds = frozenset(kinds)  # ready once each of these is listed
         self.lock = threading.RLock()
         self.view = ClusterView(leases_tracked=leases_tracked)
         self.track_leases = leases_tracked
@@ -152,7 +153,7 @@ class ClusterStore:
 
     @property
     def ready(self) -> bool:
-        return self.listed.issuperset(KINDS)
+        return self.listed.issuperset(self.kinds)
 
     def mark_listed(self, kind: str) -> None:
         with self.lock:

@@ -1,60 +1,125 @@
-"""The core's :class:`~berth.core.view.ClusterView`, built from the operator's Kopf indexes.
+"""The operator's copy of the cluster: the extender's watch-fed store (:mod:`berth.extender.store`,
+fed by :mod:`berth.extender.live_view`: list, watch, relist on 410, ready after the first full
+list), for Nodes, Pods and node Leases. Kopf watches only the PlacementPolicies.
 
-The indexes are the operator's only copy of the cluster (no listing on events). Building a view
-walks every node and bound pod, so :class:`ViewCache` shares one view between every policy
-and rebuilds it only after a Node, Pod or Lease changed, and not more often than ``min_age``.
+:class:`OperatorStore` adds the two things a policy's status reads that the extender does not
+keep (a pending pod's creation time, which orders the round's shape, and a pod's decision
+annotation) and tells :attr:`OperatorStore.on_pod_change` which namespace and labels each change
+touched, so that only the policies selecting them are recomputed.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from typing import Any
 
-from berth.core.model import NodeInfo
-from berth.core.view import ClusterView
+from berth.core.decision import DECISION_ANNOTATION
+from berth.core.model import PodInfo
+from berth.extender.live_view import LiveView, WatchSource
+from berth.extender.store import ClusterStore
 from berth.operator.records import PodRecord
 
-NodeIndex = Mapping[str, Iterable[NodeInfo]]
-PodIndex = Mapping[str, Iterable[PodRecord]]
-LeaseIndex = Mapping[str, Iterable[float | None]]
+WATCHED = ("nodes", "pods", "leases")
+
+PodChange = Callable[[str, Mapping[str, str] | None, Mapping[str, str] | None], None]
+"""(namespace, labels before or None, labels after or None), called under the store's lock."""
 
 
-def build_view(nodes: NodeIndex, pods: PodIndex, leases: LeaseIndex | None) -> ClusterView:
-    """Nodes, the live bound pods on them and, when ``leases`` is given, the node Leases."""
-    view = ClusterView(leases_tracked=leases is not None)
-    for infos in nodes.values():
-        for node in infos:
-            view.upsert_node(node)
-    for records in pods.values():
-        for record in records:
-            if record.placed:
-                view.upsert_pod(record.info)
-    if leases is not None:
-        for name, renewals in leases.items():
-            latest = max((r for r in renewals if r is not None), default=None)
-            view.set_lease(name, latest)
-    return view
+class OperatorStore(ClusterStore):
+    """Nodes, bound pods and Leases in the core's view; pending pods by namespace; for each pod,
+    the few fields a status adds (:meth:`records`)."""
+
+    def __init__(self, *, leases_tracked: bool = True, on_pod_change: PodChange | None = None) -> None:
+        super().__init__(leases_tracked=leases_tracked, decisions_kept=0, kinds=WATCHED)
+        self.on_pod_change = on_pod_change
+        # uid -> (creationTimestamp of a pending pod or "", the raw decision annotation or None); only
+        # pods that have one of them, so a cluster of bound pods without decisions costs nothing here.
+        self.extras: dict[str, tuple[str, str | None]] = {}
+        self._extras_changed: set[str] = set()
+
+    # -- what a status reads -------------------------------------------------------------
+
+    def records(self, namespace: str) -> list[PodRecord]:
+        """The live pods of ``namespace``, placed (as the API server shows them) and pending.
+        Call under :attr:`lock`."""
+        view = self.view
+        extras = self.extras
+        out: list[PodRecord] = []
+        for pods in (view.pods_in_namespace(namespace), self._pending_by_ns.get(namespace, {}).values()):
+            for pod in pods:
+                if pod.node_name and view.is_assumed(pod.uid):
+                    continue  # a nominated preemptor: counted on its node for plans, pending for the status
+                created, decision = extras.get(pod.uid, ("", None))
+                out.append(PodRecord(pod, terminal=False, created=created, decision=decision))
+        return out
+
+    # -- hooks on the extender's store ------------------------------------------------------
+
+    def _parse_pod(self, obj: Mapping[str, Any]) -> Any:
+        parsed = super()._parse_pod(obj)
+        if parsed is None:
+            return None
+        pod: PodInfo = parsed[0]
+        meta = obj.get("metadata") or {}
+        annotations = meta.get("annotations") or {}
+        decision = annotations.get(DECISION_ANNOTATION) if isinstance(annotations, Mapping) else None
+        created = "" if pod.node_name else str(meta.get("creationTimestamp") or "")
+        extra = (created, decision if isinstance(decision, str) else None)
+        if self.extras.get(pod.uid, ("", None)) != extra:
+            if extra == ("", None):
+                self.extras.pop(pod.uid, None)
+            else:
+                self.extras[pod.uid] = extra
+            self._extras_changed.add(pod.uid)
+        return parsed
+
+    def _apply_pod_locked(self, pod: PodInfo, nominated: str | None = None) -> None:
+        old = self._known(pod.uid)
+        super()._apply_pod_locked(pod, nominated)
+        changed = pod.uid in self._extras_changed
+        self._extras_changed.discard(pod.uid)
+        if changed or old != pod:
+            self._tell(old, pod)
+
+    def forget_pod(self, uid: str) -> None:
+        old = self._known(uid)
+        super().forget_pod(uid)
+        self._forgotten(uid, old)
+
+    def _forget_listed_pod(self, uid: str) -> None:
+        old = self._known(uid)
+        super()._forget_listed_pod(uid)
+        self._forgotten(uid, old)
+
+    def _forgotten(self, uid: str, old: PodInfo | None) -> None:
+        self.extras.pop(uid, None)
+        self._extras_changed.discard(uid)
+        if old is not None:
+            self._tell(old, None)
+
+    def _known(self, uid: str) -> PodInfo | None:
+        return self.pending.get(uid) or self.view.pod(uid)
+
+    def _tell(self, old: PodInfo | None, new: PodInfo | None) -> None:
+        if self.on_pod_change is None:
+            return
+        namespace = (new or old).namespace  # type: ignore[union-attr]
+        self.on_pod_change(namespace, old.labels if old is not None else None,
+                           new.labels if new is not None else None)
 
 
-@dataclass
-class ViewCache:
-    min_age: float = 1.0
-    clock: Callable[[], float] = time.monotonic
-    changes: int = 0  # bumped on every Node, Pod or Lease event
-    _view: ClusterView | None = field(default=None, init=False)
-    _built_changes: int = field(default=-1, init=False)
-    _built_at: float = field(default=0.0, init=False)
+def live_view(store: OperatorStore, source: WatchSource, *, watch_timeout_seconds: int = 300,
+              settle_heap: bool = True) -> LiveView:
+    """The extender's list-and-watch loop, for the kinds the operator reads."""
+    return LiveView(store, source, track_leases=store.track_leases, kinds=WATCHED,
+                    watch_timeout_seconds=watch_timeout_seconds, settle_heap=settle_heap)
 
-    def changed(self) -> None:
-        self.changes += 1
 
-    def view(self, nodes: NodeIndex, pods: PodIndex, leases: LeaseIndex | None) -> ClusterView:
-        fresh = self._view is not None and (self._built_changes == self.changes
-                                            or self.clock() - self._built_at < self.min_age)
-        if fresh and self._view is not None:
-            return self._view
-        self._built_changes = self.changes
-        self._built_at = self.clock()
-        self._view = build_view(nodes, pods, leases)
-        return self._view
+def store_of(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]],
+             leases: Iterable[Mapping[str, Any]] | None = None) -> OperatorStore:
+    """A store listed once from plain objects (no Lease tracking when ``leases`` is None)."""
+    store = OperatorStore(leases_tracked=leases is not None)
+    store.replace("nodes", nodes)
+    store.replace("pods", pods)
+    store.replace("leases", leases or ())
+    return store

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,12 +188,14 @@ ViewOf = Callable[[Mapping[str, Any]], ClusterView]
 
 
 def register(registry: kopf.OperatorRegistry, *, settings: Settings, resync_seconds: float, view_of: ViewOf,
-             webhook: bool, fail_closed: bool, api: Callable[[], DrainApi] | None = None) -> None:
+             webhook: bool, fail_closed: bool, api: Callable[[], DrainApi] | None = None,
+             guard: AbstractContextManager[Any] | None = None) -> None:
     """NodeDrain handlers on ``registry``: plan on create, spec update and resume, plan again every
     ``resync_seconds``, and (with ``webhook``) the validating admission handler. PlacementPolicies
     are indexed by namespace so each pod is planned under its own. ``api`` gives what an executing
     drain cordons and evicts with (made on first use); without it Execute mode reports that it
-    cannot run."""
+    cannot run. ``guard`` is held while a plan reads the view (the lock of a view that watch
+    threads change)."""
 
     @kopf.index(GROUP, VERSION, PLURAL, id=POLICIES_INDEX, registry=registry)
     async def index_policy(body: kopf.Body, namespace: str | None, **_: Any) -> dict[str, Any]:
@@ -232,7 +235,8 @@ def register(registry: kopf.OperatorRegistry, *, settings: Settings, resync_seco
             outcome = await execute(raw, view, policy_for, settings, now, api())
             memo.pop(uid, None)  # an executing drain acts on every tick (evictions, retries)
         else:
-            outcome = compute_drain_status(raw, view, policy_for, settings, now)
+            with guard if guard is not None else nullcontext():
+                outcome = compute_drain_status(raw, view, policy_for, settings, now)
             memo[uid] = (view, inputs, outcome.status)
         diff = merge_patch(raw.get("status") or {}, outcome.status)
         if diff:

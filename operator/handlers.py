@@ -1,12 +1,16 @@
 """The Kopf handlers of the operator, registered on a registry of their own by
 :func:`build_registry` (nothing is registered at import time).
 
-- Indexes of Nodes, Pods and node Leases (``@kopf.index``): the operator's only copy of the
-  cluster; nothing lists on events.
-- ``on.create`` / ``on.update`` (of the spec) / ``on.resume`` of a PlacementPolicy and a
-  ``timer`` every ``resync_seconds`` compute the policy's status (:mod:`.reconcile`) and patch
-  only what differs from the status the object has (a status patch is no essence change for
-  Kopf, so it triggers no handler: the operator never loops on its own writes).
+- The cluster (Nodes, Pods, node Leases) is not Kopf's: it is the extender's watch-fed store
+  (:mod:`berth.operator.cluster`), listed and watched on threads of its own. A pod change marks
+  only the policies of its namespace whose selector matches the pod before or after the change.
+- ``on.create`` / ``on.update`` (of the spec) / ``on.resume`` of a PlacementPolicy (once the
+  store is listed) and a ``timer`` every ``resync_seconds`` compute the policy's status
+  (:mod:`.reconcile`) when one of its inputs changed, and patch only what differs from the status
+  the object has (a status patch is no essence change for Kopf, so it triggers no handler: the
+  operator never loops on its own writes). The timer is the per-policy debounce: however many
+  pods changed, a policy is recomputed at most once per tick. Status writes of all policies share
+  one budget per second (:class:`WriteBudget`).
 - The timer needs no finalizer (deleting a policy must not wait for the operator): it is
   registered without one and stopped by its ``when`` filter once the policy's DELETED event is
   seen.
@@ -15,14 +19,15 @@
   :mod:`.drain_execute`), planned on the same view;
   their re-plan timer has no finalizer either.
 
-Every handler is a coroutine: Kopf would run plain functions in a thread pool, where they
-would read the indexes while the event loop changes them (and pay a thread hop per Pod event).
+Every handler is a coroutine: Kopf would run plain functions in a thread pool.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Container, Mapping
@@ -31,73 +36,132 @@ from typing import Any
 
 import kopf
 
+from berth.core.policy import PlacementPolicy
 from berth.core.settings import Settings
 from berth.core.view import ClusterView
 from berth.operator import drain
 from berth.operator.admission import REFUSAL_CODE, admission_problem
-from berth.operator.cluster import LeaseIndex, NodeIndex, PodIndex, ViewCache
+from berth.operator.cluster import OperatorStore
 from berth.operator.crdgen import GROUP, PLURAL, VERSION
 from berth.operator.drain_execute import DrainApi
 from berth.operator.patches import merge_patch
 from berth.operator.reconcile import Outcome, compute_status
-from berth.operator.records import NODE_LEASE_NAMESPACE, lease_record, node_record, pod_record
 from berth.operator.webhook import WEBHOOK_ID, WebhookOptions
 
 log = logging.getLogger("berth.operator")
 
-NODES_INDEX = "berth_nodes"
-PODS_INDEX = "berth_pods"
-LEASES_INDEX = "berth_leases"
 TIMER_ID = "status-refresh"
 POLICY = (GROUP, VERSION, PLURAL)
+
+STATUS_WRITES_PER_SECOND = 100.0
+STATUS_WRITES_BOUNDS = (1.0, 1000.0)
+"""Status writes per second, all policies together: the default and the allowed range."""
 
 
 @dataclass(frozen=True)
 class OperatorConfig:
     settings: Settings = field(default_factory=Settings)
-    resync_seconds: float = 5.0  # how often each policy's status is recomputed (pods placed, nodes...)
+    resync_seconds: float = 5.0  # each policy's timer: a status is at most this stale after a change
     track_leases: bool = True  # node liveness by kube-node-lease Leases, as the extender judges it
-    view_min_age: float = 1.0  # the shared cluster view is rebuilt at most this often
-    plan_period: float = 10.0  # with pending pods, the plan is redone this often for changes elsewhere
+    plan_period: float = 10.0  # with pending pods, the plan is redone at most this often for changes elsewhere
+    status_writes_per_second: float = STATUS_WRITES_PER_SECOND  # all policies together
     webhook: WebhookOptions = field(default_factory=WebhookOptions)
     drain_api: Callable[[], DrainApi] | None = None  # what an executing NodeDrain cordons and evicts with
+
+    def __post_init__(self) -> None:
+        low, high = STATUS_WRITES_BOUNDS
+        if not low <= self.status_writes_per_second <= high:
+            raise ValueError(f"status writes per second must be between {low:g} and {high:g}, "
+                             f"not {self.status_writes_per_second:g}")
+
+
+class WriteBudget:
+    """A token bucket: at most ``rate`` status writes per second, bursts of one second's worth."""
+
+    def __init__(self, rate: float, clock: Any = time.monotonic) -> None:
+        self.rate = rate
+        self.capacity = max(1.0, rate)
+        self._tokens = self.capacity
+        self._clock = clock
+        self._at = clock()
+        self._lock = asyncio.Lock()
+
+    def _refill(self) -> None:
+        now = self._clock()
+        self._tokens = min(self.capacity, self._tokens + (now - self._at) * self.rate)
+        self._at = now
+
+    async def acquire(self) -> None:
+        async with self._lock:  # first come, first served
+            self._refill()
+            while self._tokens < 1.0:
+                await asyncio.sleep((1.0 - self._tokens) / self.rate)
+                self._refill()
+            self._tokens -= 1.0
 
 
 @dataclass(frozen=True)
 class _Memo:
-    inputs: tuple[object, ...]
+    generation: object
+    changes: int
     status: dict[str, Any]
     pending: bool
+    cluster: int  # the view's node change token when the plan was made
+    at: float
+    includes: tuple[bool, ...]  # which nodes of nodeFilter.includes existed
 
 
 class OperatorState:
-    """What the handlers share: the configuration, the cluster view cache, change counters, the
-    last status computed per policy, and the policies whose DELETED event was seen (their timers
-    stop).
+    """What the handlers share: the configuration, the store, the policies each namespace holds
+    (to mark them on pod changes), the last status computed per policy, the write budget, and the
+    policies whose DELETED event was seen (their timers stop).
 
-    A policy's status is recomputed only when its inputs may have changed: its generation or a pod
-    of its namespace; and, while it has pending pods (their plan reads the whole cluster, and a
-    Lease ages without events), every ``plan_period`` seconds -- not on every change elsewhere in
-    the cluster, which would cost a plan per policy per resync in a busy cluster. Otherwise a
-    resync costs a dict comparison."""
+    A policy's status is recomputed only when its inputs may have changed: its generation, a pod
+    it selects (before or after the change), or its status written by someone else; and, while it
+    has pending pods (their plan reads the whole cluster), a change of any node or of what is
+    placed on one, at most every ``plan_period`` seconds. Otherwise a tick costs a dict
+    comparison."""
 
     DELETED_KEPT = 10000
 
-    def __init__(self, config: OperatorConfig) -> None:
+    def __init__(self, config: OperatorConfig, store: OperatorStore | None = None) -> None:
         self.config = config
-        self.views = ViewCache(min_age=config.view_min_age)
-        self.namespace_changes: dict[str, int] = {}
+        self.store = store or OperatorStore(leases_tracked=config.track_leases)
+        self.store.on_pod_change = self.pod_changed
+        self.budget = WriteBudget(config.status_writes_per_second)
+        self._marks = threading.Lock()  # pod changes arrive on the store's watch thread
+        self._policies: dict[str, dict[str, PlacementPolicy | None]] = {}  # namespace -> uid -> policy
+        self._changes: dict[str, int] = {}  # uid -> pod changes that touched the policy
         self._memo: dict[str, _Memo] = {}
         self._deleted: OrderedDict[str, None] = OrderedDict()
         self.writes = 0  # status patches made, for tests and logs
         self.computations = 0
+        self._listed: asyncio.Event | None = None
+        self._poller: asyncio.Task[None] | None = None
 
-    def pod_changed(self, namespace: str | None) -> None:
-        key = namespace or "default"
-        self.namespace_changes[key] = self.namespace_changes.get(key, 0) + 1
-        self.views.changed()
+    # -- marks -------------------------------------------------------------------------------
+
+    def pod_changed(self, namespace: str, before: Mapping[str, str] | None,
+                    after: Mapping[str, str] | None) -> None:
+        """A pod of ``namespace`` changed (labels ``before`` and ``after``; None: absent): mark the
+        policies that select it either way."""
+        with self._marks:
+            for uid, policy in self._policies.get(namespace, {}).items():
+                if policy is None:
+                    continue  # an invalid policy's status reads no pod
+                if (before is not None and policy.governs(namespace, before)) or \
+                        (after is not None and policy.governs(namespace, after)):
+                    self._changes[uid] = self._changes.get(uid, 0) + 1
+
+    def _known(self, uid: str, namespace: str, policy: PlacementPolicy | None) -> None:
+        with self._marks:
+            self._policies.setdefault(namespace, {})[uid] = policy
 
     def forget(self, uid: str) -> None:
+        with self._marks:
+            for policies in self._policies.values():
+                policies.pop(uid, None)
+            self._changes.pop(uid, None)
         self._memo.pop(uid, None)
         self._deleted[uid] = None
         while len(self._deleted) > self.DELETED_KEPT:
@@ -106,43 +170,67 @@ class OperatorState:
     def is_live(self, uid: str | None) -> bool:
         return uid not in self._deleted
 
-    def compute(self, body: Mapping[str, Any], indexes: Mapping[str, Any], now: float | None = None) -> Outcome:
-        nodes: NodeIndex = indexes[NODES_INDEX]
-        pods: PodIndex = indexes[PODS_INDEX]
-        leases: LeaseIndex | None = indexes.get(LEASES_INDEX) if self.config.track_leases else None
+    async def wait_ready(self, poll: float = 0.1) -> None:
+        """Until the store's first full list: one poller for every waiting handler (a thousand
+        policies resuming at start must not poll a thousand times)."""
+        if self.store.ready:
+            return
+        if self._listed is None:
+            self._listed = asyncio.Event()
+            self._poller = asyncio.create_task(self._poll_ready(self._listed, poll))
+        await self._listed.wait()
+
+    async def _poll_ready(self, listed: asyncio.Event, poll: float) -> None:
+        while not self.store.ready:
+            await asyncio.sleep(poll)
+        listed.set()
+
+    # -- status ------------------------------------------------------------------------------
+
+    def compute(self, body: Mapping[str, Any], now: float | None = None) -> Outcome:
         namespace = str((body.get("metadata") or {}).get("namespace") or "default")
-        return compute_status(body, pods.get(namespace, ()), lambda: self.views.view(nodes, pods, leases),
-                              self.config.settings, time.time() if now is None else now, nodes=nodes)
+        store = self.store
+        with store.lock:
+            return compute_status(body, store.records(namespace), lambda: store.view, self.config.settings,
+                                  time.time() if now is None else now)
 
-    def _inputs(self, raw: Mapping[str, Any], pending: bool, now: float,
-                nodes: Container[str] | None) -> tuple[object, ...]:
+    def _stale(self, memo: _Memo | None, raw: Mapping[str, Any], uid: str, current: Mapping[str, Any],
+               now: float) -> bool:
         meta = raw.get("metadata") or {}
-        namespace = str(meta.get("namespace") or "default")
-        cluster = int(now // self.config.plan_period) if pending else None
-        return meta.get("generation"), self.namespace_changes.get(namespace, 0), cluster, _includes_seen(raw, nodes)
+        if memo is None or memo.generation != meta.get("generation") or memo.status != current:
+            return True
+        if memo.changes != self._changes.get(uid, 0) or memo.includes != _includes_seen(raw, self.store.view.nodes):
+            return True
+        return memo.pending and memo.cluster != self.store.view.node_log.token \
+            and now - memo.at >= self.config.plan_period
 
-    def refresh(self, body: kopf.Body, patch: kopf.Patch, indexes: Mapping[str, Any],
-                now: float | None = None) -> Outcome | None:
-        """Compute the status of the policy ``body``, patch what changed and post the Events.
-        None when nothing it depends on changed since the status it has was computed."""
+    async def refresh(self, body: kopf.Body, patch: kopf.Patch, now: float | None = None) -> Outcome | None:
+        """Compute the status of the policy ``body``, patch what changed (within the write budget)
+        and post the Events. None when the store is not listed yet or nothing the status depends on
+        changed since the status it has was computed."""
+        if not self.store.ready:
+            return None
         now = time.time() if now is None else now
         raw = _plain(body)
         meta = raw.get("metadata") or {}
         uid = str(meta.get("uid") or "")
+        namespace = str(meta.get("namespace") or "default")
         current = raw.get("status") or {}
-        memo = self._memo.get(uid)
-        nodes = indexes.get(NODES_INDEX)
-        if memo is not None and memo.inputs == self._inputs(raw, memo.pending, now, nodes) and memo.status == current:
+        if not self._stale(self._memo.get(uid), raw, uid, current, now):
             return None
-        with_plan, without_plan = self._inputs(raw, True, now, nodes), self._inputs(raw, False, now, nodes)
-        outcome = self.compute(raw, indexes, now)
+        changes = self._changes.get(uid, 0)
+        cluster = self.store.view.node_log.token
+        includes = _includes_seen(raw, self.store.view.nodes)
+        outcome = self.compute(raw, now)
         self.computations += 1
-        pending = bool(outcome.status.get("pending"))
-        self._memo[uid] = _Memo(with_plan if pending else without_plan, outcome.status, pending)
+        self._known(uid, namespace, outcome.policy)
         diff = merge_patch(current, outcome.status)
         if diff:
+            await self.budget.acquire()
             patch.status.update(diff)
             self.writes += 1
+        self._memo[uid] = _Memo(meta.get("generation"), changes, outcome.status,
+                                bool(outcome.status.get("pending")), cluster, now, includes)
         for event in outcome.events:
             kopf.event(body, type=event.type, reason=event.reason, message=event.message)
         return outcome
@@ -163,48 +251,12 @@ def _plain(body: Mapping[str, Any]) -> dict[str, Any]:
     return {key: body[key] for key in body}
 
 
-def _indexes(kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    return {name: kwargs[name] for name in (NODES_INDEX, PODS_INDEX, LEASES_INDEX) if name in kwargs}
-
-
-def build_registry(config: OperatorConfig) -> tuple[kopf.OperatorRegistry, OperatorState]:
+def build_registry(config: OperatorConfig, store: OperatorStore | None = None,
+                   ) -> tuple[kopf.OperatorRegistry, OperatorState]:
     registry = kopf.OperatorRegistry()
-    state = OperatorState(config)
+    state = OperatorState(config, store)
 
     kopf.on.login(registry=registry)(kopf.login_via_client)
-
-    # -- the cluster, as indexes ----------------------------------------------------------------
-
-    @kopf.index("v1", "nodes", id=NODES_INDEX, registry=registry)
-    async def index_nodes(body: kopf.Body, name: str, **_: Any) -> dict[str, Any]:
-        info = node_record(body)
-        return {name: info} if info is not None else {}
-
-    @kopf.index("v1", "pods", id=PODS_INDEX, registry=registry)
-    async def index_pods(body: kopf.Body, namespace: str | None, **_: Any) -> dict[str, Any]:
-        record = pod_record(body)
-        return {namespace or "default": record} if record is not None else {}
-
-    @kopf.on.event("v1", "nodes", registry=registry)
-    async def node_changed(**_: Any) -> None:
-        state.views.changed()
-
-    @kopf.on.event("v1", "pods", registry=registry)
-    async def pod_changed(namespace: str | None, **_: Any) -> None:
-        state.pod_changed(namespace)
-
-    if config.track_leases:
-        def node_lease(namespace: str | None, **_: Any) -> bool:
-            return namespace == NODE_LEASE_NAMESPACE
-
-        @kopf.index("coordination.k8s.io", "v1", "leases", id=LEASES_INDEX, when=node_lease, registry=registry)
-        async def index_leases(body: kopf.Body, **_: Any) -> dict[str, Any]:
-            record = lease_record(body)
-            return {record[0]: record[1]} if record is not None else {}
-
-        @kopf.on.event("coordination.k8s.io", "v1", "leases", when=node_lease, registry=registry)
-        async def lease_changed(**_: Any) -> None:
-            state.views.changed()
 
     # -- the policies ---------------------------------------------------------------------------
 
@@ -216,12 +268,16 @@ def build_registry(config: OperatorConfig) -> tuple[kopf.OperatorRegistry, Opera
     def still_there(uid: str | None, **_: Any) -> bool:
         return state.is_live(uid)
 
-    async def refresh(body: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
-        state.refresh(body, patch, _indexes(kwargs))
+    async def refresh_when_listed(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+        await state.wait_ready()
+        await state.refresh(body, patch)
 
-    kopf.on.resume(*POLICY, id="status-on-resume", registry=registry)(refresh)
-    kopf.on.create(*POLICY, id="status-on-create", registry=registry)(refresh)
-    kopf.on.update(*POLICY, id="status-on-update", field="spec", registry=registry)(refresh)
+    async def refresh(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+        await state.refresh(body, patch)
+
+    kopf.on.resume(*POLICY, id="status-on-resume", registry=registry)(refresh_when_listed)
+    kopf.on.create(*POLICY, id="status-on-create", registry=registry)(refresh_when_listed)
+    kopf.on.update(*POLICY, id="status-on-update", field="spec", registry=registry)(refresh_when_listed)
     kopf.timer(*POLICY, id=TIMER_ID, interval=config.resync_seconds, initial_delay=config.resync_seconds,
                when=still_there, registry=registry)(refresh)
     _without_finalizer(registry, TIMER_ID)
@@ -240,9 +296,7 @@ def build_registry(config: OperatorConfig) -> tuple[kopf.OperatorRegistry, Opera
     # -- NodeDrains (Plan mode): their own module, planned on the same view --------------------
 
     def cluster_view(kwargs: Mapping[str, Any]) -> ClusterView:
-        indexes = _indexes(kwargs)
-        leases = indexes.get(LEASES_INDEX) if config.track_leases else None
-        return state.views.view(indexes[NODES_INDEX], indexes[PODS_INDEX], leases)
+        return state.store.view
 
     made: list[DrainApi] = []
 
@@ -254,7 +308,8 @@ def build_registry(config: OperatorConfig) -> tuple[kopf.OperatorRegistry, Opera
         return made[0]
 
     drain.register(registry, settings=config.settings, resync_seconds=config.resync_seconds, view_of=cluster_view,
-                   webhook=config.webhook.enabled, fail_closed=config.webhook.fail_closed, api=drain_api)
+                   webhook=config.webhook.enabled, fail_closed=config.webhook.fail_closed, api=drain_api,
+                   guard=state.store.lock)
     _without_finalizer(registry, drain.TIMER_ID)
     return registry, state
 

@@ -5,7 +5,8 @@ Credentials: in-cluster service account, else ``KUBECONFIG`` / ``~/.kube/config`
 ``login_via_client``, the ``kubernetes`` library's loaders).
 
 Scope: cluster-wide by default (policies of every namespace; Nodes, Pods and node Leases of the
-whole cluster, which the plans need). ``namespace`` restricts policies *and* pods to one
+whole cluster, which the plans need: listed and watched by the extender's live view, on threads of
+their own, not by Kopf). ``namespace`` restricts policies *and* pods to one
 namespace; it is meant for tests: capacity then misses the other namespaces' pods, and node
 Leases (in ``kube-node-lease``) are not watched, so liveness falls back to the Ready condition.
 
@@ -29,8 +30,9 @@ from typing import Any
 import kopf
 
 from berth.core.settings import Settings
+from berth.operator.cluster import OperatorStore, live_view
 from berth.operator.drain_execute import KubeDrainApi
-from berth.operator.handlers import OperatorConfig, build_registry
+from berth.operator.handlers import STATUS_WRITES_BOUNDS, STATUS_WRITES_PER_SECOND, OperatorConfig, build_registry
 from berth.operator.webhook import DEFAULT_CONFIG_NAME, DEFAULT_PORT, MODES, WebhookConfigError, WebhookOptions
 
 log = logging.getLogger("berth.operator")
@@ -60,6 +62,7 @@ def run(namespace: str | None = None, peering: str | None = None, *,
         priority: int | None = None,
         resync_seconds: float = 5.0,
         track_leases: bool = True,
+        status_writes_per_second: float = STATUS_WRITES_PER_SECOND,
         liveness_endpoint: str | None = None) -> None:
     """Run the operator until it is stopped (SIGINT / SIGTERM).
 
@@ -68,28 +71,38 @@ def run(namespace: str | None = None, peering: str | None = None, *,
     ``webhook``: where the admission webhook is served (:class:`WebhookOptions`; default off).
     ``settings``: the cluster's placement settings, as the extender has them (overcommit, liveness
     threshold...). ``priority``: this replica's peering priority (default: random).
-    ``resync_seconds``: how often a policy's status is recomputed. ``track_leases``: judge node
-    liveness by kube-node-lease Leases, as the extender does. ``liveness_endpoint``: e.g.
-    ``http://0.0.0.0:8080/healthz`` for the Deployment's probes.
+    ``resync_seconds``: how often a policy's status is recomputed when an input changed.
+    ``track_leases``: judge node liveness by kube-node-lease Leases, as the extender does.
+    ``status_writes_per_second``: the bound on status writes of all policies together.
+    ``liveness_endpoint``: e.g. ``http://0.0.0.0:8080/healthz`` for the Deployment's probes.
     """
+    from berth.extender.live_view import KubeSource, kube_api_client
+
     config = OperatorConfig(settings=settings or Settings(), resync_seconds=resync_seconds,
                             track_leases=track_leases and namespace is None,
+                            status_writes_per_second=status_writes_per_second,
                             webhook=(webhook or WebhookOptions()).checked(), drain_api=kube_drain_api)
-    registry, _ = build_registry(config)
+    store = OperatorStore(leases_tracked=config.track_leases)
+    registry, _ = build_registry(config, store)
     if peering is not None and priority is None:
         priority = random.SystemRandom().randint(1, 2**31 - 1)
     log.info("berth operator: %s, %s, webhook %s", f"namespace {namespace}" if namespace else "cluster-wide",
              f"peering {peering!r} priority {priority}" if peering else "standalone", config.webhook.mode)
-    kopf.run(
-        registry=registry,
-        settings=operator_settings(config),
-        clusterwide=namespace is None,
-        namespaces=[namespace] if namespace else (),
-        standalone=peering is None,
-        peering_name=peering,
-        priority=priority or 0,
-        liveness_endpoint=liveness_endpoint,
-    )
+    view = live_view(store, KubeSource(kube_api_client(), pod_namespace=namespace))
+    view.start()
+    try:
+        kopf.run(
+            registry=registry,
+            settings=operator_settings(config),
+            clusterwide=namespace is None,
+            namespaces=[namespace] if namespace else (),
+            standalone=peering is None,
+            peering_name=peering,
+            priority=priority or 0,
+            liveness_endpoint=liveness_endpoint,
+        )
+    finally:
+        view.stop()
 
 
 def kube_drain_api() -> KubeDrainApi:
@@ -117,6 +130,17 @@ def _placement_settings() -> tuple[Settings, bool]:
     return extender.core(), extender.track_leases
 
 
+def _writes_per_second(text: str) -> float:
+    low, high = STATUS_WRITES_BOUNDS
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"must be between {low:g} and {high:g}, not {text}")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     env = os.environ.get
     p = argparse.ArgumentParser(prog="berth operator", description="Run the PlacementPolicy operator.")
@@ -127,6 +151,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--priority", type=int, default=None, help="peering priority (default: random)")
     p.add_argument("--resync-seconds", type=float, default=float(env("BERTH_OPERATOR_RESYNC_SECONDS") or 5.0),
                    help="how often each policy's status is recomputed (default 5)")
+    p.add_argument("--status-writes-per-second", type=_writes_per_second,
+                   default=env("BERTH_OPERATOR_STATUS_WRITES_PER_SECOND") or str(STATUS_WRITES_PER_SECOND),
+                   help="status writes per second, all policies together "
+                        f"({STATUS_WRITES_BOUNDS[0]:g} to {STATUS_WRITES_BOUNDS[1]:g}, default "
+                        f"{STATUS_WRITES_PER_SECOND:g})")
     p.add_argument("--no-leases", action="store_true",
                    help="judge node liveness without node Leases (also off with BERTH_TRACK_LEASES=false)")
     p.add_argument("--liveness", default=env("BERTH_OPERATOR_LIVENESS") or None,
@@ -163,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         run(args.namespace, args.peering, webhook=webhook, settings=settings, priority=args.priority,
             resync_seconds=args.resync_seconds, track_leases=track_leases and not args.no_leases,
-            liveness_endpoint=args.liveness)
+            status_writes_per_second=args.status_writes_per_second, liveness_endpoint=args.liveness)
     except WebhookConfigError as exc:
         log.error("%s", exc)
         return 2

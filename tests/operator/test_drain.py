@@ -16,11 +16,11 @@ from berth.core.settings import Settings
 from berth.core.view import ClusterView
 from berth.operator import drain
 from berth.operator.admission import REFUSAL_CODE
+from berth.operator.cluster import store_of
 from berth.operator.drain_status import REFUSED_LIMIT
 from berth.operator.handlers import OperatorConfig, build_registry
 from berth.operator.webhook import WebhookOptions
 from tests.operator import objects as o
-from tests.operator.test_handlers import indexes
 
 NOW = 1767225600.0
 RS = ("ReplicaSet", "web-7d9f")
@@ -133,12 +133,13 @@ def test_admission(name: str, new: dict[str, Any], old: dict[str, Any] | None, o
 
 
 def test_kopf_plan_handler_patches_the_status_under_the_indexed_policy() -> None:
-    registry, _ = build_registry(OperatorConfig())
+    store = store_of([o.node("node-a", cpu="8"), o.node("node-b"), o.node("node-c")],
+                     [o.pod("w1", "node-a", owner=RS)])
+    registry, _ = build_registry(OperatorConfig(track_leases=False), store)
     handler = next(h for h in registry._changing.get_all_handlers() if h.id == "nodedrain-on-create")
     policy = policy_from_manifest(o.policy({"selector": {"matchLabels": {"app": "web"}},
                                             "nodeFilter": {"excludes": ["node-b"]}}))
-    kwargs = indexes([o.node("node-a", cpu="8"), o.node("node-b"), o.node("node-c")],
-                     [o.pod("w1", "node-a", owner=RS)])
+    kwargs: dict[str, Any] = {}
     kwargs[drain.POLICIES_INDEX] = {"shop": [policy]}
     patch = kopf.Patch()
     asyncio.run(handler.fn(body=kopf.Body(nodedrain({"nodes": ["node-a"], "anyDestination": True})), patch=patch,
@@ -158,9 +159,10 @@ def test_kopf_plan_handler_plans_again_only_when_an_input_changed(monkeypatch: p
         return real(*args)
 
     monkeypatch.setattr(drain, "compute_drain_status", counted)
-    registry, _ = build_registry(OperatorConfig())
+    store = store_of([o.node("node-a", cpu="8"), o.node("node-b")], [o.pod("w1", "node-a", owner=RS)])
+    registry, _ = build_registry(OperatorConfig(track_leases=False), store)
     handler = next(h for h in registry._spawning.get_all_handlers() if h.id == drain.TIMER_ID)
-    kwargs = indexes([o.node("node-a", cpu="8"), o.node("node-b")], [o.pod("w1", "node-a", owner=RS)])
+    kwargs: dict[str, Any] = {}
     body = nodedrain({"nodes": ["node-a"], "anyDestination": True})
 
     def tick() -> kopf.Patch:

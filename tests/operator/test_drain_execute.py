@@ -14,11 +14,11 @@ import pytest
 from berth.core.settings import Settings
 from berth.core.view import ClusterView
 from berth.operator import drain, drain_execute
+from berth.operator.cluster import store_of
 from berth.operator.drain_execute import Evicted, EvictionResult
 from berth.operator.handlers import OperatorConfig, build_registry
 from tests.operator import objects as o
 from tests.operator.test_drain import NOW, RS, no_policy, nodedrain, view
-from tests.operator.test_handlers import indexes
 
 PDB = "Cannot evict pod as it would violate the pod's disruption budget."
 
@@ -203,11 +203,11 @@ def test_the_status_lists_pods_on_their_way_first_when_capped(monkeypatch: pytes
 
 
 def handler_tick(spec: dict[str, Any], api: FakeApi) -> kopf.Patch:
-    registry, _ = build_registry(OperatorConfig(drain_api=lambda: api))
+    registry, _ = build_registry(OperatorConfig(track_leases=False, drain_api=lambda: api),
+                                 store_of(nodes(), web("w1")))
     handler = next(h for h in registry._spawning.get_all_handlers() if h.id == drain.TIMER_ID)
-    kwargs = indexes(nodes(), web("w1"))
     patch = kopf.Patch()
-    asyncio.run(handler.fn(body=kopf.Body(nodedrain(spec)), patch=patch, **kwargs))
+    asyncio.run(handler.fn(body=kopf.Body(nodedrain(spec)), patch=patch))
     return patch
 
 
@@ -224,7 +224,7 @@ def test_kopf_handler_evicts_in_execute_mode_only(monkeypatch: pytest.MonkeyPatc
 
 
 def test_execute_mode_without_an_api_is_a_permanent_error() -> None:
-    registry, _ = build_registry(OperatorConfig())
+    registry, _ = build_registry(OperatorConfig(track_leases=False), store_of(nodes(), web("w1")))
     handler = next(h for h in registry._spawning.get_all_handlers() if h.id == drain.TIMER_ID)
     with pytest.raises(kopf.PermanentError):
-        asyncio.run(handler.fn(body=kopf.Body(nodedrain(SPEC)), patch=kopf.Patch(), **indexes(nodes(), web("w1"))))
+        asyncio.run(handler.fn(body=kopf.Body(nodedrain(SPEC)), patch=kopf.Patch()))

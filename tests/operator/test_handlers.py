@@ -1,34 +1,36 @@
-"""The Kopf wiring: what is registered, the timer without a finalizer, the index functions, and a
-refresh that patches only what changed and never loops on its own write."""
+"""The Kopf wiring (what is registered, the timer without a finalizer), the watch-fed store the
+handlers read, the policies a pod change marks, a refresh that patches only what changed and never
+loops on its own write, and the bound on status writes."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import kopf
 import pytest
 
 from berth.operator import drain
+from berth.operator.cluster import OperatorStore, store_of
 from berth.operator.handlers import (
-    LEASES_INDEX,
-    NODES_INDEX,
-    PODS_INDEX,
     TIMER_ID,
     OperatorConfig,
     OperatorState,
+    WriteBudget,
     build_registry,
 )
 from berth.operator.main import PROGRESS_PREFIX, operator_settings
 from berth.operator.patches import apply_merge_patch
-from berth.operator.records import lease_record, node_record, pod_record
 from tests.operator import objects as o
 
 
 def test_registered_handlers() -> None:
     registry, _ = build_registry(OperatorConfig())
     indexes = {h.id for h in registry._indexing.get_all_handlers()}
-    assert indexes == {NODES_INDEX, PODS_INDEX, LEASES_INDEX, drain.POLICIES_INDEX}
+    assert indexes == {drain.POLICIES_INDEX}  # the cluster is the store's, not Kopf's
+    watched = {h.selector.any_name for h in registry._watching.get_all_handlers() if h.selector}
+    assert watched == {"placementpolicies", "nodedrains"}
     changing = {h.id for h in registry._changing.get_all_handlers()}
     assert {"status-on-create", "status-on-update/spec", "status-on-resume"} <= changing
     assert {"nodedrain-on-create", "nodedrain-on-update/spec", "nodedrain-on-resume"} <= changing
@@ -40,41 +42,12 @@ def test_registered_handlers() -> None:
     assert registry._activities.get_all_handlers()  # login
 
 
-def test_without_leases_there_is_no_lease_index() -> None:
-    registry, _ = build_registry(OperatorConfig(track_leases=False))
-    assert LEASES_INDEX not in {h.id for h in registry._indexing.get_all_handlers()}
-
-
 def test_kopf_keeps_its_bookkeeping_in_annotations() -> None:
     settings = operator_settings(OperatorConfig())
     assert isinstance(settings.persistence.progress_storage, kopf.AnnotationsProgressStorage)
     assert isinstance(settings.persistence.diffbase_storage, kopf.AnnotationsDiffBaseStorage)
     assert settings.persistence.progress_storage.prefix == PROGRESS_PREFIX
     assert settings.admission.server is None and settings.admission.managed is None
-
-
-def test_index_records() -> None:
-    assert node_record(o.node("node-a")).name == "node-a"  # type: ignore[union-attr]
-    record = pod_record(o.pod("w1"))
-    assert record is not None and record.pending and not record.placed
-    assert lease_record(o.lease("node-a")) == ("node-a", 1767225600.0)
-    other = o.lease("kube-scheduler")
-    other["metadata"]["namespace"] = "kube-system"
-    assert lease_record(other) is None
-    assert pod_record({"metadata": {}}) is None  # unreadable objects are skipped, not fatal
-
-
-class Indexes(dict[str, Any]):
-    """The Kopf indexes as the handlers see them: key -> store (an iterable of values)."""
-
-
-def indexes(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> dict[str, Any]:
-    by_ns: dict[str, list[Any]] = {}
-    for p in pods:
-        record = pod_record(p)
-        assert record is not None
-        by_ns.setdefault(record.info.namespace, []).append(record)
-    return {NODES_INDEX: {n["metadata"]["name"]: [node_record(n)] for n in nodes}, PODS_INDEX: by_ns}
 
 
 @pytest.fixture
@@ -88,109 +61,213 @@ def events(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
     return posted
 
 
-def test_refresh_patches_only_what_changed(events: list[tuple[str, str, str]]) -> None:
-    state = OperatorState(OperatorConfig(track_leases=False))
-    nodes = [o.node("node-a"), o.node("node-b")]
-    body = o.policy()
+def refresh(state: OperatorState, body: dict[str, Any], now: float | None = None) -> kopf.Patch:
+    """One refresh of ``body``; the patch is applied to it, as the watch would bring it back."""
     patch = kopf.Patch()
-    state.refresh(kopf.Body(body), patch, indexes(nodes, [o.pod("w1", "node-a"), o.pod("w2")]))
+    asyncio.run(state.refresh(kopf.Body(body), patch, now=now))
+    if patch:
+        body["status"] = apply_merge_patch(body.get("status"), dict(patch["status"]))
+    return patch
+
+
+def test_refresh_patches_only_what_changed(events: list[tuple[str, str, str]]) -> None:
+    store = store_of([o.node("node-a"), o.node("node-b")], [o.pod("w1", "node-a"), o.pod("w2")])
+    state = OperatorState(OperatorConfig(track_leases=False), store)
+    body = o.policy()
+    patch = refresh(state, body)
     assert state.writes == 1
     status = dict(patch["status"])
     assert status["pending"] == 1 and status["placed"] == {"node-a": 1}
     assert events == []
 
     # The status is written; the watch brings the object back: nothing to do, no event, no loop.
-    body["status"] = apply_merge_patch({}, status)
-    again = kopf.Patch()
-    state.refresh(kopf.Body(body), again, indexes(nodes, [o.pod("w1", "node-a"), o.pod("w2")]))
-    assert not again and state.writes == 1
+    assert not refresh(state, body) and state.writes == 1
 
     # The pending pod lands (a pod event): only the changed fields are patched, a removed map
     # entry is nulled.
-    state.pod_changed("shop")
-    later = kopf.Patch()
-    state.refresh(kopf.Body(body), later, indexes(nodes, [o.pod("w1", "node-a"), o.pod("w2", "node-b")]))
-    changed = dict(later["status"])
+    store.apply_pod(o.pod("w2", "node-b"))
+    changed = dict(refresh(state, body)["status"])
     assert changed["placed"] == {"node-b": 1} and changed["pending"] == 0 and changed["plan"] is None
     assert "observedGeneration" not in changed
     assert [e[:2] for e in events] == [("Normal", "AllPodsPlaced")]
 
 
+def test_nothing_is_computed_before_the_store_is_listed() -> None:
+    store = OperatorStore(leases_tracked=False)
+    store.replace("nodes", [o.node("node-a")])  # pods not listed yet
+    state = OperatorState(OperatorConfig(track_leases=False), store)
+    assert not refresh(state, o.policy()) and state.computations == 0
+    store.replace("pods", [o.pod("w1", "node-a")])
+    store.replace("leases", [])
+    assert refresh(state, o.policy())["status"]["placedTotal"] == 1
+
+
+def test_handlers_wait_for_the_first_full_list_behind_one_poller() -> None:
+    store = OperatorStore(leases_tracked=False)
+    state = OperatorState(OperatorConfig(track_leases=False), store)
+
+    async def resume_many() -> int:
+        waiters = [asyncio.create_task(state.wait_ready(poll=0.01)) for _ in range(50)]
+        await asyncio.sleep(0.05)
+        assert not any(w.done() for w in waiters)
+        for kind in ("nodes", "pods", "leases"):
+            store.replace(kind, [])
+        await asyncio.wait_for(asyncio.gather(*waiters), 2)
+        return sum(1 for t in asyncio.all_tasks() if "_poll_ready" in repr(t.get_coro()))
+
+    assert asyncio.run(resume_many()) == 0 and state._poller is not None and state._poller.done()
+
+
 def test_refresh_recomputes_only_when_an_input_changed(events: list[tuple[str, str, str]]) -> None:
-    state = OperatorState(OperatorConfig(track_leases=False, plan_period=10.0))
-    nodes = [o.node("node-a")]
+    store = store_of([o.node("node-a")], [o.pod("w1", "node-a")])
+    state = OperatorState(OperatorConfig(track_leases=False, plan_period=10.0), store)
     body = o.policy()
-    idle = indexes(nodes, [o.pod("w1", "node-a")])
 
-    def refresh(now: float, index: dict[str, Any]) -> None:
-        patch = kopf.Patch()
-        state.refresh(kopf.Body(body), patch, index, now=now)
-        if patch:
-            body["status"] = apply_merge_patch(body.get("status"), dict(patch["status"]))
-
-    refresh(100.0, idle)
+    refresh(state, body, 100.0)
     assert state.computations == 1
-    refresh(101.0, idle)
-    state.views.changed()  # a node elsewhere changed: no pending pod here, no plan to redo
-    refresh(500.0, idle)
+    refresh(state, body, 101.0)
+    store.apply_node(o.node("node-b"))  # a node changed: no pending pod here, no plan to redo
+    refresh(state, body, 500.0)
     assert state.computations == 1
-    state.pod_changed("other")
-    refresh(501.0, idle)
+    store.apply_pod(o.pod("x1", "node-a", namespace="other"))  # another namespace
+    store.apply_pod(o.pod("db1", "node-a", labels={"app": "db"}))  # not selected
+    refresh(state, body, 501.0)
     assert state.computations == 1
-    state.pod_changed("shop")
-    refresh(502.0, idle)
+    store.apply_pod(o.pod("w1", "node-b"))  # a selected pod moved
+    refresh(state, body, 502.0)
     assert state.computations == 2
 
-    busy = indexes(nodes, [o.pod("w1", "node-a"), o.pod("w2")])
-    state.pod_changed("shop")
-    refresh(503.0, busy)
+    store.apply_pod(o.pod("w2"))
+    refresh(state, body, 503.0)
     assert state.computations == 3 and body["status"]["pending"] == 1
-    refresh(504.0, busy)
+    refresh(state, body, 504.0)
     assert state.computations == 3
-    state.views.changed()  # with a pending pod, changes elsewhere are caught up with every period
-    refresh(505.0, busy)
+    store.apply_node(o.node("node-c"))  # with a pending pod, node changes are caught up with every period
+    refresh(state, body, 505.0)
     assert state.computations == 3
-    refresh(510.0, busy)  # (a Lease also ages without events)
+    refresh(state, body, 513.0)
+    assert state.computations == 4
+    refresh(state, body, 530.0)  # nothing changed since: no plan again
     assert state.computations == 4
 
     body["status"]["pending"] = 7  # someone else wrote the status: the truth is restored
-    refresh(511.0, busy)
+    refresh(state, body, 531.0)
     assert state.computations == 5 and body["status"]["pending"] == 1
     body["metadata"]["generation"] = 2  # a new spec
-    refresh(512.0, busy)
+    refresh(state, body, 532.0)
     assert state.computations == 6 and body["status"]["observedGeneration"] == 2
 
 
+WEB = {"selector": {"matchLabels": {"app": "web"}}}
+DB = {"selector": {"matchLabels": {"app": "db"}}}
+INVALID = {"selector": {"matchLabels": {"app": "web"}},
+           "placementRules": [{"resource": "Node", "operator": "Has", "labels": {"a": "b"}, "within": "rack"}]}
+
+# (case, the pod before (None: new), the pod after (None: deleted), the policies marked)
+MARKS: list[tuple[str, dict[str, Any] | None, dict[str, Any] | None, set[str]]] = [
+    ("a new pod marks the policies that select it", None, o.pod("n1", "node-a"), {"web"}),
+    ("a deleted pod marks the policies that selected it", o.pod("w1", "node-a"), None, {"web"}),
+    ("a pod relabelled marks the policies before and after",
+     o.pod("w1", "node-a"), o.pod("w1", "node-a", labels={"app": "db"}), {"web", "db"}),
+    ("a pod of another namespace marks none", None, o.pod("n1", "node-a", namespace="other"), set()),
+    ("a pod no policy selects marks none", None, o.pod("n1", "node-a", labels={"app": "cache"}), set()),
+    ("an event that changes nothing berth reads marks none", o.pod("w1", "node-a"), o.pod("w1", "node-a"), set()),
+    ("a new decision on a pod marks its policies", o.pod("w1", "node-a"),
+     o.pod("w1", "node-a", decision=o.decision("w1", "2026-01-01T00:00:01Z")), {"web"}),
+    ("a pending pod bound marks its policies", o.pod("p1"), o.pod("p1", "node-a"), {"web"}),
+]
+
+
+@pytest.mark.parametrize(("case", "before", "after", "marked"), MARKS, ids=[c[0] for c in MARKS])
+def test_a_pod_change_marks_only_the_policies_it_touches(case: str, before: dict[str, Any] | None,
+                                                         after: dict[str, Any] | None, marked: set[str],
+                                                         events: list[tuple[str, str, str]]) -> None:
+    store = store_of([o.node("node-a")], [before] if before is not None else [])
+    state = OperatorState(OperatorConfig(track_leases=False), store)
+    bodies = {name: o.policy(spec, name=name) for name, spec in (("web", WEB), ("db", DB), ("broken", INVALID))}
+    for body in bodies.values():
+        refresh(state, body)
+    counted = state.computations
+    if after is not None:
+        store.apply_pod(after)
+    elif before is not None:
+        store.delete_pod(before)
+    for body in bodies.values():
+        refresh(state, body)
+    again = {name for name, body in bodies.items() if state._memo[body["metadata"]["uid"]].changes}
+    assert again == marked
+    assert state.computations == counted + len(marked)
+
+
+def test_a_relist_without_a_pod_marks_its_policies() -> None:
+    store = store_of([o.node("node-a")], [o.pod("w1", "node-a"), o.pod("w2", "node-a")])
+    state = OperatorState(OperatorConfig(track_leases=False), store)
+    body = o.policy()
+    refresh(state, body)
+    store.replace("pods", [o.pod("w1", "node-a")])  # w2 went while the watch was down
+    assert refresh(state, body)["status"]["placedTotal"] == 1
+
+
+def test_the_store_keeps_what_a_status_reads() -> None:
+    decided = o.decision("w1", "2026-01-01T00:00:01Z")
+    store = store_of([o.node("node-a")], [o.pod("w1", "node-a", decision=decided),
+                                          o.pod("p1", created="2026-01-01T00:00:09Z"),
+                                          o.pod("gone", "node-a", phase="Succeeded"),
+                                          o.pod("x1", "node-a", namespace="other")])
+    with store.lock:
+        records = {r.info.name: r for r in store.records("shop")}
+    assert set(records) == {"w1", "p1"}
+    assert records["w1"].decision is not None and records["w1"].placed and records["w1"].created == ""
+    assert records["p1"].pending and records["p1"].created == "2026-01-01T00:00:09Z"
+    store.delete_pod(o.pod("w1", "node-a"))
+    assert "uid-shop-w1" not in store.extras  # bounded: nothing kept of a pod that went
+
+
 def test_refresh_of_an_invalid_policy_posts_a_warning(events: list[tuple[str, str, str]]) -> None:
-    state = OperatorState(OperatorConfig(track_leases=False))
-    body = o.policy({"placementRules": [{"resource": "Node", "operator": "Has", "labels": {"a": "b"},
-                                          "within": "rack"}]})
-    patch = kopf.Patch()
-    state.refresh(kopf.Body(body), patch, indexes([o.node("node-a")], []))
-    valid = patch["status"]["conditions"][0]
+    state = OperatorState(OperatorConfig(track_leases=False), store_of([o.node("node-a")], []))
+    body = o.policy(INVALID)
+    valid = refresh(state, body)["status"]["conditions"][0]
     assert (valid["type"], valid["status"], valid["reason"]) == ("Valid", "False", "InvalidSpec")
     assert events == [("Warning", "InvalidSpec", "spec.placementRules[0].within: is only allowed on Pod rules")]
+
+
+def test_status_writes_keep_to_their_budget() -> None:
+    budget = WriteBudget(100.0)
+
+    async def writes(n: int) -> float:
+        started = time.monotonic()
+        for _ in range(n):
+            await budget.acquire()
+        return time.monotonic() - started
+
+    assert asyncio.run(writes(100)) < 0.2  # a second's worth at once
+    assert asyncio.run(writes(50)) >= 0.45  # then 100 a second
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.5, 1001.0, -3.0])
+def test_a_write_bound_out_of_range_is_refused(rate: float) -> None:
+    with pytest.raises(ValueError, match="status writes per second must be between 1 and 1000"):
+        OperatorConfig(status_writes_per_second=rate)
 
 
 def test_includes_naming_a_missing_node_is_said_until_the_node_appears(events: list[tuple[str, str, str]]) -> None:
     """The Valid condition names the nodes of nodeFilter.includes the cluster does not have (a
     typo narrows the policy silently), and is recomputed once such a node appears, with no pod
     event in the namespace."""
-    state = OperatorState(OperatorConfig(track_leases=False))
+    store = store_of([o.node("node-a")], [])
+    state = OperatorState(OperatorConfig(track_leases=False), store)
     body = o.policy({"nodeFilter": {"includes": ["node-a", "node-z"]}})
 
-    def valid(nodes: list[dict[str, Any]]) -> tuple[str, str, str]:
-        patch = kopf.Patch()
-        state.refresh(kopf.Body(body), patch, indexes(nodes, []))
-        if patch:
-            body["status"] = apply_merge_patch(body.get("status"), dict(patch["status"]))
+    def valid() -> tuple[str, str, str]:
+        refresh(state, body)
         c = body["status"]["conditions"][0]
         return c["status"], c["reason"], c["message"]
 
     said = "the spec is valid; nodeFilter.includes names 1 node berth has not seen: node-z"
-    assert valid([o.node("node-a")]) == ("True", "IncludesUnknownNodes", said)
+    assert valid() == ("True", "IncludesUnknownNodes", said)
     assert events == [("Warning", "IncludesUnknownNodes", said)]
-    assert valid([o.node("node-a"), o.node("node-z")]) == ("True", "Validated", "the spec is valid")
+    store.apply_node(o.node("node-z"))
+    assert valid() == ("True", "Validated", "the spec is valid")
 
 
 def test_a_deleted_policy_stops_its_timer() -> None:
@@ -203,12 +280,3 @@ def test_a_deleted_policy_stops_its_timer() -> None:
     asyncio.run(watch.fn(type="DELETED", uid="uid-policy-web"))
     assert timer.when(uid="uid-policy-web") is False
     assert timer.when(uid="uid-policy-other") is True
-
-
-def test_cluster_events_invalidate_the_shared_view() -> None:
-    registry, state = build_registry(OperatorConfig())
-    before = state.views.changes
-    for handler in registry._watching.get_all_handlers():
-        if handler.selector and handler.selector.any_name in ("pods", "nodes", "leases"):
-            asyncio.run(handler.fn(type="MODIFIED", uid="x", namespace="kube-node-lease"))
-    assert state.views.changes == before + 3

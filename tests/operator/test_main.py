@@ -32,6 +32,7 @@ def test_defaults(calls: list[dict[str, Any]]) -> None:
     assert call["namespace"] is None and call["peering"] is None
     assert call["webhook"] == WebhookOptions()
     assert call["resync_seconds"] == 5.0 and call["track_leases"] is True and call["priority"] is None
+    assert call["status_writes_per_second"] == 100.0
 
 
 def test_flags(calls: list[dict[str, Any]]) -> None:
@@ -53,6 +54,31 @@ def test_environment(calls: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatc
     (call,) = calls
     assert call["webhook"].mode == "dev" and call["peering"] == "berth-operator"
     assert call["track_leases"] is False
+
+
+def test_status_write_bound_by_flag_and_environment(calls: list[dict[str, Any]],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    operator_main.main(["--status-writes-per-second", "200"])
+    monkeypatch.setenv("BERTH_OPERATOR_STATUS_WRITES_PER_SECOND", "5")
+    operator_main.main([])
+    assert [c["status_writes_per_second"] for c in calls] == [200.0, 5.0]
+
+
+@pytest.mark.parametrize(("argv", "env", "message"), [
+    (["--status-writes-per-second", "0"], None, "must be between 1 and 1000, not 0"),
+    (["--status-writes-per-second", "5000"], None, "must be between 1 and 1000, not 5000"),
+    (["--status-writes-per-second", "fast"], None, "not a number: 'fast'"),
+    ([], "0.1", "must be between 1 and 1000, not 0.1"),
+])
+def test_a_status_write_bound_out_of_range_exits_2_naming_it(
+        calls: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        argv: list[str], env: str | None, message: str) -> None:
+    if env is not None:
+        monkeypatch.setenv("BERTH_OPERATOR_STATUS_WRITES_PER_SECOND", env)
+    with pytest.raises(SystemExit) as exc:
+        operator_main.main(argv)
+    assert exc.value.code == 2 and calls == []
+    assert f"--status-writes-per-second: {message}" in capsys.readouterr().err
 
 
 def test_bad_webhook_options_exit_2(monkeypatch: pytest.MonkeyPatch) -> None:

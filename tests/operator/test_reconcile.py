@@ -11,10 +11,9 @@ import pytest
 import yaml
 
 from berth.core.settings import Settings
-from berth.operator.cluster import build_view
+from berth.operator.cluster import store_of
 from berth.operator.patches import apply_merge_patch, merge_patch
 from berth.operator.reconcile import Outcome, compute_status, rfc3339
-from berth.operator.records import lease_record, node_record, pod_record
 from berth.operator.status_model import LIST_LIMIT, PolicyStatus
 from tests.crd.schema_check import check
 from tests.operator import objects as o
@@ -29,16 +28,8 @@ def conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
 
 def compute(body: dict[str, Any], pods: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]] = (),
             leases: Iterable[dict[str, Any]] | None = None, now: float = NOW) -> Outcome:
-    records = [r for r in (pod_record(p) for p in pods) if r is not None]
-    by_ns: dict[str, list[Any]] = {}
-    for r in records:
-        by_ns.setdefault(r.info.namespace, []).append(r)
-    node_index = {n["metadata"]["name"]: [node_record(n)] for n in nodes}
-    lease_index = None if leases is None else {
-        rec[0]: [rec[1]] for rec in (lease_record(x) for x in leases) if rec is not None}
-    namespace = body["metadata"]["namespace"]
-    return compute_status(body, by_ns.get(namespace, []), lambda: build_view(node_index, by_ns, lease_index),
-                          Settings(), now)
+    store = store_of(nodes, pods, leases)
+    return compute_status(body, store.records(body["metadata"]["namespace"]), lambda: store.view, Settings(), now)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,46 @@
+"""The operator's cluster is the extender's live view (list, watch, relist on 410, ready after the
+first full list), for Nodes, Pods and Leases only: Kopf watches the policies."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from berth.operator.cluster import WATCHED, OperatorStore, live_view
+from tests.extender.test_live_view import FakeSource, event
+from tests.operator import objects as o
+
+
+def test_the_operator_watches_nodes_pods_and_leases_and_is_ready_without_policies() -> None:
+    source = FakeSource()
+    source.objects["nodes"] = [o.node("node-a")]
+    source.objects["pods"] = [o.pod("w1", "node-a")]
+    store = OperatorStore()
+    view = live_view(store, source, settle_heap=False)
+    view.start()
+    deadline = time.monotonic() + 5
+    while not store.ready and time.monotonic() < deadline:
+        time.sleep(0.01)
+    view.stop()
+    assert store.ready and source.lists["policies"] == 0
+    assert {kind for kind, count in source.lists.items() if count} == set(WATCHED)
+    assert all(t.name != "berth-watch-policies" for t in threading.enumerate())
+
+
+def test_a_410_relist_forgets_the_pods_that_went_and_tells_the_operator() -> None:
+    told: list[tuple[str, object, object]] = []
+    source = FakeSource()
+    keep, gone = o.pod("keep", "node-a"), o.pod("gone", "node-a")
+    source.objects["nodes"] = [o.node("node-a")]
+    source.objects["pods"] = [keep, gone]
+    store = OperatorStore(leases_tracked=False, on_pod_change=lambda ns, a, b: told.append((ns, a, b)))
+    view = live_view(store, source, settle_heap=False)
+    source.scripts["pods"] = [[{"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}}],
+                              [event("MODIFIED", {**keep, "status": {"phase": "Succeeded"}}, "900")]]
+    view.run("pods", max_cycles=1)
+    assert len(told) == 2  # both pods listed
+    source.objects["pods"] = [keep]
+    view.run("pods", max_cycles=1)  # relisted after the 410: "gone" is forgotten, then "keep" finishes
+    assert told[2:] == [("shop", {"app": "web"}, None), ("shop", {"app": "web"}, None)]
+    with store.lock:
+        assert store.records("shop") == []
