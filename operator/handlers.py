@@ -31,6 +31,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Container, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,6 +138,7 @@ class OperatorState:
         self.writes = 0  # status patches made, for tests and logs
         self.computations = 0
         self._listed: asyncio.Event | None = None
+        self._computer = ThreadPoolExecutor(1, thread_name_prefix="berth-status")
         self._poller: asyncio.Task[None] | None = None
 
     # -- marks -------------------------------------------------------------------------------
@@ -221,7 +223,9 @@ class OperatorState:
         changes = self._changes.get(uid, 0)
         cluster = self.store.view.node_log.token
         includes = _includes_seen(raw, self.store.view.nodes)
-        outcome = self.compute(raw, now)
+        # On a thread of its own, one policy at a time: a plan over thousands of nodes must not hold
+        # the event loop (peering, the webhook, the patches of statuses already computed).
+        outcome = await asyncio.get_running_loop().run_in_executor(self._computer, self.compute, raw, now)
         self.computations += 1
         self._known(uid, namespace, outcome.policy)
         diff = merge_patch(current, outcome.status)

@@ -5,6 +5,7 @@ loops on its own write, and the bound on status writes."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Any
 
@@ -100,6 +101,34 @@ def test_nothing_is_computed_before_the_store_is_listed() -> None:
     store.replace("pods", [o.pod("w1", "node-a")])
     store.replace("leases", [])
     assert refresh(state, o.policy())["status"]["placedTotal"] == 1
+
+
+def test_statuses_are_computed_off_the_event_loop_one_at_a_time(monkeypatch: pytest.MonkeyPatch,
+                                                                  events: list[tuple[str, str, str]]) -> None:
+    state = OperatorState(OperatorConfig(track_leases=False), store_of([o.node("node-a")], [o.pod("w1")]))
+    compute = state.compute
+    seen: list[str] = []
+    running = 0
+
+    def watched(body: Any, now: float | None = None) -> Any:
+        nonlocal running
+        running += 1
+        assert running == 1  # never two plans at once
+        seen.append(threading.current_thread().name)
+        time.sleep(0.01)
+        running -= 1
+        return compute(body, now)
+
+    monkeypatch.setattr(state, "compute", watched)
+
+    async def many() -> None:
+        bodies = [o.policy(name=f"web-{i}") for i in range(5)]
+        for body in bodies:
+            body["metadata"]["uid"] = body["metadata"]["name"]
+        await asyncio.gather(*(state.refresh(kopf.Body(b), kopf.Patch()) for b in bodies))
+
+    asyncio.run(many())
+    assert len(seen) == 5 and all(name.startswith("berth-status") for name in seen)
 
 
 def test_handlers_wait_for_the_first_full_list_behind_one_poller() -> None:
