@@ -139,6 +139,7 @@ class OperatorState:
         self.computations = 0
         self._listed: asyncio.Event | None = None
         self._computer = ThreadPoolExecutor(1, thread_name_prefix="berth-status")
+        self._computing: set[str] = set()  # policies whose computation is queued or running
         self._poller: asyncio.Task[None] | None = None
 
     # -- marks -------------------------------------------------------------------------------
@@ -218,14 +219,18 @@ class OperatorState:
         uid = str(meta.get("uid") or "")
         namespace = str(meta.get("namespace") or "default")
         current = raw.get("status") or {}
-        if not self._stale(self._memo.get(uid), raw, uid, current, now):
-            return None
+        if uid in self._computing or not self._stale(self._memo.get(uid), raw, uid, current, now):
+            return None  # (a computation of this policy is queued or running: it writes the status)
         changes = self._changes.get(uid, 0)
         cluster = self.store.view.node_log.token
         includes = _includes_seen(raw, self.store.view.nodes)
         # On a thread of its own, one policy at a time: a plan over thousands of nodes must not hold
         # the event loop (peering, the webhook, the patches of statuses already computed).
-        outcome = await asyncio.get_running_loop().run_in_executor(self._computer, self.compute, raw, now)
+        self._computing.add(uid)
+        try:
+            outcome = await asyncio.get_running_loop().run_in_executor(self._computer, self.compute, raw, now)
+        finally:
+            self._computing.discard(uid)
         self.computations += 1
         self._known(uid, namespace, outcome.policy)
         diff = merge_patch(current, outcome.status)

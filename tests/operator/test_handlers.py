@@ -131,6 +131,19 @@ def test_statuses_are_computed_off_the_event_loop_one_at_a_time(monkeypatch: pyt
     assert len(seen) == 5 and all(name.startswith("berth-status") for name in seen)
 
 
+def test_a_policy_already_queued_is_not_computed_twice(events: list[tuple[str, str, str]]) -> None:
+    state = OperatorState(OperatorConfig(track_leases=False), store_of([o.node("node-a")], [o.pod("w1")]))
+    body = o.policy()
+
+    async def create_and_tick() -> list[bool]:
+        patches = [kopf.Patch(), kopf.Patch()]  # the create handler and the timer's first tick, at once
+        await asyncio.gather(*(state.refresh(kopf.Body(body), p) for p in patches))
+        return [bool(p) for p in patches]
+
+    assert asyncio.run(create_and_tick()) == [True, False]
+    assert state.computations == 1
+
+
 def test_handlers_wait_for_the_first_full_list_behind_one_poller() -> None:
     store = OperatorStore(leases_tracked=False)
     state = OperatorState(OperatorConfig(track_leases=False), store)
