@@ -126,7 +126,7 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
 
     if node_filter is not None and node_filter.includes and (unknown := unknown_includes(node_filter, state.nodes)):
         result.warnings.append(unknown)
-    static = _static_reading(state, pod, policy, node_filter, considered)
+    static = _static_reading(state, pod, node_filter, considered)
     for name in static.among("refused", considered):
         refused.one(name, static[name].reason or "", False)
     if check_liveness:
@@ -262,15 +262,18 @@ def _static_tags(v: _Static) -> tuple[str, ...]:
     return () if v.liveness is ALIVE else ("down",)
 
 
-def _static_reading(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | None,
-                    node_filter: NodeFilter | None, considered: set[str]) -> Judged[_Static]:
+def _static_reading(state: ClusterState, pod: PodInfo, node_filter: NodeFilter | None,
+                    considered: set[str]) -> Judged[_Static]:
     def judge(node: NodeInfo) -> _Static:
         reason = pod_constraint_refusal(pod, node)
         if reason is None and node_filter is not None:
             reason = node_filter_refusal(node_filter, node, lambda: None)
         return _Static(node, reason, node_liveness(node))
 
-    table = state.base.table(("static", pod.constraint_signature(), policy), lambda: VerdictTable(_static_tags))
+    # Keyed by what the verdicts read (the pod's own constraints and the node filter), not by the
+    # whole policy: the policies that differ only in what they select share one table.
+    filter_key = node_filter.model_dump_json() if node_filter is not None else None
+    table = state.base.table(("static", pod.constraint_signature(), filter_key), lambda: VerdictTable(_static_tags))
     table.sync(state.base, judge, keep=lambda v, node: v.node is node)
     nodes, verdicts = state.nodes, table.verdicts
     fresh = {n: judge(nodes[n]) for n in state.local_nodes()
