@@ -37,6 +37,8 @@ from typing import Any
 
 import kopf
 
+from berth.core.model import PodInfo
+from berth.core.plan import PlanResult, plan_round
 from berth.core.policy import PlacementPolicy
 from berth.core.settings import Settings
 from berth.core.view import ClusterView
@@ -140,6 +142,7 @@ class OperatorState:
         self._listed: asyncio.Event | None = None
         self._computer = ThreadPoolExecutor(1, thread_name_prefix="berth-status")
         self._computing: set[str] = set()  # policies whose computation is queued or running
+        self._plans: dict[str, tuple[object, float, PlanResult]] = {}  # uid -> (round, when, plan)
         self._poller: asyncio.Task[None] | None = None
 
     # -- marks -------------------------------------------------------------------------------
@@ -166,6 +169,7 @@ class OperatorState:
                 policies.pop(uid, None)
             self._changes.pop(uid, None)
         self._memo.pop(uid, None)
+        self._plans.pop(uid, None)
         self._deleted[uid] = None
         while len(self._deleted) > self.DELETED_KEPT:
             self._deleted.popitem(last=False)
@@ -191,11 +195,27 @@ class OperatorState:
     # -- status ------------------------------------------------------------------------------
 
     def compute(self, body: Mapping[str, Any], now: float | None = None) -> Outcome:
-        namespace = str((body.get("metadata") or {}).get("namespace") or "default")
+        meta = body.get("metadata") or {}
+        namespace = str(meta.get("namespace") or "default")
+        uid = str(meta.get("uid") or "")
         store = self.store
+        now = time.time() if now is None else now
+
+        def planner(shape: PodInfo, policy: PlacementPolicy, count: int) -> PlanResult:
+            """A plan of the same round (generation, shape, count) younger than ``plan_period`` is
+            reused: pods placed elsewhere in a busy namespace update the counts at once, and the
+            plan, which reads the whole cluster, at most every period."""
+            key = (meta.get("generation"), shape.uid, count)
+            kept = self._plans.get(uid)
+            if kept is not None and kept[0] == key and now - kept[1] < self.config.plan_period:
+                return kept[2]
+            result = plan_round(store.view, shape, policy, self.config.settings, now, count)
+            self._plans[uid] = (key, now, result)
+            return result
+
         with store.lock:
-            return compute_status(body, store.records(namespace), lambda: store.view, self.config.settings,
-                                  time.time() if now is None else now)
+            return compute_status(body, store.records(namespace), lambda: store.view, self.config.settings, now,
+                                  planner=planner)
 
     def _stale(self, memo: _Memo | None, raw: Mapping[str, Any], uid: str, current: Mapping[str, Any],
                now: float) -> bool:

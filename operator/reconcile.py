@@ -26,8 +26,9 @@ from typing import Any, Literal
 
 from berth.core.errors import InvalidPolicy, PlacementError
 from berth.core.kube import ObjectError, parse_time
+from berth.core.model import PodInfo
 from berth.core.node_filter import unknown_includes
-from berth.core.plan import plan_round
+from berth.core.plan import PlanResult, plan_round
 from berth.core.policy import PlacementPolicy, policy_from_manifest
 from berth.core.settings import Settings
 from berth.core.view import ClusterView
@@ -66,13 +67,20 @@ def rfc3339(now: float) -> str:
     return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+Planner = Callable[[PodInfo, PlacementPolicy, int], PlanResult]
+"""Plans a round of ``count`` pods shaped like the pod, for the policy (the shell may reuse a
+recent plan of the same round instead of planning again)."""
+
+
 def compute_status(body: Mapping[str, Any], pods: Iterable[PodRecord], view: Callable[[], ClusterView],
-                   settings: Settings, now: float, nodes: Container[str] | None = None) -> Outcome:
+                   settings: Settings, now: float, nodes: Container[str] | None = None,
+                   planner: Planner | None = None) -> Outcome:
     """The whole status of the policy ``body`` and the Events its changes deserve.
 
     ``pods`` are the pods of the policy's namespace (others are ignored); ``view`` is called only
-    when a plan is needed (some selected pod is pending); ``nodes``, the names of the cluster's
-    nodes (default: the view's, when the policy's node filter names any)."""
+    when a plan is needed (some selected pod is pending), by ``planner`` when one is given;
+    ``nodes``, the names of the cluster's nodes (default: the view's, when the policy's node
+    filter names any)."""
     meta = body.get("metadata") or {}
     generation = int(meta.get("generation") or 0)
     previous = body.get("status") or {}
@@ -97,7 +105,8 @@ def compute_status(body: Mapping[str, Any], pods: Iterable[PodRecord], view: Cal
     if pending:
         shape = min(pending, key=lambda p: (p.created, p.info.name))
         try:
-            result = plan_round(view(), shape.info, policy, settings, now, len(pending))
+            result = (planner(shape.info, policy, len(pending)) if planner is not None
+                      else plan_round(view(), shape.info, policy, settings, now, len(pending)))
         except Exception as exc:  # a bug in the core must not stop the status from telling the rest
             log.exception("plan for policy %s failed", policy.key)
             plan_failure = f"the plan failed: {exc}"

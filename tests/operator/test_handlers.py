@@ -12,6 +12,7 @@ from typing import Any
 import kopf
 import pytest
 
+from berth.core.plan import plan_round
 from berth.operator import drain
 from berth.operator.cluster import OperatorStore, store_of
 from berth.operator.handlers import (
@@ -198,6 +199,32 @@ def test_refresh_recomputes_only_when_an_input_changed(events: list[tuple[str, s
     body["metadata"]["generation"] = 2  # a new spec
     refresh(state, body, 532.0)
     assert state.computations == 6 and body["status"]["observedGeneration"] == 2
+
+
+def test_a_pod_change_updates_the_counts_at_once_and_the_plan_at_most_every_period(
+        monkeypatch: pytest.MonkeyPatch, events: list[tuple[str, str, str]]) -> None:
+    from berth.operator import handlers
+
+    plans: list[int] = []
+
+    def counted(view: Any, pod: Any, policy: Any, settings: Any, now: float, count: int) -> Any:
+        plans.append(count)
+        return plan_round(view, pod, policy, settings, now, count)
+
+    monkeypatch.setattr(handlers, "plan_round", counted)
+    store = store_of([o.node("node-a"), o.node("node-b")], [o.pod("p1"), o.pod("w1", "node-a")])
+    state = OperatorState(OperatorConfig(track_leases=False, plan_period=10.0), store)
+    body = o.policy()
+    refresh(state, body, 100.0)
+    store.apply_pod(o.pod("w2", "node-b"))  # placed: the counts change, the round (one pending pod) does not
+    refresh(state, body, 101.0)
+    assert body["status"]["placedTotal"] == 2 and plans == [1]
+    store.apply_pod(o.pod("w3", "node-b"))
+    refresh(state, body, 111.0)  # the plan is a period old: planned again
+    assert body["status"]["placedTotal"] == 3 and plans == [1, 1]
+    store.apply_pod(o.pod("p2", created="2026-01-01T00:00:05Z"))  # a new round: two pending pods
+    refresh(state, body, 112.0)
+    assert body["status"]["pending"] == 2 and plans == [1, 1, 2]
 
 
 WEB = {"selector": {"matchLabels": {"app": "web"}}}
