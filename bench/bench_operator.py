@@ -34,6 +34,7 @@ import statistics
 import sys
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,7 @@ def churn(api: Api, shape: Shape, rate: float, seconds: float, probe: int) -> tu
     ``probe`` is created and the seconds until its policy's status counts it are noted. Returns
     (freshness, changes made)."""
     stop = threading.Event()
+    run = uuid.uuid4().hex[:6]  # names of their own: a cluster may be measured again
     made = 0
     lock = threading.Lock()
 
@@ -93,7 +95,7 @@ def churn(api: Api, shape: Shape, rate: float, seconds: float, probe: int) -> tu
                 if j == probe:
                     j = (j + 1) % shape.policies
                 ns, _ = shape.policy(j)
-                name = f"churn-{i}"
+                name = f"churn-{run}-{i}"
                 pool.submit(send, "POST", f"/api/v1/namespaces/{ns}/pods",
                             pod_body(name, shape.app(j), shape.node(i % shape.nodes)))
                 created.append((time.monotonic(), ns, name))
@@ -115,7 +117,7 @@ def churn(api: Api, shape: Shape, rate: float, seconds: float, probe: int) -> tu
     while time.monotonic() < ends - 3:
         before = placed_total(api, ns, name)
         created_at = time.monotonic()
-        api.send("POST", f"/api/v1/namespaces/{ns}/pods", pod_body(f"probe-{k}", shape.app(probe), shape.node(k)))
+        api.send("POST", f"/api/v1/namespaces/{ns}/pods", pod_body(f"probe-{run}-{k}", shape.app(probe), shape.node(k)))
         k += 1
         while placed_total(api, ns, name) < before + 1:
             if time.monotonic() - created_at > 60:

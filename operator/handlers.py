@@ -37,8 +37,9 @@ from typing import Any
 
 import kopf
 
+from berth.core.errors import PlacementError
 from berth.core.model import PodInfo
-from berth.core.plan import PlanResult, plan_round
+from berth.core.plan import plan_round
 from berth.core.policy import PlacementPolicy
 from berth.core.settings import Settings
 from berth.core.view import ClusterView
@@ -103,6 +104,9 @@ class WriteBudget:
             self._tokens -= 1.0
 
 
+_Plan = tuple[dict[str, int], PlacementError | None]
+
+
 @dataclass(frozen=True)
 class _Memo:
     generation: object
@@ -142,7 +146,7 @@ class OperatorState:
         self._listed: asyncio.Event | None = None
         self._computer = ThreadPoolExecutor(1, thread_name_prefix="berth-status")
         self._computing: set[str] = set()  # policies whose computation is queued or running
-        self._plans: dict[str, tuple[object, float, PlanResult]] = {}  # uid -> (round, when, plan)
+        self._plans: dict[str, tuple[object, float, _Plan]] = {}  # uid -> (round, when, (plan, error))
         self._poller: asyncio.Task[None] | None = None
 
     # -- marks -------------------------------------------------------------------------------
@@ -201,7 +205,7 @@ class OperatorState:
         store = self.store
         now = time.time() if now is None else now
 
-        def planner(shape: PodInfo, policy: PlacementPolicy, count: int) -> PlanResult:
+        def planner(shape: PodInfo, policy: PlacementPolicy, count: int) -> _Plan:
             """A plan of the same round (generation, shape, count) younger than ``plan_period`` is
             reused: pods placed elsewhere in a busy namespace update the counts at once, and the
             plan, which reads the whole cluster, at most every period."""
@@ -210,8 +214,8 @@ class OperatorState:
             if kept is not None and kept[0] == key and now - kept[1] < self.config.plan_period:
                 return kept[2]
             result = plan_round(store.view, shape, policy, self.config.settings, now, count)
-            self._plans[uid] = (key, now, result)
-            return result
+            kept = self._plans[uid] = (key, now, (dict(result.plan), result.error))  # not its decision: 5,000 names
+            return kept[2]
 
         with store.lock:
             return compute_status(body, store.records(namespace), lambda: store.view, self.config.settings, now,

@@ -28,7 +28,7 @@ from berth.core.errors import InvalidPolicy, PlacementError
 from berth.core.kube import ObjectError, parse_time
 from berth.core.model import PodInfo
 from berth.core.node_filter import unknown_includes
-from berth.core.plan import PlanResult, plan_round
+from berth.core.plan import plan_round
 from berth.core.policy import PlacementPolicy, policy_from_manifest
 from berth.core.settings import Settings
 from berth.core.view import ClusterView
@@ -67,9 +67,9 @@ def rfc3339(now: float) -> str:
     return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-Planner = Callable[[PodInfo, PlacementPolicy, int], PlanResult]
-"""Plans a round of ``count`` pods shaped like the pod, for the policy (the shell may reuse a
-recent plan of the same round instead of planning again)."""
+Planner = Callable[[PodInfo, PlacementPolicy, int], tuple[dict[str, int], PlacementError | None]]
+"""Plans a round of ``count`` pods shaped like the pod, for the policy: (node -> count, the error);
+the shell may reuse a recent plan of the same round instead of planning again."""
 
 
 def compute_status(body: Mapping[str, Any], pods: Iterable[PodRecord], view: Callable[[], ClusterView],
@@ -105,13 +105,14 @@ def compute_status(body: Mapping[str, Any], pods: Iterable[PodRecord], view: Cal
     if pending:
         shape = min(pending, key=lambda p: (p.created, p.info.name))
         try:
-            result = (planner(shape.info, policy, len(pending)) if planner is not None
-                      else plan_round(view(), shape.info, policy, settings, now, len(pending)))
+            if planner is not None:
+                plan, error = planner(shape.info, policy, len(pending))
+            else:
+                result = plan_round(view(), shape.info, policy, settings, now, len(pending))
+                plan, error = dict(result.plan), result.error
         except Exception as exc:  # a bug in the core must not stop the status from telling the rest
             log.exception("plan for policy %s failed", policy.key)
             plan_failure = f"the plan failed: {exc}"
-        else:
-            plan, error = dict(result.plan), result.error
 
     valid = cond.ConditionUpdate(CONDITION_VALID, "True", "Validated", "the spec is valid")
     if policy.spec.node_filter.includes:
