@@ -246,6 +246,7 @@ def test_operator_deployment(default: Rendered, helm: Path) -> None:
     args = c["args"]
     assert args[0] == "operator"
     assert "--liveness=http://0.0.0.0:8081/healthz" in args
+    assert "--status-writes-per-second=100" in args
     assert "--webhook=cluster" in args
     assert "--webhook-port=9443" in args
     assert "--webhook-cert=/etc/berth/webhook/tls.crt" in args
@@ -265,8 +266,9 @@ def test_operator_deployment(default: Rendered, helm: Path) -> None:
     peering = two.get("ClusterKopfPeering", "berth-operator")
     assert peering["apiVersion"] == "kopf.dev/v1"
 
-    off = render(helm, {"operator.webhook.enabled": False})
+    off = render(helm, {"operator.webhook.enabled": False, "operator.statusWritesPerSecond": 20})
     assert "--webhook=off" in _container(off.get("Deployment", "berth-operator"))["args"]
+    assert "--status-writes-per-second=20" in _container(off.get("Deployment", "berth-operator"))["args"]
     assert not off.all("ValidatingWebhookConfiguration")
     assert not off.find("Service", "berth-webhook")
 
@@ -605,6 +607,8 @@ def test_names_follow_the_release(helm: Path) -> None:
     {"scheduler.extender.httpTimeout": "five seconds"},
     {"scheduler.percentageOfNodesToScore": 101},
     {"operator.webhook.failurePolicy": "Maybe"},
+    {"operator.statusWritesPerSecond": 0},
+    {"operator.statusWritesPerSecond": 5000},
     {"image.digest": "latest"},
     {"unknownTopLevel": True},
 ])
