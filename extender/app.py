@@ -43,6 +43,7 @@ from berth.extender.binder import Binder, MemoryBinder
 from berth.extender.engine import Extender, PodUnreadable
 from berth.extender.heap import collector_paused
 from berth.extender.metrics import CONTENT_TYPE, Metrics
+from berth.extender.page import page_router
 from berth.extender.settings import ExtenderSettings
 from berth.extender.store import ClusterStore
 from berth.extender.wire import (
@@ -495,6 +496,10 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
         result = engine.allocations()
         metrics.observe("allocations", time.perf_counter() - started)
         return _json(result)
+
+    # -- the page (server-rendered, same authorization) ------------------------------------
+
+    app.include_router(page_router(engine, store, gate, api_anonymous=settings.api_anonymous))
 
     # -- operations -----------------------------------------------------------------------
 

@@ -818,7 +818,11 @@ class Extender:
                 rnd = self.store.rounds.get(policy.key)
                 if rnd is not None and self.clock() - rnd.last_activity <= self.settings.round_timeout_seconds:
                     quota = rnd.quota(pod.uid)
-            ev = evaluate_pod(self.store.view, pod, policy, self.core_settings, eval_now, nodes=nodes,
+            # the pod itself counted nowhere: a pod already placed (or held for its bind) is judged
+            # as if it were to be placed again now, not against the room it takes itself
+            view = self.store.view
+            state = self._without(view, pod.uid, "", {}) if view.pod(pod.uid) is not None else view
+            ev = evaluate_pod(state, pod, policy, self.core_settings, eval_now, nodes=nodes,
                               quota=quota, strategy=strategy)
         decision = self._stamp(ev.decision, "preview")
         data = decision.to_dict(ranking_limit=len(decision.ranking))

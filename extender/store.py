@@ -132,6 +132,7 @@ class ClusterStore:
         self.policies: dict[str, PlacementPolicy] = {}
         self._policies_by_ns: dict[str, list[PlacementPolicy]] = {}
         self.invalid_policies: dict[str, str] = {}
+        self.policy_status: dict[str, Mapping[str, Any]] = {}  # key -> the status the operator wrote (the page)
         self.pending: dict[str, PodInfo] = {}
         self._pending_by_ns: dict[str, dict[str, PodInfo]] = {}
         self.assumed: dict[str, Assumption] = {}
@@ -174,6 +175,12 @@ class ClusterStore:
     def apply_policy(self, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
         key = f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"  # type: ignore[union-attr]
+        status = obj.get("status")
+        with self.lock:
+            if isinstance(status, Mapping):
+                self.policy_status[key] = status
+            else:
+                self.policy_status.pop(key, None)
         try:
             policy = policy_from_manifest(obj)
         except InvalidPolicy as exc:
@@ -196,6 +203,7 @@ class ClusterStore:
         with self.lock:
             self._drop_policy(key)
             self.invalid_policies.pop(key, None)
+            self.policy_status.pop(key, None)
 
     def _drop_policy(self, key: str) -> None:
         policy = self.policies.pop(key, None)
@@ -320,6 +328,10 @@ class ClusterStore:
                 by_ns.pop(uid, None)
                 if not by_ns:
                     del self._pending_by_ns[old.namespace]
+
+    def pending_in(self, namespace: str) -> Iterable[PodInfo]:
+        """The pending pods of ``namespace`` (under the lock)."""
+        return self._pending_by_ns.get(namespace, {}).values()
 
     def pending_governed(self, policy: PlacementPolicy) -> int:
         """Pending pods the policy selects that berth has not placed yet."""
@@ -530,6 +542,7 @@ class ClusterStore:
     def _forget_policy_key(self, key: str) -> None:
         self._drop_policy(key)
         self.invalid_policies.pop(key, None)
+        self.policy_status.pop(key, None)
 
     def _forget_listed_pod(self, uid: str) -> None:
         self._pending_remove(uid)

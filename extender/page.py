@@ -1,0 +1,415 @@
+"""The extender's page: Nodes, Policies and a pod's Placement card, server-rendered (Jinja2).
+
+Served under ``/ui`` on the same ports as the explain API, with the same authorization: the
+person signs in with a bearer token (their own Kubernetes credentials, as the Kubernetes
+Dashboard and Headlamp do), which the page keeps in a short-lived ``HttpOnly``,
+``SameSite=Strict`` cookie scoped to ``/ui`` and checks on every page with a TokenReview and the
+SubjectAccessReviews the matching API answer needs. With anonymous access on there is no sign-in.
+The page has no script and no write action: each view is a GET over the figures the explain API
+serves (``node_allocations``, ``Extender.preview``, ``Extender.decision_of``), never a second
+computation of placement.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+import orjson
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from berth.core.capacity import node_allocations
+from berth.core.model import PodInfo
+from berth.core.quantity import format_amount
+from berth.extender.authz import Access, ApiGate, Caller, Denied
+from berth.extender.engine import Extender
+from berth.extender.store import ClusterStore
+from berth.extender.wire import BadRequest
+
+COOKIE = "berth_token"
+COOKIE_SECONDS = 1800
+"""How long a sign-in lasts: the cookie is dropped by the browser after this, or when it closes."""
+
+PAGE_SIZE = 50
+"""Capacity cards per page of the Nodes view (a 5,000-node cluster is 100 pages)."""
+
+MAIN_DIMENSIONS = ("cpu", "memory", "ephemeral-storage", "pods")
+
+SECURITY_HEADERS = {
+    # no script at all, styles inline, forms only to the page itself, never framed
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
+                               "frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+NODE_ACCESS = (Access("list", "nodes"), Access("list", "placementpolicies", "berth.dev"))
+"""What the Nodes view shows is what ``/api/v1/nodes/allocations`` shows."""
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One requested-versus-allocatable bar; ``allocatable`` None is unknown capacity."""
+
+    dimension: str
+    requested: int
+    allocatable: int | None
+    limit: int | None  # the overcommit limit: allocatable x overcommit percent
+
+    @property
+    def known(self) -> bool:
+        return self.allocatable is not None
+
+    @property
+    def scale(self) -> int:
+        return max(self.requested, self.allocatable or 0, self.limit or 0, 1)
+
+    def percent_of(self, amount: int) -> float:
+        return round(100 * amount / self.scale, 2)
+
+    @property
+    def fullness(self) -> float:
+        if not self.allocatable:
+            return 0.0
+        return self.requested / self.allocatable
+
+    @property
+    def state(self) -> str:
+        if self.allocatable is None:
+            return "unknown"
+        if self.limit is not None and self.requested > self.limit:
+            return "over"
+        if self.requested > self.allocatable:
+            return "overcommitted"
+        return "full" if self.fullness >= 0.9 else "ok"
+
+    def text(self, amount: int | None) -> str:
+        return "unknown" if amount is None else format_amount(self.dimension, amount)
+
+
+def bars(allocation: Mapping[str, Any], overcommit: Mapping[str, int]) -> list[Bar]:
+    """The bars of one node's entry of ``/api/v1/nodes/allocations``: the main dimensions first,
+    then each extended resource."""
+    allocatable: Mapping[str, int] = allocation["allocatable"]
+    requested: Mapping[str, int] = allocation["requested"]
+    extended = sorted((set(allocatable) | set(requested)) - set(MAIN_DIMENSIONS))
+    out = []
+    for dim in (*MAIN_DIMENSIONS, *extended):
+        total = allocatable.get(dim)
+        limit = None if total is None else total * overcommit.get(dim, 100) // 100
+        out.append(Bar(dim, int(requested.get(dim, 0)), total, limit))
+    return out
+
+
+def fullness(node_bars: Sequence[Bar]) -> float:
+    """The fullest known dimension's requested / allocatable (what "sort by fullness" orders by)."""
+    return max((bar.fullness for bar in node_bars if bar.known), default=0.0)
+
+
+def allocation_fullness(allocation: Mapping[str, Any]) -> float:
+    """:func:`fullness` of a node's allocations entry, without building its bars (sorting 5,000 nodes)."""
+    requested: Mapping[str, int] = allocation["requested"]
+    return max((requested.get(dim, 0) / total for dim, total in allocation["allocatable"].items() if total),
+               default=0.0)
+
+
+def age_text(seconds: float | None) -> str:
+    if seconds is None:
+        return "no Lease"
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def reason_group(reason: str) -> str:
+    """A refusal's kind, for counting (``insufficient capacity: cpu: ...`` -> ``insufficient capacity``)."""
+    return reason.split(":", 1)[0].strip()
+
+
+def group_reasons(refused: Mapping[str, str]) -> list[tuple[str, int]]:
+    counts: dict[str, int] = {}
+    for reason in refused.values():
+        kind = reason_group(reason)
+        counts[kind] = counts.get(kind, 0) + 1
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+
+
+def parse_label_filter(text: str) -> list[tuple[str, str | None]]:
+    """``k=v,k2`` -> [(k, v), (k2, None)]: equal to a value, or the key present."""
+    out: list[tuple[str, str | None]] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not key or any(c.isspace() for c in key):
+            raise BadRequest(f"label filter: {part!r} is not key=value or key")
+        out.append((key, value.strip() if sep else None))
+    return out
+
+
+def _matches(labels: Mapping[str, str], wanted: Sequence[tuple[str, str | None]]) -> bool:
+    return all((key in labels) if value is None else labels.get(key) == value for key, value in wanted)
+
+
+def _environment() -> Environment:
+    env = Environment(loader=PackageLoader("berth.extender", "templates"),
+                      autoescape=select_autoescape(default=True, default_for_string=True))
+    env.filters["amount"] = lambda amount, dim: format_amount(dim, int(amount))
+    return env
+
+
+def page_router(engine: Extender, store: ClusterStore, gate: ApiGate, *,
+                api_anonymous: bool) -> APIRouter:
+    """The page's routes (``/ui/...``), answering from ``engine`` and ``store`` as the API does."""
+    router = APIRouter(prefix="/ui", tags=["page"], include_in_schema=False)
+    env = _environment()
+
+    def render(template: str, status: int = 200, /, **context: Any) -> HTMLResponse:
+        html = env.get_template(template).render(anonymous=api_anonymous, **context)
+        return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
+
+    def problem(status: int, message: str) -> HTMLResponse:
+        return render("problem.html", status, title=f"{status}", message=message)
+
+    def token_header(request: Request) -> str | None:
+        header = request.headers.get("authorization")
+        if header:
+            return header
+        token = request.cookies.get(COOKIE)
+        return f"Bearer {token}" if token else None
+
+    async def authorize(request: Request, accesses: Sequence[Access]) -> Caller | Response | None:
+        """The caller, or the page to answer instead: sign-in for a missing or rejected token, a
+        refusal naming the permission for one that may not read this."""
+        try:
+            caller = await gate.caller(token_header(request))
+            await gate.require(caller, accesses)
+        except Denied as exc:
+            if exc.status == 401:
+                back = urlencode({"next": request.url.path + (f"?{request.url.query}" if request.url.query else "")})
+                response = RedirectResponse(f"/ui/signin?{back}", status_code=303, headers=SECURITY_HEADERS)
+                if request.cookies.get(COOKIE):
+                    response.delete_cookie(COOKIE, path="/ui")
+                return response
+            return problem(exc.status, exc.message)
+        return caller
+
+    async def may(caller: Caller | None, accesses: Sequence[Access]) -> bool:
+        try:
+            await gate.require(caller, accesses)
+        except Denied:
+            return False
+        return True
+
+    @router.get("")
+    @router.get("/")
+    async def home() -> Response:
+        return RedirectResponse("/ui/nodes", status_code=303, headers=SECURITY_HEADERS)
+
+    @router.get("/signin")
+    async def signin_form(next: str = Query("/ui/nodes", max_length=2000)) -> Response:
+        return render("signin.html", next=_local(next), error=None)
+
+    @router.post("/signin")
+    async def signin(request: Request) -> Response:
+        try:
+            form = parse_qs((await request.body()).decode("utf-8"), max_num_fields=4)
+        except (UnicodeDecodeError, ValueError):
+            return render("signin.html", 400, next="/ui/nodes", error="the sign-in form could not be read")
+        token = (form.get("token") or [""])[0].strip()
+        target = _local((form.get("next") or ["/ui/nodes"])[0])
+        if not token:
+            return render("signin.html", 400, next=target, error="paste a bearer token (kubectl create token ...)")
+        if len(token) > 16384 or any(c.isspace() or not c.isprintable() for c in token):
+            return render("signin.html", 400, next=target, error="that is not a bearer token")
+        try:
+            await gate.caller(f"Bearer {token}")
+        except Denied as exc:
+            return render("signin.html", exc.status, next=target, error=exc.message)
+        response = RedirectResponse(target, status_code=303, headers=SECURITY_HEADERS)
+        response.set_cookie(COOKIE, token, max_age=COOKIE_SECONDS, path="/ui", httponly=True, samesite="strict",
+                            secure=request.url.scheme == "https")
+        return response
+
+    @router.post("/signout")
+    async def signout() -> Response:
+        response = RedirectResponse("/ui/signin", status_code=303, headers=SECURITY_HEADERS)
+        response.delete_cookie(COOKIE, path="/ui")
+        return response
+
+    @router.get("/nodes")
+    async def nodes(request: Request, label: str = Query("", max_length=2000),
+                    sort: str = Query("fullness", max_length=20), page: str = Query("1", max_length=12)) -> Response:
+        caller = await authorize(request, NODE_ACCESS)
+        if isinstance(caller, Response):
+            return caller
+        try:
+            wanted = parse_label_filter(label)
+            number = _page_number(page)
+            if sort not in ("fullness", "name"):
+                raise BadRequest(f"sort: {sort!r} is not one of fullness, name")
+        except BadRequest as exc:
+            return problem(400, str(exc))
+        show_pods = await may(caller, (Access("list", "pods"),))
+        started = time.perf_counter()
+        settings = engine.core_settings
+        overcommit = {d: settings.overcommit_percent(d) for d in ("cpu", "memory")}
+        with store.lock:
+            view = store.view
+            names = [n for n, info in view.nodes.items() if not wanted or _matches(info.labels, wanted)]
+            allocations = node_allocations(view, settings)  # what /api/v1/nodes/allocations answers
+            if sort == "fullness":
+                names.sort(key=lambda n: (-allocation_fullness(allocations[n]), n))
+            else:
+                names.sort()
+            pages = max(1, -(-len(names) // PAGE_SIZE))
+            number = min(number, pages)
+            shown = names[(number - 1) * PAGE_SIZE: number * PAGE_SIZE]
+            now = engine.eval_clock()
+            cards = [_node_card(store, name, bars(allocations[name], overcommit), now) for name in shown]
+        elapsed = time.perf_counter() - started
+        query = {"label": label, "sort": sort}
+        return render("nodes.html", cards=cards, total=len(view.nodes), matched=len(names), page=number, pages=pages,
+                      label=label, sort=sort, show_pods=show_pods, overcommit=overcommit,
+                      leases_tracked=store.track_leases, elapsed_ms=round(elapsed * 1000, 1),
+                      page_link=lambda n: "/ui/nodes?" + urlencode({**query, "page": n}))
+
+    @router.get("/policies")
+    async def policies(request: Request, namespace: str = Query("", max_length=253)) -> Response:
+        accesses = (Access("list", "placementpolicies", "berth.dev", namespace),
+                    Access("list", "pods", namespace=namespace))
+        caller = await authorize(request, accesses)
+        if isinstance(caller, Response):
+            return caller
+        with store.lock:
+            rows = [_policy_row(store, policy) for policy in store.iter_policies()
+                    if not namespace or policy.namespace == namespace]
+            invalid = {key: error for key, error in sorted(store.invalid_policies.items())
+                       if not namespace or key.split("/", 1)[0] == namespace}
+            invalid_status = {key: store.policy_status.get(key) or {} for key in invalid}
+        return render("policies.html", rows=rows, invalid=invalid, invalid_status=invalid_status,
+                      namespace=namespace)
+
+    @router.get("/pods/{namespace}/{name}")
+    async def placement(request: Request, namespace: str, name: str) -> Response:
+        accesses = (Access("get", "pods", namespace=namespace),
+                    Access("list", "placementpolicies", "berth.dev", namespace), Access("list", "nodes"))
+        caller = await authorize(request, accesses)
+        if isinstance(caller, Response):
+            return caller
+        with store.lock:
+            pod = _find_pod(store, namespace, name)
+        try:
+            raw = await engine.decision_of(namespace, name)
+        except Exception as exc:
+            return problem(503, f"cannot read the decision of {namespace}/{name}: {exc}")
+        recorded = orjson.loads(raw) if raw is not None else None
+        if pod is None and recorded is None:
+            return problem(404, f"berth knows no pod {namespace}/{name} and has recorded no decision for it")
+        fresh = engine.preview(pod, None, None) if pod is not None else None
+        return render("placement.html", namespace=namespace, name=name, pod=pod,
+                      card=placement_card(recorded, fresh["decision"] if fresh else None,
+                                          fresh["scores"] if fresh else {}))
+
+    return router
+
+
+def _page_number(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise BadRequest(f"page: {text!r} is not a page number (1, 2, ...)")
+    return int(text)
+
+
+def _local(target: str) -> str:
+    """Only a path of this page is a place to go back to after signing in (no open redirect)."""
+    return target if target.startswith("/ui/") and not target.startswith("//") and "\\" not in target else "/ui/nodes"
+
+
+def _node_card(store: ClusterStore, name: str, node_bars: list[Bar], now: float) -> dict[str, Any]:
+    view = store.view
+    info = view.nodes[name]
+    renewed = view.leases.get(name)
+    governed = []
+    for pod in sorted(view.pods_on(name), key=lambda p: p.key):
+        policy = store.policy_for(pod)
+        if policy is not None:
+            governed.append((pod.key, policy.key))
+    return {"name": name, "bars": node_bars, "fullness": fullness(node_bars), "ready": info.ready,
+            "lease_age": age_text(now - renewed) if renewed is not None else "no Lease",
+            "cordoned": info.unschedulable, "taints": info.taints, "pods": view.pod_count(name),
+            "governed": governed, "labels": dict(sorted(info.labels.items()))}
+
+
+def _policy_row(store: ClusterStore, policy: Any) -> dict[str, Any]:
+    per_node: dict[str, int] = {}
+    for pod in store.view.pods_in_namespace(policy.namespace):
+        if pod.node_name and policy.governs(pod.namespace, pod.labels):
+            per_node[pod.node_name] = per_node.get(pod.node_name, 0) + 1
+    pending = sorted(pod.name for pod in store.pending_in(policy.namespace)
+                     if policy.governs(pod.namespace, pod.labels))
+    status = store.policy_status.get(policy.key) or {}
+    return {"key": policy.key, "namespace": policy.namespace, "name": policy.name,
+            "strategy": policy.strategy_name, "conditions": status.get("conditions") or [],
+            "plan": status.get("plan"), "plan_error": status.get("planError"),
+            "per_node": dict(sorted(per_node.items())), "pending": pending}
+
+
+def _find_pod(store: ClusterStore, namespace: str, name: str) -> PodInfo | None:
+    for pod in store.pending_in(namespace):
+        if pod.name == name:
+            return pod
+    for pod in store.view.pods_in_namespace(namespace):
+        if pod.name == name:
+            return pod
+    return None
+
+
+def placement_card(recorded: Mapping[str, Any] | None, fresh: Mapping[str, Any] | None,
+                   scores: Mapping[str, int]) -> dict[str, Any]:
+    """Every node, with what the recorded decision and the fresh evaluation said of it."""
+    nodes: list[str] = []
+    seen: set[str] = set()
+    for source in (fresh, recorded):
+        for name in (source or {}).get("considered") or ():
+            if name not in seen:
+                seen.add(name)
+                nodes.append(name)
+
+    def verdict(decision: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
+        if decision is None:
+            return {"kind": "none", "text": ""}
+        refused = decision.get("refused") or {}
+        if name in refused:
+            return {"kind": "refused", "text": refused[name]}
+        if name not in (decision.get("considered") or ()):
+            return {"kind": "none", "text": "not considered"}
+        ranking = list(decision.get("ranking") or ())
+        if decision.get("winner") == name:
+            return {"kind": "winner", "text": "winner", "rank": 1}
+        if name in ranking:
+            return {"kind": "fits", "text": f"fits, ranked {ranking.index(name) + 1}", "rank": ranking.index(name) + 1}
+        return {"kind": "fits", "text": "fits"}
+
+    rows: list[dict[str, Any]] = [{"node": name, "recorded": verdict(recorded, name), "fresh": verdict(fresh, name),
+                                   "score": scores.get(name)} for name in nodes]
+    rows.sort(key=lambda row: (row["fresh"]["kind"] == "refused", row["fresh"].get("rank", 1 << 30), row["node"]))
+    changed = 0
+    if recorded is not None and fresh is not None:
+        changed = sum(1 for row in rows if row["recorded"]["kind"] != row["fresh"]["kind"])
+    return {"recorded": recorded, "fresh": fresh, "rows": rows,
+            "recorded_groups": group_reasons((recorded or {}).get("refused") or {}),
+            "fresh_groups": group_reasons((fresh or {}).get("refused") or {}), "changed": changed}
+
+
+__all__ = ["Bar", "bars", "fullness", "group_reasons", "page_router", "parse_label_filter", "placement_card"]
