@@ -5,8 +5,9 @@
 #          kube-apiserver)
 #   image  buildah and mmdebstrap, which build the container image without a daemon
 #          (hack/build-image.sh) and run it (hack/run-image.sh)
+#   browser  chromium and chromium-driver, for the page's browser tests (tests/browser)
 #
-#   bash hack/install-deps.sh [etcd] [image]     (no argument: etcd)
+#   bash hack/install-deps.sh [etcd] [image] [browser]     (no argument: etcd)
 #
 # Installs only what is missing. Needs root (or sudo) and the Debian package mirror.
 set -euo pipefail
@@ -27,7 +28,8 @@ for group in "${groups[@]}"; do
   case "$group" in
     etcd)  wanted=("etcd:etcd-server") ;;
     image) wanted=("buildah:buildah" "mmdebstrap:mmdebstrap") ;;
-    *) log "unknown group '$group' (etcd, image)"; exit 2 ;;
+    browser) wanted=("chromium:chromium" "chromedriver:chromium-driver") ;;
+    *) log "unknown group '$group' (etcd, image, browser)"; exit 2 ;;
   esac
   for pair in "${wanted[@]}"; do
     cmd=${pair%%:*}
@@ -58,6 +60,7 @@ for group in "${groups[@]}"; do
   case "$group" in
     etcd)  cmds=(etcd) ;;
     image) cmds=(buildah mmdebstrap) ;;
+    browser) cmds=(chromium chromedriver) ;;
   esac
   for cmd in "${cmds[@]}"; do
     command -v "$cmd" >/dev/null 2>&1 || { log "$cmd still not found after install"; exit 1; }

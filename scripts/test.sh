@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --test
+# System packages from Debian: etcd, and chromium with chromium-driver for the browser tests
+# (those tests fail, never skip, in CI when the browser is missing).
+bash hack/install-deps.sh etcd browser || echo "WARNING: could not install the system packages (run hack/install-deps.sh etcd browser as root)" >&2
 # Control-plane binaries (built once from the Go module proxy, cached outside the repo) and etcd.
 BERTH_K8S_BIN_DIR=$(bash hack/build-k8s.sh | tail -n 1)
 export BERTH_K8S_BIN_DIR
