@@ -484,6 +484,25 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
         metrics.observe("capacity", time.perf_counter() - started)
         return _json(result)
 
+    @app.get("/api/v1/policies/{namespace}/{name}/decision", tags=["explain"],
+             responses={**api_bad, 200: {"description": "the latest decision of a pod the policy governs "
+                                                        "(decision, decisionSource) and a fresh preview"},
+                        404: {"model": ApiError, "description": "no valid PlacementPolicy of that name"}})
+    async def policy_decision(namespace: str, name: str, request: Request) -> Response:
+        started = time.perf_counter()
+        # a decision of a pod of the namespace, and a preview: what both of those answers need
+        refusal = await allowed(request, (Access("get", "pods", namespace=namespace),
+                                          Access("list", "placementpolicies", "berth.dev", namespace),
+                                          Access("list", "nodes")))
+        if refusal is not None:
+            return refusal
+        try:
+            result = engine.policy_decision(namespace, name)
+        except LookupError as exc:
+            return _json({"error": str(exc).strip("'\"")}, 404)
+        metrics.observe("policy_decision", time.perf_counter() - started)
+        return _json(result)
+
     @app.get("/api/v1/nodes/allocations", tags=["explain"],
              responses={**api_bad, 200: {"description": "every node's allocatable, requested, free and unknown "
                                                         "dimensions, and the settings in force"}})

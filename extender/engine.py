@@ -31,7 +31,7 @@ from berth.core.capacity import capacity_report, node_allocations
 from berth.core.decision import DECISION_ANNOTATION, Decision, Refusal, Refused, refusal_cause
 from berth.core.errors import ErrorCode, PlacementError
 from berth.core.evaluate import Evaluation, evaluate_pod, score_runs, scores
-from berth.core.kube import ObjectError, node_from_object, pod_from_object
+from berth.core.kube import ObjectError, node_from_object, parse_time, pod_from_object
 from berth.core.model import LabelSelector, NodeInfo, PodInfo
 from berth.core.plan import plan_round
 from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy
@@ -828,6 +828,38 @@ class Extender:
         data = decision.to_dict(ranking_limit=len(decision.ranking))
         return {"decision": data, "scores": ev.scores}
 
+    def policy_decision(self, namespace: str, name: str) -> dict[str, Any]:
+        """A policy's latest decision and a fresh preview. The latest decision is the newest (by its
+        ``time``) of those this extender recorded for the policy's pods and the ``latestDecision`` the
+        operator keeps in the policy's status (read from the pods' annotations, so it outlives a
+        restart). The preview judges, now, the first pending pod the policy governs, else the pod
+        of the latest decision while berth still holds it. :class:`LookupError` for no such policy."""
+        key = f"{namespace}/{name}"
+        with self.store.lock:
+            policy = self.store.policy_named(namespace, name)
+            if policy is None:
+                raise LookupError(f"no valid PlacementPolicy {key}")
+            recorded = [data for data in (orjson.loads(raw) for raw in self.store.decisions.values())
+                        if isinstance(data, dict) and data.get("policy") == key]
+            status_copy = (self.store.policy_status.get(key) or {}).get("latestDecision")
+            pending = sorted((pod for pod in self.store.pending_in(namespace)
+                              if policy.governs(pod.namespace, pod.labels)), key=lambda pod: pod.name)
+        candidates = [(data, "extender") for data in recorded]
+        if isinstance(status_copy, Mapping):
+            candidates.append((dict(status_copy), "policyStatus"))
+        latest, source = max(candidates, key=lambda item: _decision_time(item[0]), default=(None, None))
+        subject = pending[0] if pending else None
+        if subject is None and latest is not None:
+            pod_name = str(latest.get("pod") or "").partition("/")[2]
+            with self.store.lock:
+                subject = next((pod for pod in self.store.view.pods_in_namespace(namespace)
+                                if pod.name == pod_name), None)
+        preview = None
+        if subject is not None:
+            preview = {"pod": subject.key, "pending": not subject.node_name,
+                       **self.preview(subject, name, None)}
+        return {"policy": key, "decision": latest, "decisionSource": source, "preview": preview}
+
     def _preview_policy(self, pod: PodInfo, policy_name: str | None) -> PlacementPolicy | None:
         if policy_name:
             policy = self.store.policy_named(pod.namespace, policy_name)
@@ -855,6 +887,13 @@ class Extender:
             invalid = dict(self.store.invalid_policies)
         return {"settings": _settings_dict(self.core_settings), "policies": policies,
                 "invalidPolicies": invalid, "nodes": nodes}
+
+
+def _decision_time(data: Mapping[str, Any]) -> float:
+    try:
+        return parse_time(str(data.get("time") or ""))
+    except ObjectError:
+        return float("-inf")
 
 
 def _settings_dict(settings: Settings) -> dict[str, Any]:

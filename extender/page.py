@@ -362,7 +362,8 @@ def _policy_row(store: ClusterStore, policy: Any) -> dict[str, Any]:
     return {"key": policy.key, "namespace": policy.namespace, "name": policy.name,
             "strategy": policy.strategy_name, "conditions": status.get("conditions") or [],
             "plan": status.get("plan"), "plan_error": status.get("planError"),
-            "per_node": dict(sorted(per_node.items())), "pending": pending}
+            "per_node": dict(sorted(per_node.items())), "pending": pending,
+            "latest": (status.get("latestDecision") or {}).get("pod")}
 
 
 def _find_pod(store: ClusterStore, namespace: str, name: str) -> PodInfo | None:

@@ -109,6 +109,7 @@ ENDPOINTS = [
     ("POST", "/api/v1/capacity", SHAPE),
     ("GET", "/api/v1/nodes/allocations", None),
     ("GET", "/api/v1/drains/retire-a", None),
+    ("GET", "/api/v1/policies/bank/secret-plan/decision", None),
 ]
 
 

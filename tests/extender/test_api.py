@@ -189,3 +189,38 @@ def test_the_openapi_schema_documents_the_wire_types() -> None:
     assert set(components["ExtenderArgs"]["properties"]) == {"Pod", "Nodes", "NodeNames"}
     assert schema["paths"]["/filter"]["post"]["requestBody"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/ExtenderArgs"}
+
+
+# -- a policy's decision ---------------------------------------------------------------------------
+
+
+def test_a_policys_decision_is_its_pods_latest_with_a_fresh_preview_of_a_pending_one() -> None:
+    h = harness(cluster())
+    first, second = pod("web-1", labels=WEB, cpu="1"), pod("web-2", labels=WEB, cpu="1")
+    h.schedule(first)
+    h.clock.advance(5)
+    h.schedule(second)
+    h.store.apply_pod(pod("web-3", labels=WEB, cpu="100"))  # pending: nothing fits it
+    r = h.client.get("/api/v1/policies/shop/web/decision").json()
+    assert (r["policy"], r["decisionSource"], r["decision"]["pod"]) == ("shop/web", "extender", "shop/web-2")
+    assert r["preview"]["pod"] == "shop/web-3" and r["preview"]["pending"] is True
+    assert r["preview"]["decision"]["trigger"] == "preview"
+    assert r["preview"]["decision"]["refused"]["b"].startswith("insufficient capacity: cpu: needs 100")
+
+
+def test_a_policys_decision_kept_in_its_status_when_newer_than_any_in_memory() -> None:
+    body = policy("web", strategy="Spread")
+    body["status"] = {"latestDecision": {"pod": "shop/old", "time": "2030-01-01T00:00:00.00Z", "winner": "a"}}
+    h = harness([*cluster()[:3], body, cluster()[4]])
+    h.schedule(pod("web-1", labels=WEB, cpu="1"))  # recorded in 2027, older than the status copy
+    r = h.client.get("/api/v1/policies/shop/web/decision").json()
+    assert (r["decisionSource"], r["decision"]["pod"]) == ("policyStatus", "shop/old")
+    assert r["preview"]["pod"] == "shop/old" and r["preview"]["pending"] is False  # no pod pending
+
+
+def test_a_policy_with_no_decision_yet_and_an_unknown_policy() -> None:
+    h = harness([node("a"), policy("web")])
+    assert h.client.get("/api/v1/policies/shop/web/decision").json() == {
+        "policy": "shop/web", "decision": None, "decisionSource": None, "preview": None}
+    r = h.client.get("/api/v1/policies/shop/nope/decision")
+    assert r.status_code == 404 and r.json() == {"error": "no valid PlacementPolicy shop/nope"}

@@ -180,12 +180,13 @@ def test_a_pod_berth_does_not_know_is_404() -> None:
 def test_policies_show_conditions_plan_pods_per_node_and_pending_links() -> None:
     body = policy("web", strategy="Spread")
     body["status"] = {"conditions": [{"type": "Ready", "status": "True", "reason": "Placed"}],
-                      "plan": {"a": 1}}
+                      "plan": {"a": 1}, "latestDecision": {"pod": "shop/web-0", "winner": "a"}}
     h = harness([node("a"), body, pod("web-0", labels=WEB, node_name="a"), pod("web-1", labels=WEB)])
     text = h.client.get("/ui/policies").text
     assert "Ready=True (Placed)" in text
     assert "<td>a: 1</td>" in text  # the plan, and the pods placed per node
     assert '<a href="/ui/pods/shop/web-1">web-1</a>' in text
+    assert '<a href="/ui/pods/shop/web-0">shop/web-0</a>' in text  # the latest decision's card
 
 
 def test_the_store_forgets_a_deleted_policys_status() -> None:
