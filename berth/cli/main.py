@@ -9,6 +9,13 @@
     berth sample    [--workloads]                                    print the built-in sample cluster
     berth extender  [--host H] [--port P] [--snapshot FILE] [--dev-insecure]   serve the scheduler extender
     berth operator  [ARGS...]                                        run the PlacementPolicy operator
+    berth explain pod NAMESPACE/NAME [--output text|json]            the live cluster: why a pod is where it is
+    berth nodes     [--output text|json]                             every node's requested vs allocatable
+    berth policies  [-n NAMESPACE] [--output text|json]              each PlacementPolicy's state
+
+The live commands (also ``kubectl berth ...``) read the API server with the kubeconfig's
+credentials and ask the extender's read-only port (``--extender``, ``BERTH_EXTENDER_URL``,
+default a port-forward on 127.0.0.1:8080) with the same user's bearer token.
 
 Exit status: 0 success; 1 the strategy refused the round (``plan``), a pod would be blocked
 (``drain``) or a service failed; 2 bad
@@ -237,7 +244,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     command("operator", cmd_operator, "Run the PlacementPolicy operator; the arguments that follow go to it "
             "(berth operator --help shows them).", add_help=False)
+
+    p = command("explain", cmd_explain, "Why a pod is where it is on the live cluster: its recorded decision "
+                "beside the extender's fresh evaluation of every node.")
+    p.add_argument("kind", choices=("pod",), help="what to explain")
+    p.add_argument("target", metavar="NAMESPACE/NAME")
+    _add_live_flags(p, kube=True, extender=True)
+    p = command("nodes", cmd_nodes, "Every node's requested versus allocatable, as bars (from the extender).")
+    _add_live_flags(p, kube=True, extender=True)
+    p = command("policies", cmd_policies, "Each PlacementPolicy's strategy, conditions, plan and latest "
+                "decision (from the API server).")
+    p.add_argument("-n", "--namespace", help="only this namespace (default: every namespace you may list)")
+    _add_live_flags(p, kube=True, extender=False)
     return parser
+
+
+def _add_live_flags(p: argparse.ArgumentParser, *, kube: bool, extender: bool) -> None:
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output (default: text)")
+    if kube:
+        p.add_argument("--kubeconfig", help="the kubeconfig file (default: KUBECONFIG, else ~/.kube/config)")
+        p.add_argument("--context", help="the kubeconfig context (default: the current one)")
+    if extender:
+        p.add_argument("--extender", metavar="URL", help="the extender's read-only port (default: "
+                       "BERTH_EXTENDER_URL, else http://127.0.0.1:8080, a kubectl port-forward)")
+        p.add_argument("--token", help="the bearer token to give the extender (default: the kubeconfig user's "
+                       "token, if it has one; BERTH_TOKEN)")
 
 
 # -- commands -------------------------------------------------------------------------------
@@ -433,6 +464,63 @@ def _service(name: str, start: Callable[[], int]) -> int:
             raise
         _one_line_error(f"{name}: {type(exc).__name__}: {exc}")
         return EXIT_REFUSED
+
+
+# -- the live cluster -----------------------------------------------------------------------
+
+
+def _live(args: argparse.Namespace, run: Callable[[], Any], render: Callable[[Any], str]) -> int:
+    from berth.cli.live import LiveError
+
+    try:
+        result = run()
+    except LiveError as exc:
+        _one_line_error(str(exc))
+        return EXIT_REFUSED
+    if args.output == "json":
+        _print_json(result)
+    else:
+        print(render(result))
+    return EXIT_OK
+
+
+def _kube(args: argparse.Namespace) -> Any:
+    from berth.cli.live import Kube
+
+    return Kube(args.kubeconfig, args.context)
+
+
+def _extender(args: argparse.Namespace, kube: Any) -> Any:
+    from berth.cli.live import Extender, extender_url
+
+    token = args.token or os.environ.get("BERTH_TOKEN") or kube.bearer_token()
+    return Extender(extender_url(args.extender), token)
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from berth.cli import live
+
+    namespace, sep, name = args.target.partition("/")
+    if not sep or not namespace or not name or "/" in name:
+        raise UsageError(f"explain pod: {args.target!r} is not NAMESPACE/NAME")
+
+    def run() -> Any:
+        kube = _kube(args)
+        return live.explain_pod(kube, _extender(args, kube).fetch, args.target)
+
+    return _live(args, run, live.render_explain)
+
+
+def cmd_nodes(args: argparse.Namespace) -> int:
+    from berth.cli import live
+
+    return _live(args, lambda: live.nodes(_extender(args, _kube(args)).fetch), live.render_nodes)
+
+
+def cmd_policies(args: argparse.Namespace) -> int:
+    from berth.cli import live
+
+    return _live(args, lambda: live.policies(_kube(args), args.namespace), live.render_policies)
 
 
 # -- entry point ----------------------------------------------------------------------------
