@@ -19,6 +19,14 @@ EXTENDER_CLUSTER = {
     ("authentication.k8s.io", "tokenreviews", "create", ""),
     ("authorization.k8s.io", "subjectaccessreviews", "create", ""),
 }
+PLACEMENT_READER_CLUSTER = {  # the page, the explain API and kubectl berth, with a person's own rights
+    ("", "pods", "get", ""), ("", "pods", "list", ""), ("", "nodes", "list", ""),
+    ("berth.dev", "placementpolicies", "get", ""), ("berth.dev", "placementpolicies", "list", ""),
+}
+PLACEMENT_READER_PORT_FORWARD = {
+    ("", "services", "get", ""), ("", "services", "list", ""), ("", "pods", "get", ""), ("", "pods", "list", ""),
+    ("", "pods/portforward", "create", ""),
+}
 EXTENDER_NODE_LEASES = {
     ("coordination.k8s.io", "leases", "list", ""), ("coordination.k8s.io", "leases", "watch", ""),
 }

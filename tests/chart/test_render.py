@@ -32,6 +32,7 @@ NON_DEFAULTS: list[tuple[str, dict[str, Any]]] = [
     ("service-monitor", {"extender.serviceMonitor.enabled": True}),
     ("replicas-2", {"extender.replicas": 2, "operator.replicas": 2, "scheduler.enabled": True,
                     "scheduler.replicas": 2}),
+    ("placement-reader", {"placementReader.enabled": True}),
     ("minimal", {"extender.replicas": 1, "operator.enabled": False, "extender.networkPolicy.enabled": False,
                  "tests.enabled": False}),
 ]
@@ -229,6 +230,17 @@ def test_operator_rbac_is_exactly_what_it_uses(default: Rendered, helm: Path) ->
     two = render(helm, {"operator.replicas": 2})
     assert rules_of(two.get("ClusterRole", "berth-operator")) == (
         expected.OPERATOR_CLUSTER | expected.operator_peering("berth-operator"))
+
+
+def test_the_placement_reader_roles_are_optional_and_bind_no_one(default: Rendered, helm: Path) -> None:
+    assert not [o for o in default.objects if "placement-reader" in o["metadata"]["name"]]
+    r = render(helm, {"placementReader.enabled": True})
+    assert rules_of(r.get("ClusterRole", "berth-placement-reader")) == expected.PLACEMENT_READER_CLUSTER
+    role = r.get("Role", "berth-placement-reader-port-forward")
+    assert role["metadata"]["namespace"] == NS
+    assert rules_of(role) == expected.PLACEMENT_READER_PORT_FORWARD
+    bindings = r.all("ClusterRoleBinding") + r.all("RoleBinding")
+    assert not [b for b in bindings if "placement-reader" in b["roleRef"]["name"]]
 
 
 def test_no_wildcards_anywhere(helm: Path) -> None:
@@ -434,6 +446,7 @@ def test_notes_name_the_next_step(helm: Path) -> None:
     assert "urlPrefix: https://berth-extender.berth-system.svc:8443" in notes
     assert "ignorable: true" in notes and "berth-scheduler-client-tls" in notes
     assert "extender.networkPolicy.schedulerFrom" in notes
+    assert "http://localhost:8080/ui/" in notes and "kubectl berth explain pod <namespace>/<pod>" in notes
     second = run_helm(helm, "install", "berth", str(CHART), "--dry-run=client", "--namespace", NS,
                       "--set", "scheduler.enabled=true").stdout
     notes = second[second.index("NOTES:"):]
