@@ -74,21 +74,28 @@ class Kube:
         from kubernetes import client, config
 
         loader: Any = config
-        api_client = client.ApiClient(configuration=client.Configuration())
+        configuration = client.Configuration()
         try:
-            loader.load_kube_config(config_file=kubeconfig, context=context,
-                                    client_configuration=api_client.configuration)
+            loader.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
         except (loader.ConfigException, OSError, TypeError, ValueError) as exc:
             raise LiveError(f"cannot read the kubeconfig: {exc}") from None
+        # made after the kubeconfig is loaded: the client's connection pool takes the CA and client
+        # certificate of the configuration as it is when the client is made
+        api_client = client.ApiClient(configuration=configuration)
         self.api_client = api_client
         self.core: Any = client.CoreV1Api(api_client)
         self.custom: Any = client.CustomObjectsApi(api_client)
 
     def bearer_token(self) -> str | None:
         """The kubeconfig user's bearer token (a token, or what its exec plugin returned), if any."""
-        header = (self.api_client.configuration.api_key or {}).get("authorization") or ""
-        scheme, _, token = str(header).partition(" ")
-        return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+        configuration = self.api_client.configuration
+        # the kubernetes client keeps it as "Bearer <token>" under BearerToken (refreshed when an
+        # exec plugin's token expired); older clients used "authorization"
+        value = str(configuration.get_api_key_with_prefix("BearerToken", alias="authorization") or "").strip()
+        scheme, _, token = value.partition(" ")
+        if scheme.lower() == "bearer":
+            return token.strip() or None
+        return value or None
 
     def read_pod(self, namespace: str, name: str) -> dict[str, Any]:
         return self._call(lambda: self.core.read_namespaced_pod(name, namespace, _preload_content=False),

@@ -246,3 +246,51 @@ def test_service_account_tokens_read_only_what_their_rbac_allows(control_plane: 
             assert status("POST", "/api/v1/capacity", bearer, shape).status_code == expected, bearer
         for probe in ("/healthz", "/readyz", "/metrics"):
             assert status("GET", probe, None).status_code == 200, probe
+
+
+@pytest.mark.e2e
+def test_kubectl_berth_acts_with_the_kubeconfig_users_own_identity(control_plane: Any, kube_api: Any,
+                                                                    authz_extender: Any, tmp_path: Any,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """``berth explain pod`` with a kubeconfig holding a ServiceAccount's token: the pod and its
+    decision annotation are read from the API server with that token, the fresh evaluation is asked
+    of the extender with the same token; another namespace's pod and the cluster-wide node view are
+    refused, each on one line."""
+    import yaml
+
+    from berth.cli.main import main
+
+    cp = control_plane
+    core = k8s.CoreV1Api(kube_api)
+    with temporary_namespace(kube_api, "e2e-cli-a") as mine, temporary_namespace(kube_api, "e2e-cli-b") as other:
+        lister = f"{mine}-node-lister"
+        cp.kubectl("-n", mine, "create", "serviceaccount", "reader")
+        cp.kubectl("-n", mine, "create", "role", "placement-reader", "--verb=get,list",
+                   "--resource=pods,placementpolicies.berth.dev")
+        cp.kubectl("-n", mine, "create", "rolebinding", "placement-reader", "--role=placement-reader",
+                   f"--serviceaccount={mine}:reader")
+        cp.kubectl("create", "clusterrole", lister, "--verb=list", "--resource=nodes")
+        cp.kubectl("create", "clusterrolebinding", lister, f"--clusterrole={lister}", f"--serviceaccount={mine}:reader")
+        try:
+            token = cp.kubectl("-n", mine, "create", "token", "reader", "--duration=10m").stdout.strip()
+            for ns in (mine, other):
+                manifest = simple_pod("placed", scheduler_name="nobody")
+                manifest["metadata"]["annotations"] = {DECISION_ANNOTATION: json.dumps({"winner": f"node-of-{ns}"})}
+                core.create_namespaced_pod(ns, manifest)
+            config = yaml.safe_load(cp.kubeconfig.read_text())
+            for entry in config["users"]:
+                entry["user"] = {"token": token}
+            kubeconfig = tmp_path / "tenant-kubeconfig"
+            kubeconfig.write_text(yaml.safe_dump(config))
+            common = ["--kubeconfig", str(kubeconfig), "--extender", authz_extender.url]
+
+            assert main(["explain", "pod", f"{mine}/placed", *common, "-o", "json"]) == 0
+            out = json.loads(capsys.readouterr().out)
+            assert out["recorded"] == {"winner": f"node-of-{mine}"} and out["fresh"]["trigger"] == "preview"
+
+            assert main(["explain", "pod", f"{other}/placed", *common]) == 1
+            assert f"cannot read pod {other}/placed: you may not read it (HTTP 403)" in capsys.readouterr().err
+            assert main(["nodes", *common]) == 1  # no list placementpolicies in every namespace
+            assert "the extender refused the node allocations: HTTP 403" in capsys.readouterr().err
+        finally:
+            cp.kubectl("delete", "clusterrolebinding,clusterrole", lister, "--ignore-not-found")

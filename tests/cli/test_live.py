@@ -178,3 +178,24 @@ def test_kubectl_berth_is_the_same_cli() -> None:
         "scripts"]
     assert scripts["kubectl-berth"] == scripts["berth"] == "berth.cli.main:main"
 
+
+
+@pytest.mark.parametrize(("user", "token"), [
+    ({"token": "abc.def"}, "abc.def"),
+    ({"client-certificate-data": "", "client-key-data": ""}, None),
+], ids=["token-user", "no-token"])
+def test_the_kubeconfig_users_bearer_token_is_the_one_given_to_the_extender(
+        tmp_path: Path, user: dict[str, str], token: str | None) -> None:
+    config = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
+              "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:6443"}}],
+              "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+              "users": [{"name": "u", "user": user}]}
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps(config))
+    assert live.Kube(str(path)).bearer_token() == token
+
+
+def test_an_unreadable_kubeconfig_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "kubeconfig").write_text("{}")
+    with pytest.raises(live.LiveError, match="cannot read the kubeconfig"):
+        live.Kube(str(tmp_path / "kubeconfig"))
