@@ -292,5 +292,15 @@ def test_kubectl_berth_acts_with_the_kubeconfig_users_own_identity(control_plane
             assert f"cannot read pod {other}/placed: you may not read it (HTTP 403)" in capsys.readouterr().err
             assert main(["nodes", *common]) == 1  # no list placementpolicies in every namespace
             assert "the extender refused the node allocations: HTTP 403" in capsys.readouterr().err
+
+            # the page signs the same person in with the same token, and shows the same answers
+            with httpx.Client(base_url=authz_extender.url, timeout=30, follow_redirects=True) as browser:
+                signed = browser.post("/ui/signin", data={"token": token, "next": f"/ui/pods/{mine}/placed"})
+                assert signed.status_code == 200 and f"Placement of pod {mine}/placed" in signed.text
+                assert f"node-of-{mine}" in signed.text  # the recorded decision, read from the annotation
+                refused = browser.get(f"/ui/pods/{other}/placed")
+                assert refused.status_code == 403 and f"may not get pods in namespace {other}" in refused.text
+                forged = browser.post("/ui/signin", data={"token": "forged." + token[7:]})
+                assert forged.status_code == 401
         finally:
             cp.kubectl("delete", "clusterrolebinding,clusterrole", lister, "--ignore-not-found")
