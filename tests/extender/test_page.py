@@ -269,3 +269,10 @@ def test_fullness_sorting_agrees_with_the_cards_figure() -> None:
     h = harness([node("a", cpu="4", memory=None), pod("x", cpu="3", memory="1Gi", node_name="a")])
     entry = h.client.get("/api/v1/nodes/allocations").json()["nodes"]["a"]
     assert allocation_fullness(entry) == fullness(bars(entry, {})) == 0.75
+
+
+def test_a_pending_pod_with_no_node_to_judge_says_so() -> None:
+    h = harness([policy("web"), pod("web-1", labels=WEB)])
+    text = h.client.get("/ui/pods/shop/web-1").text
+    assert "Pending: no node can take it now: no node to consider.</p>" in text  # the evaluation's own error
+    assert "no node to show" in text and ". ." not in text
