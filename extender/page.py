@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import parse_qs, quote, urlencode
 
 import orjson
 from fastapi import APIRouter, Query, Request
@@ -321,6 +321,33 @@ def page_router(engine: Extender, store: ClusterStore, gate: ApiGate, *,
         return render("placement.html", namespace=namespace, name=name, pod=pod,
                       card=placement_card(recorded, fresh["decision"] if fresh else None,
                                           fresh["scores"] if fresh else {}))
+
+    @router.get("/drains")
+    async def drains(request: Request, name: str = Query("", max_length=300)) -> Response:
+        if name:
+            return RedirectResponse(f"/ui/drains/{quote(name, safe='')}", status_code=303, headers=SECURITY_HEADERS)
+        caller = await authorize(request, (Access("get", "nodedrains", "berth.dev"),))
+        if isinstance(caller, Response):
+            return caller
+        return render("drain.html", name="", drain=None)
+
+    @router.get("/drains/{name}")
+    async def drain(request: Request, name: str) -> Response:
+        from berth.extender.app import DRAIN_NAME
+
+        if len(name) > 253 or not DRAIN_NAME.fullmatch(name):
+            return problem(400, f"name: {name[:64]!r} is not a NodeDrain name (a DNS subdomain)")
+        caller = await authorize(request, (Access("get", "nodedrains", "berth.dev"),))
+        if isinstance(caller, Response):
+            return caller  # before the NodeDrain is read with berth's rights
+        try:
+            found = await engine.binder.fetch_drain(name)
+        except Exception as exc:
+            return problem(503, f"cannot read NodeDrain {name}: {exc}")
+        if found is None:
+            return problem(404, f"no NodeDrain {name}")
+        return render("drain.html", name=name, drain={"spec": found.get("spec") or {},
+                                                      "status": found.get("status") or {}})
 
     return router
 

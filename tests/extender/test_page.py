@@ -260,7 +260,8 @@ def test_the_page_has_no_script_and_no_write_form() -> None:
         assert "script-src" not in reply.headers["content-security-policy"]
         assert "<script" not in reply.text
         assert set(re.findall(r'<form method="(\w+)" action="([^"]+)"', reply.text)) <= {
-            ("post", "/ui/signin"), ("post", "/ui/signout"), ("get", "/ui/nodes"), ("get", "/ui/policies")}
+            ("post", "/ui/signin"), ("post", "/ui/signout"), ("get", "/ui/nodes"), ("get", "/ui/policies"),
+            ("get", "/ui/drains")}
 
 
 def test_fullness_sorting_agrees_with_the_cards_figure() -> None:
@@ -276,3 +277,34 @@ def test_a_pending_pod_with_no_node_to_judge_says_so() -> None:
     text = h.client.get("/ui/pods/shop/web-1").text
     assert "Pending: no node can take it now: no node to consider.</p>" in text  # the evaluation's own error
     assert "no node to show" in text and ". ." not in text
+
+
+# -- drains ------------------------------------------------------------------------------------
+
+
+def test_a_drains_pods_with_source_destination_and_state() -> None:
+    from tests.abuse.test_authz import _app
+
+    client, _ = _app(Reviews())
+    text = client.get("/ui/drains/retire-a", headers={"Authorization": "Bearer carol-token"}).text
+    row = re.search(r'<tr data-pod="shop/web-1">(.*?)</tr>', text, re.S)
+    assert row is not None, text
+    cells = [re.sub(r"<[^>]+>", "", cell).strip() for cell in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row[1], re.S)]
+    assert cells[:4] == ["shop/web-1", "a", "b", "Evicting"]
+    assert "phase <strong>Draining</strong>" in text and "mode Execute" in text
+
+
+@pytest.mark.parametrize(("path", "token", "status", "said"), [
+    ("/ui/drains/retire-a", "alice-token", 403, "alice may not get nodedrains.berth.dev cluster-wide"),
+    ("/ui/drains/nothing-here", "carol-token", 404, "no NodeDrain nothing-here"),
+    ("/ui/drains/Not_A_Name", "carol-token", 400, "is not a NodeDrain name"),
+], ids=["not-allowed", "unknown", "bad-name"])
+def test_a_drain_the_caller_may_not_read_or_that_is_not_there(path: str, token: str, status: int,
+                                                              said: str) -> None:
+    from tests.abuse.test_authz import _app
+
+    client, binder = _app(Reviews())
+    reply = client.get(path, headers={"Authorization": f"Bearer {token}"})
+    assert reply.status_code == status and said in reply.text
+    if status != 404:
+        assert binder.reads == []  # refused before the NodeDrain is read with berth's rights
