@@ -1,4 +1,4 @@
-"""Seed 000's EACH: "add count more to each of limit nodes". Nodes by capacity descending,
+"""Each adds count more pods to each of nodesLimit nodes. Nodes by capacity descending,
 unverified nodes after every verified one; the top limit nodes (0: all) each get
 exactly count, and every chosen node must have room for all of them or the whole plan fails."""
 
