@@ -7,9 +7,18 @@ kube-schedulers with these configurations, each binding 1,000 pods:
 * ``default``: kube-scheduler's default profile, nothing else changed;
 * ``default-100``: the same with ``percentageOfNodesToScore: 100`` (berth's README sets it: this
   row separates what scoring every node costs from what the extender costs);
-* ``berth``: extender/README.md's configuration (filter, prioritize, bind, weight 30,
-  ``nodeCacheCapable: true``, ``percentageOfNodesToScore: 100``), the pods governed by a
-  PlacementPolicy (``--strategy``, default Auto; ``none``: no policy, berth passes them through).
+* ``noop``: the no-op extender (bench/noop_extender.py, a process of its own: filter passes every
+  node, prioritize scores 0, kube-scheduler binds) in berth's configuration's shape (weight 30,
+  ``nodeCacheCapable: true``, ``percentageOfNodesToScore: 100``): the floor any extender on
+  berth's stack (uvicorn, httptools, orjson) costs, two HTTP round trips a pod;
+* ``berth-none``: extender/README.md's configuration (filter, prioritize, bind, weight 30,
+  ``nodeCacheCapable: true``, ``percentageOfNodesToScore: 100``), pods no PlacementPolicy selects
+  (berth passes them through);
+* ``berth-<strategy>``: the same, the pods governed by a PlacementPolicy of that strategy, one row
+  per ``--strategies`` entry (default Auto).
+
+The summary prints each row's ratio to kube-scheduler alone (``default``) and to the no-op
+extender.
 
 In every configuration the scheduler's API client is set to ``qps: 1000, burst: 1000``
 (``clientConnection``; the default 50 QPS would cap every configuration at about 50 binds a
@@ -25,7 +34,7 @@ apart, as ``first bind after``). The pods of one configuration are deleted befor
 Usage (from the repository root; builds the Kubernetes binaries on first use, see hack/build-k8s.sh)::
 
     .venv/bin/python bench/bench_scheduler_throughput.py
-    .venv/bin/python bench/bench_scheduler_throughput.py --nodes 500 --pods 1000 --strategy Spread
+    .venv/bin/python bench/bench_scheduler_throughput.py --nodes 500 --pods 1000 --strategies Auto,Spread,Fill
 
 Only 127.0.0.1 is used. The machine's load matters: run it on a quiet machine and compare ratios.
 """
@@ -34,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import ssl
 import sys
 import threading
@@ -54,7 +64,8 @@ import orjson  # noqa: E402
 import yaml  # noqa: E402
 from kubernetes import client as k8s  # noqa: E402
 
-from bench.bench_extender import process_cpu_seconds, server_histogram  # noqa: E402
+from bench.bench_extender import machine_reference_ms, process_cpu_seconds, server_histogram  # noqa: E402
+from bench.noop_extender import noop_scheduler_config  # noqa: E402
 from tests.e2e.harness import (  # noqa: E402
     ControlPlane,
     NodeSpec,
@@ -64,6 +75,7 @@ from tests.e2e.harness import (  # noqa: E402
     simple_pod,
     wait_for,
 )
+from tests.e2e.harness.process import ManagedProcess, free_port  # noqa: E402
 from tests.e2e.stack import CRD, Extender, berth_scheduler_config, policy_manifest  # noqa: E402
 
 CLIENT = {"qps": 1000, "burst": 1000}
@@ -219,18 +231,36 @@ def _pods(cp: ControlPlane, namespace: str) -> list[dict[str, Any]]:
     return items
 
 
+def start_noop(cp: ControlPlane) -> tuple[ManagedProcess, str]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = ManagedProcess("noop-extender", [sys.executable, str(REPO_ROOT / "bench" / "noop_extender.py"),
+                                            "--port", str(port)],
+                          cp.workdir / "logs" / "noop-extender.log", cwd=cp.workdir).start()
+
+    def up() -> bool:
+        try:
+            return httpx.get(url + "/healthz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    proc.wait_until(up, 60, "ready (/healthz)", interval=0.25)
+    return proc, url
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=500)
     parser.add_argument("--pods", type=int, default=1000)
-    parser.add_argument("--strategy", default="Auto", help="the PlacementPolicy's strategy for berth's pods; "
-                        "'none': no policy (berth passes the pods through)")
+    parser.add_argument("--strategies", default="Auto", help="comma-separated PlacementPolicy strategies, one berth "
+                        "row each (the pass-through row, pods no policy selects, is always run)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for one configuration")
     parser.add_argument("--no-events", action="store_true",
                         help="berth writes no BerthPlaced Event at bind (BERTH_RECORD_EVENTS=false): what they cost")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
-    strategy = None if args.strategy.lower() == "none" else args.strategy
+    reference_before = machine_reference_ms()
+    strategies = [s.strip() for s in args.strategies.split(",") if s.strip() and s.strip().lower() != "none"]
 
     with ControlPlane.start() as cp:
         api = cp.api_client()
@@ -241,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         # The nodes' Leases are written once: judge liveness over an hour so that they stay fresh.
         extender = Extender(cp, env={"BERTH_LIVENESS_THRESHOLD_SECONDS": "3600",
                                      "BERTH_RECORD_EVENTS": "false" if args.no_events else "true"})
+        noop, noop_url = start_noop(cp)
         extender.start()
         try:
             wait_for(lambda: extender.view_count("nodes"), lambda n: n >= args.nodes, timeout=120,
@@ -250,30 +281,46 @@ def main(argv: list[str] | None = None) -> int:
                 run_one(cp, api, "default", plain, args.pods, None, None, args.timeout),
                 run_one(cp, api, "default-100", {**plain, "percentageOfNodesToScore": 100}, args.pods, None, None,
                         args.timeout),
+                run_one(cp, api, "noop", {**noop_scheduler_config(noop_url, "bench-noop"), **plain}, args.pods,
+                        None, None, args.timeout),
             ]
+            noop.stop(grace=5)
             berth = berth_scheduler_config(extender.url, "bench-berth")
             berth["clientConnection"] = dict(CLIENT)
-            results.append(run_one(cp, api, "berth", berth, args.pods, extender, strategy, args.timeout))
+            for strategy in [None, *strategies]:
+                label = f"berth-{(strategy or 'none').lower()}"
+                results.append(run_one(cp, api, label, berth, args.pods, extender, strategy, args.timeout))
         finally:
+            noop.stop(grace=5)
             extender.stop()
             api.close()
 
     by = {r["config"]: r for r in results}
-    ratio = by["berth"]["pods_per_second"] / by["default"]["pods_per_second"]
+    alone, floor = by["default"]["pods_per_second"], by["noop"]["pods_per_second"]
+    for r in results:
+        r["vs_default"] = round(r["pods_per_second"] / alone, 3)
+        r["vs_noop"] = round(r["pods_per_second"] / floor, 3)
     if args.json:
-        print(json.dumps({"nodes": args.nodes, "strategy": strategy, "events": not args.no_events, "results": results,
-                          "berth_over_default": round(ratio, 3)}, indent=1))
+        print(json.dumps({"machine": machine_reference(reference_before), "nodes": args.nodes,
+                          "strategies": strategies, "events": not args.no_events,
+                          "results": results}, indent=1))
         return 0
     print(f"kube-scheduler throughput, {args.pods} pods on {args.nodes} nodes, client qps/burst 1000/1000 "
-          f"(berth: strategy {strategy or 'none (pass-through)'}, "
-          f"{'no BerthPlaced Events' if args.no_events else 'a BerthPlaced Event per pod'})")
-    print(f"{'config':<12} {'pods/s':>8} {'bind span s':>12} {'first bind after s':>19} {'nodes used':>11}")
+          f"({'no BerthPlaced Events' if args.no_events else 'a BerthPlaced Event per berth-governed pod'})")
+    print(machine_reference(reference_before))
+    print(f"{'config':<14} {'pods/s':>8} {'vs default':>11} {'vs noop':>8} {'bind span s':>12} "
+          f"{'first bind after s':>19} {'nodes used':>11}")
     for r in results:
-        print(f"{r['config']:<12} {r['pods_per_second']:>8} {r['bind_span_seconds']:>12} "
-              f"{r['first_bind_after_start_seconds']:>19} {r['nodes_used']:>11}")
-    print(f"ratio berth / default: {ratio:.3f}  (berth / default-100: "
-          f"{by['berth']['pods_per_second'] / by['default-100']['pods_per_second']:.3f})")
+        print(f"{r['config']:<14} {r['pods_per_second']:>8} {r['vs_default']:>11} {r['vs_noop']:>8} "
+              f"{r['bind_span_seconds']:>12} {r['first_bind_after_start_seconds']:>19} {r['nodes_used']:>11}")
     return 0
+
+
+def machine_reference(before_ms: float) -> str:
+    """bench_extender's machine reference (a fixed CPU workload) before and after the run, and the load."""
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    return (f"machine reference: {before_ms:.2f} ms before, {machine_reference_ms():.2f} ms after; "
+            f"{os.cpu_count()} CPUs, load average {load}")
 
 
 if __name__ == "__main__":
