@@ -6,13 +6,20 @@ offline, the view itself; and the Event that tells a pod no node takes why (``Be
 engine holds the node's lock only for the Binding, so the informative Event never delays the
 next bind to the same node. The kubernetes client is synchronous: every call runs in a worker
 thread so the event loop keeps answering filter and prioritize.
+
+The BerthPlaced Event is off the bind path: the engine hands it to an :class:`EventQueue`, which
+writes it in the background at a bounded rate and drops it first when the queue is full
+(``berth_events_dropped_total``). The Binding's annotation carries the decision on every pod
+whatever happens to the Event, so a dropped Event loses the sentence ``kubectl describe`` shows
+under Events, never the record.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -51,6 +58,75 @@ class Binder(Protocol):
     async def fetch_drain(self, name: str) -> dict[str, Any] | None:
         """The NodeDrain ``name`` as the API server has it, or None when there is none."""
         ...
+
+
+EVENT_QUEUE_CAPACITY = 1000
+"""BerthPlaced Events waiting to be written; beyond this a new one is dropped (and counted)."""
+EVENT_RATE_PER_SECOND = 50.0
+"""BerthPlaced Events written per second at most, in bursts of up to :data:`EVENT_BURST`: a bind
+storm leaves the API server's write capacity to the Bindings (kube-scheduler's own event
+recorder rate-limits its Events the same way)."""
+EVENT_BURST = 50
+
+
+class EventQueue:
+    """BerthPlaced Events written in the background, one at a time, at most :data:`EVENT_RATE_PER_SECOND`
+    a second (a token bucket of :data:`EVENT_BURST`); when :data:`EVENT_QUEUE_CAPACITY` Events wait,
+    a new one is dropped and ``dropped`` is called. A failed write is logged and forgotten."""
+
+    def __init__(self, write: Callable[[PodInfo, str, str], Awaitable[None]], dropped: Callable[[], None], *,
+                 capacity: int = EVENT_QUEUE_CAPACITY, rate: float = EVENT_RATE_PER_SECOND,
+                 burst: int = EVENT_BURST, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        self.write = write
+        self.dropped = dropped
+        self.capacity = capacity
+        self.rate = rate
+        self.burst = burst
+        self.clock = clock
+        self.sleep = sleep
+        self._queue: asyncio.Queue[tuple[PodInfo, str, str]] | None = None
+        self._worker: asyncio.Task[None] | None = None
+
+    def offer(self, pod: PodInfo, node: str, message: str) -> bool:
+        """Queue one Event (from the event loop); False when it was dropped."""
+        if self._queue is None:
+            self._queue = asyncio.Queue(self.capacity)
+        try:
+            self._queue.put_nowait((pod, node, message))
+        except asyncio.QueueFull:
+            self.dropped()
+            return False
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.get_running_loop().create_task(self._run(self._queue))
+        return True
+
+    def queued(self) -> int:
+        """Events waiting to be written."""
+        return self._queue.qsize() if self._queue is not None else 0
+
+    async def drain(self) -> None:
+        """Wait until every queued Event has been written (or has failed)."""
+        if self._queue is not None:
+            await self._queue.join()
+
+    async def _run(self, queue: asyncio.Queue[tuple[PodInfo, str, str]]) -> None:
+        tokens, last = float(self.burst), self.clock()
+        while True:
+            pod, node, message = await queue.get()
+            try:
+                now = self.clock()
+                tokens = min(float(self.burst), tokens + (now - last) * self.rate)
+                last = now
+                if tokens < 1:
+                    await self.sleep((1 - tokens) / self.rate)
+                    tokens, last = 1.0, self.clock()
+                tokens -= 1
+                await self.write(pod, node, message)
+            except Exception as exc:  # informative only: the pod is bound and its annotation holds the decision
+                log.warning("cannot record an Event on pod %s: %s", pod.key, exc)
+            finally:
+                queue.task_done()
 
 
 class MemoryBinder:

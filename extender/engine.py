@@ -5,8 +5,9 @@ ask the core, which nodes and quota to hand it, and what to count where.
 - **filter** / **prioritize**: one evaluation per pod (prioritize reuses filter's when the
   scheduler asks about the same pod and nodes right after), the winner counted on its node at
   once (*tentative* assumption) so that the scheduler's next pod sees it.
-- **bind**: the node's lock, a recheck of that one node against bound + assumed pods, the
-  assumption made *bound*, then the annotation, Event and Binding.
+- **bind**: under the store's lock, a recheck of that one node against bound + assumed pods and
+  the assumption made *bound* (the reservation); then, with no lock held, the Binding with the
+  decision annotation (a failed one releases the reservation); the Event is queued.
 - Pods no PlacementPolicy selects pass through (all nodes, equal scores of 0), unless a cluster
   default strategy is configured.
 - Fill / Each policies run in *rounds*: the plan is made once for the pending pods of the
@@ -19,8 +20,7 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -37,7 +37,7 @@ from berth.core.plan import plan_round
 from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy
 from berth.core.settings import Settings
 from berth.core.view import ClusterView, Overlay, label_index
-from berth.extender.binder import Binder, BindError
+from berth.extender.binder import Binder, BindError, EventQueue
 from berth.extender.metrics import Metrics
 from berth.extender.settings import ExtenderSettings
 from berth.extender.store import ROUND_ANNOTATION, Assumption, ClusterStore, Round, round_id_for
@@ -81,12 +81,6 @@ class _Recent:
     nodes: tuple[str, ...]
     ranking: Sequence[str]
     at: float
-
-
-@dataclass(slots=True)
-class _NodeLock:
-    lock: asyncio.Lock
-    users: int = 0  # binds holding or awaiting it
 
 
 class RequestNodes:
@@ -254,13 +248,15 @@ class Extender:
         self.metrics = metrics or Metrics(store)
         self.clock = clock or time.time
         self.eval_clock = eval_clock or self.clock
-        self._node_locks: dict[str, _NodeLock] = {}
+        self._binding: set[str] = set()  # uids of the pods whose bind is in flight
+        self.events = EventQueue(binder.record_event, self.metrics.events_dropped.inc)
         self._filter_decisions: OrderedDict[str, bytes] = OrderedDict()
         self._recent: _Recent | None = None
         self._encoded_nodes: dict[str, tuple[str, orjson.Fragment]] = {}
         self._refusals_told: OrderedDict[str, str] = OrderedDict()  # pod uid -> its last BerthRefused message
         self._tasks: set[asyncio.Task[None]] = set()
-        self.metrics.cache_sizes = lambda: {"node_locks": len(self._node_locks),
+        self.metrics.cache_sizes = lambda: {"binds_in_flight": len(self._binding),
+                                            "events_queued": self.events.queued(),
                                             "filter_decisions": len(self._filter_decisions),
                                             "encoded_nodes": len(self._encoded_nodes),
                                             "refusals_told": len(self._refusals_told)}
@@ -550,30 +546,6 @@ class Extender:
 
     # -- bind ------------------------------------------------------------------------------
 
-    @asynccontextmanager
-    async def _node_lock(self, node: str) -> AsyncIterator[bool]:
-        """The node's bind lock, held within (True), or False when it stayed taken for
-        ``bind_lock_timeout_seconds``. A lock lives only while a bind holds or awaits it: nodes
-        come and go, and names kube-scheduler binds to leave nothing behind."""
-        entry = self._node_locks.get(node)
-        if entry is None:
-            entry = self._node_locks[node] = _NodeLock(asyncio.Lock())
-        entry.users += 1
-        try:
-            try:
-                await asyncio.wait_for(entry.lock.acquire(), timeout=self.settings.bind_lock_timeout_seconds)
-            except TimeoutError:
-                yield False
-                return
-            try:
-                yield True
-            finally:
-                entry.lock.release()
-        finally:
-            entry.users -= 1
-            if entry.users == 0:
-                del self._node_locks[node]
-
     async def bind(self, args: ExtenderBindingArgs, started: float | None = None) -> dict[str, str]:
         started = time.perf_counter() if started is None else started
         result, error = await self._bind(args)
@@ -583,17 +555,22 @@ class Extender:
         return {"Error": scheduler_text(error)}
 
     async def _bind(self, args: ExtenderBindingArgs) -> tuple[str, str]:
-        """The node's lock covers the recheck and the Binding; the Event follows once it is released."""
+        """The recheck and the reservation happen together under the store's lock (nothing awaits
+        between them), so a concurrent bind to the same node sees the reservation; the Binding is
+        created without any lock held, and a failed Binding releases the reservation. Binds of the
+        same pod do not overlap: a second one while the first is in flight is refused (kube-scheduler
+        retries it, and by then the pod is bound or its room is free again). The BerthPlaced Event
+        is queued and written in the background (:class:`berth.extender.binder.EventQueue`)."""
         node = args.Node
         pod = await self._bind_pod(args)
         if pod is None:
             return "unknown_pod", (f"berth: pod {args.PodNamespace}/{args.PodName} ({args.PodUID}) is unknown; "
                                    "it may have been deleted")
-        async with self._node_lock(node) as held:
-            if not held:
-                self.metrics.bind_conflicts.labels("busy").inc()
-                return "busy", (f"{ErrorCode.PLACEMENT_BUSY.value}: node {node} stayed locked by other binds for "
-                                f"{self.settings.bind_lock_timeout_seconds:g}s")
+        if pod.uid in self._binding:
+            self.metrics.bind_conflicts.labels("in_flight").inc()
+            return "conflict", f"berth: a bind of pod {pod.key} is already in flight"
+        self._binding.add(pod.uid)
+        try:
             with self.store.lock:
                 prior = self.store.assumed.get(pod.uid)
             checked = self._recheck(pod, node)
@@ -609,10 +586,10 @@ class Extender:
                     return "bind_failed", str(exc)
                 log.exception("bind of %s to %s failed", pod.key, node)  # the network, or worse
                 return "bind_failed", f"berth: bind of {pod.key} to {node} failed: {exc}"
-        try:
-            await self.binder.record_event(pod, node, message)
-        except Exception as exc:  # informative only: the pod is bound and its annotation holds the decision
-            log.warning("cannot record an Event on pod %s: %s", pod.key, exc)
+        finally:
+            self._binding.discard(pod.uid)
+        if message:
+            self.events.offer(pod, node, message)
         return "bound", ""
 
     async def _after_failed_bind(self, pod: PodInfo, prior: Assumption | None) -> None:

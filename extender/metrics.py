@@ -4,19 +4,22 @@ build many apps in one process).
 - ``berth_extender_request_seconds{verb}``: latency histogram per verb (filter, prioritize,
   bind, preempt, preview, capacity, allocations, decision);
 - ``berth_extender_decisions_total{verb,result}``: outcomes (``placed``, ``passthrough``,
-  ``no_node``, an error code such as ``already_filled``, ``bound``, ``conflict``, ``busy``,
+  ``no_node``, an error code such as ``already_filled``, ``bound``, ``conflict``,
   ``bad_request`` ...);
 - ``berth_view_objects{kind}``: view sizes (nodes, pods, assumed, pending, policies, ...), read at
   scrape time;
 - ``berth_view_unreadable_objects_total{kind}``: nodes, leases and pods the list or watch delivered
   that berth cannot read and leaves out of its view (each is also logged);
 - ``berth_watch_restarts_total{kind}``: relists after a watch error or 410 Gone;
-- ``berth_bind_conflicts_total{reason}``: binds refused by the recheck or by a busy node lock;
+- ``berth_bind_conflicts_total{reason}``: binds refused by the recheck (``recheck``) or because a
+  bind of the same pod was in flight (``in_flight``);
+- ``berth_events_dropped_total``: BerthPlaced Events dropped because too many were waiting to be
+  written (the pod's annotation still records the decision);
 - ``berth_assumptions_expired_total{kind}``: assumed pods released by their time bound: ``tentative``
   (no bind came for filter's choice) or ``bound`` (a bound pod's reservation lapsed before the watch
   showed the pod bound or deleted: a lagging watch);
 - ``berth_cache_entries{cache}``: entries of each bounded cache (counted selectors, verdict tables,
-  decisions, node locks ...), read at scrape time: each stays under its bound whatever clients ask.
+  decisions, binds in flight, Events queued ...), read at scrape time: each stays under its bound whatever clients ask.
 """
 
 from __future__ import annotations
@@ -74,8 +77,11 @@ class Metrics:
                                       "Relists after a watch error or 410 Gone, by kind", ["kind"],
                                       registry=self.registry)
         self.bind_conflicts = Counter("berth_bind_conflicts_total",
-                                      "Binds refused: the recheck failed or the node stayed locked",
+                                      "Binds refused: the recheck failed or a bind of the pod was in flight",
                                       ["reason"], registry=self.registry)
+        self.events_dropped = Counter("berth_events_dropped",
+                                      "BerthPlaced Events dropped: too many were waiting to be written",
+                                      registry=self.registry)
         self.assumptions_expired = Counter(
             "berth_assumptions_expired_total",
             "Assumed pods released by their time bound (bound: before the watch showed the pod)",

@@ -50,11 +50,11 @@ def test_job_churn_under_a_default_strategy_keeps_the_counted_selectors_bounded(
     assert caches(extender)["counted_selectors"] <= COUNTED_SELECTORS
 
 
-def test_bind_locks_of_nodes_are_dropped_once_released(extender: Extender) -> None:
+def test_binds_in_flight_are_forgotten_once_answered(extender: Extender) -> None:
     with httpx.Client(base_url=extender.verbs, timeout=10) as client:
         for i in range(50):
             p = pod(f"locked-{i}", labels=WEB, cpu="10m")
             client.post("/filter", content=orjson.dumps(args(p, NAMES)))
             r = client.post("/bind", content=orjson.dumps(bind_args(p, f"no-such-node-{i}")))
             assert r.status_code == 200 and r.json()["Error"], r.text  # refused by the recheck
-    assert caches(extender)["node_locks"] == 0
+    assert caches(extender)["binds_in_flight"] == 0

@@ -1,11 +1,12 @@
-"""bind: the node's lock, the recheck against bound + assumed pods, the decision recorded, the
-Binding created; concurrent binds never overcommit a node; assumptions end when the watch shows
-the pod or when their time is up."""
+"""bind: the recheck against bound + assumed pods and the reservation, the decision recorded, the
+Binding created with no lock held (a failed one releases the reservation), the Event queued;
+concurrent binds never overcommit a node; assumptions end when the watch shows the pod or when
+their time is up."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import httpx
@@ -15,7 +16,7 @@ import pytest
 from berth.core.decision import DECISION_ANNOTATION
 from berth.core.model import PodInfo
 from berth.extender.app import create_app
-from berth.extender.binder import BindError
+from berth.extender.binder import BindError, EventQueue
 from berth.extender.settings import ExtenderSettings
 from tests.extender.helpers import Clock, bind_args, harness, make_store, node, pod, policy
 
@@ -26,9 +27,13 @@ class RecordingBinder:
     """Stands in for the API server: records Bindings, can be slow, can fail."""
 
     def __init__(self, *, delay: float = 0.0, fail: str | None = None,
-                 event_gates: Mapping[str, asyncio.Event] | None = None, event_fails: bool = False) -> None:
+                 event_gates: Mapping[str, asyncio.Event] | None = None, event_fails: bool = False,
+                 bind_gates: Mapping[str, asyncio.Event] | None = None, fails: Collection[str] = ()) -> None:
         self.delay = delay
         self.fail = fail
+        self.bind_gates = bind_gates or {}  # pod key -> its Binding waits for it (a slow API server)
+        self.fails = set(fails)  # pod keys whose Binding the API server refuses
+        self.in_flight: set[str] = set()
         self.event_gates = event_gates or {}  # pod key -> its Event write waits for it (a slow API server)
         self.event_fails = event_fails
         self.bound: dict[str, str] = {}
@@ -39,8 +44,13 @@ class RecordingBinder:
     async def bind(self, pod: PodInfo, node: str, annotations: Mapping[str, str]) -> None:
         if self.delay:
             await asyncio.sleep(self.delay)
-        if self.fail:
-            raise BindError(self.fail)
+        gate = self.bind_gates.get(pod.key)
+        if gate is not None:
+            self.in_flight.add(pod.key)
+            await gate.wait()
+            self.in_flight.discard(pod.key)
+        if self.fail or pod.key in self.fails:
+            raise BindError(self.fail or f"cannot bind pod {pod.key} to {node}: InternalError")
         self.bound[pod.key] = node
         self.annotations[pod.key] = annotations
 
@@ -76,13 +86,10 @@ def test_bind_writes_annotation_and_event_message() -> None:
     store = make_store([node("a", cpu="2"), policy("web")])
     binder = RecordingBinder()
     app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
-    from fastapi.testclient import TestClient
 
-    client = TestClient(app)
     p = pod("web-1", labels=WEB, cpu="1")
-    client.post("/filter", content=orjson.dumps({"Pod": p, "NodeNames": ["a"]}))
-    r = client.post("/bind", content=orjson.dumps(bind_args(p, "a")))
-    assert r.json() == {"Error": ""}
+    _, bound = _serve(app, ("/filter", {"Pod": p, "NodeNames": ["a"]}), ("/bind", bind_args(p, "a")))
+    assert bound == {"Error": ""}
     assert binder.bound == {"shop/web-1": "a"}
     recorded = orjson.loads(binder.annotations["shop/web-1"][DECISION_ANNOTATION])
     assert recorded["trigger"] == "bind" and recorded["winner"] == "a" and recorded["policy"] == "shop/web"
@@ -90,6 +97,17 @@ def test_bind_writes_annotation_and_event_message() -> None:
     # bound but not yet seen by the watch: an assumption, counted on its node
     assert store.view.is_assumed(p["metadata"]["uid"])
     assert store.view.requested("a")["cpu"] == 1000
+
+
+def _serve(app: Any, *requests: tuple[str, Any]) -> list[Any]:
+    """POST each (path, body) in turn through the app, then let the queued Events be written."""
+    async def run() -> list[Any]:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://berth") as client:
+            replies = [(await client.post(path, content=orjson.dumps(body))).json() for path, body in requests]
+        await app.state.engine.events.drain()
+        return replies
+
+    return asyncio.run(run())
 
 
 def test_bind_recheck_refuses_a_node_that_filled_up_meanwhile() -> None:
@@ -258,7 +276,7 @@ def test_a_watch_update_of_a_pending_pod_keeps_its_assumption() -> None:
 async def _concurrent_binds(count: int, room: int, delay: float) -> tuple[list[str], Any]:
     store = make_store([node("a", cpu=str(room), memory="64Gi", pods="110"), policy("web")])
     binder = RecordingBinder(delay=delay)
-    app = create_app(store, ExtenderSettings(bind_lock_timeout_seconds=30), binder=binder, clock=Clock())
+    app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
     pods = [pod(f"web-{i}", labels=WEB, cpu="1") for i in range(count)]
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://berth") as client:
@@ -286,48 +304,153 @@ def test_concurrent_binds_never_overcommit_a_node(delay: float) -> None:
     assert store.view.requested("a")["cpu"] == 3000
 
 
-def test_a_node_locked_too_long_answers_placement_busy() -> None:
-    async def scenario() -> list[str]:
-        store = make_store([node("a", cpu="8"), policy("web")])
-        app = create_app(store, ExtenderSettings(bind_lock_timeout_seconds=0.05), binder=RecordingBinder(delay=0.5),
-                         clock=Clock())
-        pods = [pod(f"web-{i}", labels=WEB, cpu="1") for i in range(2)]
-        for p in pods:
-            store.remember_pod(_info(p))
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://berth") as client:
-            replies = await asyncio.gather(*(client.post("/bind", content=orjson.dumps(bind_args(p, "a")))
-                                             for p in pods))
-        return [r.json()["Error"] for r in replies]
-
-    errors = asyncio.run(scenario())
-    assert errors.count("") == 1
-    assert any(e.startswith("placement_busy: node a stayed locked") for e in errors)
+async def _wait_until(check: Callable[[], bool]) -> None:
+    for _ in range(2000):
+        if check():
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("the condition never held")
 
 
-def test_a_slow_event_write_does_not_hold_the_nodes_lock() -> None:
-    """The Event is informative: the next bind to the same node goes ahead while it is in flight."""
-    async def scenario() -> tuple[list[str], RecordingBinder]:
+async def _post_bind(client: httpx.AsyncClient, p: dict[str, Any], node_name: str) -> str:
+    r = await client.post("/bind", content=orjson.dumps(bind_args(p, node_name)))
+    error: str = r.json()["Error"]
+    return error
+
+
+def test_a_slow_binding_does_not_hold_up_the_next_bind_to_its_node() -> None:
+    async def scenario() -> tuple[str, bool, str]:
         store = make_store([node("a", cpu="8"), policy("web")])
         gate = asyncio.Event()
-        binder = RecordingBinder(event_gates={"shop/web-0": gate})
-        app = create_app(store, ExtenderSettings(bind_lock_timeout_seconds=0.2), binder=binder, clock=Clock())
+        binder = RecordingBinder(bind_gates={"shop/web-0": gate})
+        app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
         first, second = (pod(f"web-{i}", labels=WEB, cpu="1") for i in range(2))
         for p in (first, second):
             store.remember_pod(_info(p))
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://berth") as client:
-            slow = asyncio.create_task(client.post("/bind", content=orjson.dumps(bind_args(first, "a"))))
-            while "shop/web-0" not in binder.bound and not slow.done():
-                await asyncio.sleep(0.001)  # bound; its Event now waits for the gate
-            fast = await client.post("/bind", content=orjson.dumps(bind_args(second, "a")))
-            assert binder.bound == {"shop/web-0": "a", "shop/web-1": "a"} and not slow.done()
-            assert set(binder.messages) == {"shop/web-1"}
+            slow = asyncio.create_task(_post_bind(client, first, "a"))
+            await _wait_until(lambda: "shop/web-0" in binder.in_flight)
+            fast = await _post_bind(client, second, "a")  # answered while the first Binding is in flight
+            still_in_flight = not slow.done()
             gate.set()
-            replies = [(await slow).json()["Error"], fast.json()["Error"]]
-        return replies, binder
+            return fast, still_in_flight, await slow
 
-    errors, binder = asyncio.run(scenario())
-    assert errors == ["", ""]
-    assert set(binder.messages) == {"shop/web-0", "shop/web-1"}
+    fast, still_in_flight, slow = asyncio.run(scenario())
+    assert (fast, still_in_flight, slow) == ("", True, "")
+
+
+def test_a_reservation_holds_while_its_binding_is_in_flight_and_a_failed_binding_releases_it() -> None:
+    async def scenario() -> tuple[str, str, str, float]:
+        store = make_store([node("a", cpu="1"), policy("web")])
+        gate = asyncio.Event()
+        binder = RecordingBinder(bind_gates={"shop/web-0": gate}, fails={"shop/web-0"})
+        app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
+        pods = [pod(f"web-{i}", labels=WEB, cpu="1") for i in range(3)]
+        for p in pods:
+            store.remember_pod(_info(p))
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://berth") as client:
+            first = asyncio.create_task(_post_bind(client, pods[0], "a"))
+            await _wait_until(lambda: "shop/web-0" in binder.in_flight)
+            while_in_flight = await _post_bind(client, pods[1], "a")  # the node's room is reserved
+            gate.set()
+            failed = await first
+            after = await _post_bind(client, pods[2], "a")  # the failed Binding freed the room
+        return while_in_flight, failed, after, store.view.requested("a")["cpu"]
+
+    while_in_flight, failed, after, cpu = asyncio.run(scenario())
+    assert while_in_flight.startswith("berth: a: insufficient capacity: cpu")
+    assert failed == "cannot bind pod shop/web-0 to a: InternalError"
+    assert after == "" and cpu == 1000
+
+
+def test_a_second_bind_of_a_pod_whose_bind_is_in_flight_is_refused() -> None:
+    async def scenario() -> tuple[str, str, str]:
+        store = make_store([node("a", cpu="8"), node("b", cpu="8"), policy("web")])
+        gate = asyncio.Event()
+        binder = RecordingBinder(bind_gates={"shop/web-0": gate})
+        app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
+        p = pod("web-0", labels=WEB, cpu="1")
+        store.remember_pod(_info(p))
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://berth") as client:
+            first = asyncio.create_task(_post_bind(client, p, "a"))
+            await _wait_until(lambda: "shop/web-0" in binder.in_flight)
+            second = await _post_bind(client, p, "b")
+            gate.set()
+            text = (await client.get("/metrics")).text
+            return await first, second, text
+
+    first, second, metrics = asyncio.run(scenario())
+    assert first == ""
+    assert second == "berth: a bind of pod shop/web-0 is already in flight"
+    assert 'berth_bind_conflicts_total{reason="in_flight"} 1.0' in metrics
+
+
+def test_bind_answers_before_its_event_is_written() -> None:
+    """The BerthPlaced Event is off the bind path: a slow Event write delays no bind."""
+    async def scenario() -> tuple[list[str], set[str], set[str]]:
+        store = make_store([node("a", cpu="8"), policy("web")])
+        gate = asyncio.Event()
+        binder = RecordingBinder(event_gates={"shop/web-0": gate})
+        app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
+        first, second = (pod(f"web-{i}", labels=WEB, cpu="1") for i in range(2))
+        for p in (first, second):
+            store.remember_pod(_info(p))
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://berth") as client:
+            replies = [await _post_bind(client, first, "a"), await _post_bind(client, second, "a")]
+            written_before = set(binder.messages)
+            gate.set()
+            await app.state.engine.events.drain()
+        return replies, written_before, set(binder.messages)
+
+    replies, written_before, written_after = asyncio.run(scenario())
+    assert replies == ["", ""]
+    assert written_before == set()
+    assert written_after == {"shop/web-0", "shop/web-1"}
+
+
+def test_events_beyond_the_queues_capacity_are_dropped_and_counted() -> None:
+    async def scenario() -> tuple[list[bool], list[str], float]:
+        written: list[str] = []
+        drops: list[int] = []
+
+        async def write(p: PodInfo, node_name: str, message: str) -> None:
+            written.append(p.name)
+
+        queue = EventQueue(write, lambda: drops.append(1), capacity=2)
+        pods = [_info(pod(f"web-{i}", labels=WEB)) for i in range(3)]
+        offered = [queue.offer(p, "a", "placed") for p in pods]  # the writer has not run yet
+        await queue.drain()
+        return offered, written, float(len(drops))
+
+    offered, written, drops = asyncio.run(scenario())
+    assert offered == [True, True, False]
+    assert written == ["web-0", "web-1"] and drops == 1
+
+
+def test_event_writes_keep_to_their_rate() -> None:
+    async def scenario() -> list[float]:
+        now = [0.0]
+        times: list[float] = []
+
+        async def write(p: PodInfo, node_name: str, message: str) -> None:
+            times.append(now[0])
+
+        async def sleep(seconds: float) -> None:
+            now[0] += seconds
+
+        queue = EventQueue(write, lambda: None, rate=10.0, burst=2, clock=lambda: now[0], sleep=sleep)
+        for i in range(5):
+            queue.offer(_info(pod(f"web-{i}", labels=WEB)), "a", "placed")
+        await queue.drain()
+        return times
+
+    times = asyncio.run(scenario())
+    assert times == pytest.approx([0.0, 0.0, 0.1, 0.2, 0.3])
+
+
+def test_the_dropped_events_counter_is_exported() -> None:
+    h = harness([node("a", cpu="2")])
+    assert "berth_events_dropped_total 0.0" in h.client.get("/metrics").text
 
 
 def test_a_failed_event_write_leaves_the_pod_bound() -> None:
@@ -348,13 +471,12 @@ def test_the_annotation_stays_small_on_a_large_cluster() -> None:
     store = make_store([*nodes, policy("web")])
     binder = RecordingBinder()
     app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
-    from fastapi.testclient import TestClient
 
-    client = TestClient(app)
     p = pod("web-1", labels=WEB, cpu="2")
-    result = client.post("/filter", content=orjson.dumps({"Pod": p, "NodeNames": sorted(store.view.nodes)})).json()
+    result, bound = _serve(app, ("/filter", {"Pod": p, "NodeNames": sorted(store.view.nodes)}),
+                           ("/bind", bind_args(p, "big")))
     assert result["NodeNames"] == ["big"] and len(result["FailedNodes"]) == 60
-    assert client.post("/bind", content=orjson.dumps(bind_args(p, "big"))).json() == {"Error": ""}
+    assert bound == {"Error": ""}
     recorded = orjson.loads(binder.annotations["shop/web-1"][DECISION_ANNOTATION])
     assert len(recorded["considered"]) == 20 and recorded["consideredTotal"] == 61
     assert len(recorded["refused"]) == 20 and recorded["refusedTotal"] == 60
