@@ -439,6 +439,9 @@ class Extender:
             self._refusals_told.pop(pod.uid, None)
         result = "placed" if passing else (decision.error.code.value if decision.error else "no_node")
         self.metrics.observe("filter", time.perf_counter() - started, result)
+        if winner is not None and self.settings.filter_winner_only:
+            # One feasible node: kube-scheduler binds it without scoring or asking prioritize.
+            passing = [winner]
         return self._filter_reply(cache_capable, passing, failed, unresolvable, raw_nodes)
 
     def _filter_reply(self, cache_capable: bool, passing: list[str], failed: dict[str, str],

@@ -45,6 +45,9 @@ class ExtenderSettings(BaseSettings):
     # safety bound releases it only if neither ever comes (berth_assumptions_expired_total{kind="bound"}).
     assume_ttl_seconds: float = Field(default=ASSUME_TTL_SECONDS, gt=0, le=86400)
     round_timeout_seconds: float = Field(default=120.0, gt=0, le=86400)  # Fill/Each round left idle this long closes
+    # filter answers a governed pod with berth's winner alone: kube-scheduler then skips scoring
+    # (one feasible node) and prioritize; for large clusters (extender/README.md, "Configuration")
+    filter_winner_only: bool = False
     decisions_kept: int = Field(default=5000, ge=0, le=1_000_000)  # latest decisions kept in memory
     record_events: bool = True  # an Event on the pod at bind (BerthPlaced) and when no node takes it (BerthRefused)
     watch_timeout_seconds: int = Field(default=300, ge=10, le=3600)  # server-side watch timeout, then re-watch

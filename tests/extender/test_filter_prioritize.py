@@ -354,3 +354,18 @@ def test_a_match_fields_pin_sends_the_pod_to_its_node_only() -> None:
     result = h.filter(p)
     assert result["NodeNames"] == ["b"]
     assert "a" in result["FailedAndUnresolvableNodes"]
+
+
+@pytest.mark.parametrize(("winner_only", "expected"), [(False, ["a", "b", "c"]), (True, ["c"])],
+                         ids=["every-passing-node", "winner-only"])
+def test_filter_answers_with_the_winner_alone_when_set(winner_only: bool, expected: list[str]) -> None:
+    h = harness([node("a", cpu="2"), node("b", cpu="4"), node("c", cpu="8"), node("tiny", cpu="1"),
+                 policy("web", strategy="Spread")], filter_winner_only=winner_only)
+    reply = h.filter(pod("web-1", labels={"app": "web"}, cpu="1500m"), ["a", "b", "c", "tiny"])
+    assert reply["NodeNames"] == expected
+    assert list(reply["FailedNodes"]) == ["tiny"]  # refusals are reported either way
+
+
+def test_filter_winner_only_leaves_pods_no_policy_selects_every_node() -> None:
+    h = harness([node("a", cpu="2"), node("b", cpu="4")], filter_winner_only=True)
+    assert h.filter(pod("db-1", labels={"app": "db"}, cpu="1"), ["a", "b"])["NodeNames"] == ["a", "b"]
