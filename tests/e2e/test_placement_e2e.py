@@ -38,9 +38,11 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 from kubernetes import client as k8s
+from prometheus_client.parser import text_string_to_metric_families
 
 from berth.core.quantity import to_base_units
 from tests.e2e.harness import (
@@ -466,6 +468,32 @@ def test_two_hundred_pods_at_once_never_overcommit(env: Env) -> None:
     allocations = env.extender.get("/api/v1/nodes/allocations")["nodes"]
     for node in nodes:  # berth's own books agree with the API server
         assert allocations[node]["requested"]["cpu"] == used[node]["cpu"]
+
+
+def _filter_calls(extender: Extender) -> float:
+    """How many filter requests berth has answered (``berth_extender_request_seconds_count{verb="filter"}``)."""
+    text = httpx.get(extender.url + "/metrics", timeout=10).text
+    for family in text_string_to_metric_families(text):
+        if family.name == "berth_extender_request_seconds":
+            for sample in family.samples:
+                if sample.name.endswith("_count") and sample.labels.get("verb") == "filter":
+                    return float(sample.value)
+    return 0.0
+
+
+def test_no_pod_of_a_batch_of_identical_pods_skips_berths_filter(env: Env) -> None:
+    """kube-scheduler's opportunistic batching (on by default) would place a pod identical to the last
+    one on a hinted node without the full filter; a profile with an extender has it off, so every pod
+    of a berth-governed batch reaches berth's filter and lands where berth's plan says."""
+    env.nodes(*((s, "4", "8Gi", {}) for s in "abcd"))
+    policy = env.policy("batch-" + env.run, "batch", strategy="Spread")
+    before = _filter_calls(env.extender)
+    plan, got = env.place("batch", policy, 12)
+    assert got == plan
+    assert _filter_calls(env.extender) - before >= 12
+    log = env.sched.scheduler.process.log_path.read_text(errors="replace")
+    assert "Disabling signatures for profile because it has extenders configured" in log
+    assert f'profile="{env.sched.name}"' in log.split("Disabling signatures for profile because it has extenders")[1]
 
 
 # -- faults ---------------------------------------------------------------------------------------
