@@ -15,7 +15,10 @@ kube-schedulers with these configurations, each binding 1,000 pods:
   ``nodeCacheCapable: true``, ``percentageOfNodesToScore: 100``), pods no PlacementPolicy selects
   (berth passes them through);
 * ``berth-<strategy>``: the same, the pods governed by a PlacementPolicy of that strategy, one row
-  per ``--strategies`` entry (default Auto).
+  per ``--strategies`` entry (default Auto);
+* ``berth-<strategy>-winner`` (``--winner-only``): berth's profile for large clusters, the same
+  with ``BERTH_FILTER_WINNER_ONLY=true`` (a second extender process): filter answers the
+  strategy's winner alone and kube-scheduler skips scoring.
 
 The summary prints each row's ratio to kube-scheduler alone (``default``) and to the no-op
 extender.
@@ -257,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for one configuration")
     parser.add_argument("--no-events", action="store_true",
                         help="berth writes no BerthPlaced Event at bind (BERTH_RECORD_EVENTS=false): what they cost")
+    parser.add_argument("--winner-only", action="store_true",
+                        help="also a row per strategy with BERTH_FILTER_WINNER_ONLY=true (large-cluster profile)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
     reference_before = machine_reference_ms()
@@ -290,6 +295,18 @@ def main(argv: list[str] | None = None) -> int:
             for strategy in [None, *strategies]:
                 label = f"berth-{(strategy or 'none').lower()}"
                 results.append(run_one(cp, api, label, berth, args.pods, extender, strategy, args.timeout))
+            if args.winner_only and strategies:
+                extender.stop()
+                extender = Extender(cp, env={**extender.env, "BERTH_FILTER_WINNER_ONLY": "true"},
+                                    name="berth-extender-winner")
+                extender.start()
+                wait_for(lambda: extender.view_count("nodes"), lambda n: n >= args.nodes, timeout=120,
+                         what="berth to see every node")
+                berth = berth_scheduler_config(extender.url, "bench-berth-winner")
+                berth["clientConnection"] = dict(CLIENT)
+                for strategy in strategies:
+                    results.append(run_one(cp, api, f"berth-{strategy.lower()}-winner", berth, args.pods, extender,
+                                           strategy, args.timeout))
         finally:
             noop.stop(grace=5)
             extender.stop()
@@ -308,10 +325,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"kube-scheduler throughput, {args.pods} pods on {args.nodes} nodes, client qps/burst 1000/1000 "
           f"({'no BerthPlaced Events' if args.no_events else 'a BerthPlaced Event per berth-governed pod'})")
     print(machine_reference(reference_before))
-    print(f"{'config':<14} {'pods/s':>8} {'vs default':>11} {'vs noop':>8} {'bind span s':>12} "
+    print(f"{'config':<20} {'pods/s':>8} {'vs default':>11} {'vs noop':>8} {'bind span s':>12} "
           f"{'first bind after s':>19} {'nodes used':>11}")
     for r in results:
-        print(f"{r['config']:<14} {r['pods_per_second']:>8} {r['vs_default']:>11} {r['vs_noop']:>8} "
+        print(f"{r['config']:<20} {r['pods_per_second']:>8} {r['vs_default']:>11} {r['vs_noop']:>8} "
               f"{r['bind_span_seconds']:>12} {r['first_bind_after_start_seconds']:>19} {r['nodes_used']:>11}")
     return 0
 
