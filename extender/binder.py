@@ -3,11 +3,9 @@ offline, the view itself; and the Event that tells a pod no node takes why (``Be
 
 :class:`KubeBinder` creates the Binding (``pods/binding``), which carries the decision annotation
 (and the round annotation) onto the pod, and writes the Event on the pod as a separate step: the
-engine holds no lock across either write. Bindings and Events, the writes of every scheduled pod,
-go through an asyncio HTTP client with a pool of kept-alive connections (:class:`ApiWriter`) built
-from the kubernetes client's configuration (kubeconfig or in-cluster: server, CA, client
-certificate, bearer token and its refresh); the synchronous kubernetes client in worker threads,
-which capped binds in flight at the thread pool's size, is left for the rare reads.
+engine holds the node's lock only for the Binding, so the informative Event never delays the
+next bind to the same node. The kubernetes client is synchronous: every call runs in a worker
+thread so the event loop keeps answering filter and prioritize.
 
 The BerthPlaced Event is off the bind path: the engine hands it to an :class:`EventQueue`, which
 writes it in the background at a bounded rate and drops it first when the queue is full
@@ -26,7 +24,6 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-import httpx
 import orjson
 
 from berth.core.model import PodInfo
@@ -158,72 +155,29 @@ class MemoryBinder:
         return None
 
 
-WRITE_CONNECTIONS = 64
-"""Connections the writer keeps to the API server: Bindings in flight at once (kube-scheduler binds
-many pods concurrently)."""
-WRITE_TIMEOUT_SECONDS = 10.0
-
-
-class ApiWriter:
-    """POSTs to the API server on an ``httpx.AsyncClient`` (created in the running event loop on first
-    use) configured from a kubernetes client ``Configuration``."""
-
-    def __init__(self, config: Any) -> None:
-        self.config = config
-        self._client: httpx.AsyncClient | None = None
-
-    def _make_client(self) -> httpx.AsyncClient:
-        import ssl
-
-        config = self.config
-        verify: ssl.SSLContext | bool = False
-        if config.verify_ssl:
-            tls = ssl.create_default_context(cafile=config.ssl_ca_cert)
-            if config.cert_file:
-                tls.load_cert_chain(config.cert_file, config.key_file)
-            if config.assert_hostname is False:
-                tls.check_hostname = False
-            verify = tls
-        limits = httpx.Limits(max_connections=WRITE_CONNECTIONS, max_keepalive_connections=WRITE_CONNECTIONS)
-        return httpx.AsyncClient(base_url=str(config.host).rstrip("/"), verify=verify, limits=limits,
-                                 timeout=WRITE_TIMEOUT_SECONDS, trust_env=False)
-
-    async def post(self, path: str, body: Mapping[str, Any]) -> tuple[int, bytes]:
-        if self._client is None:
-            self._client = self._make_client()
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        token = self.config.get_api_key_with_prefix("BearerToken", alias="authorization")  # refreshes it
-        if token:
-            headers["Authorization"] = token
-        resp = await self._client.post(path, content=orjson.dumps(body), headers=headers)
-        return resp.status_code, resp.content
-
-    async def close(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
-
-
 class KubeBinder:
-    """Creates Bindings with berth's own rights: writes on :class:`ApiWriter`, reads through the
-    kubernetes client."""
+    """Creates Bindings with berth's own rights, through the kubernetes client."""
 
     def __init__(self, api_client: Any, *, record_events: bool = True) -> None:
         from kubernetes import client
 
         self.core: Any = client.CoreV1Api(api_client)
-        self.writer = ApiWriter(api_client.configuration)
         self.record_events = record_events
+
+    async def bind(self, pod: PodInfo, node: str, annotations: Mapping[str, str]) -> None:
+        await asyncio.to_thread(self._bind, pod, node, dict(annotations))
 
     async def record_event(self, pod: PodInfo, node: str, message: str) -> None:
         if self.record_events and message:
-            await self._event(pod, "BerthPlaced", "Normal", message)
+            await asyncio.to_thread(self._event, pod, "BerthPlaced", "Normal", message)
 
     async def record_refused(self, pod: PodInfo, message: str) -> None:
         if self.record_events and message:
-            await self._event(pod, "BerthRefused", "Warning", message)
+            await asyncio.to_thread(self._event, pod, "BerthRefused", "Warning", message)
 
-    async def bind(self, pod: PodInfo, node: str, annotations: Mapping[str, str]) -> None:
+    def _bind(self, pod: PodInfo, node: str, annotations: dict[str, str]) -> None:
+        from kubernetes.client.exceptions import ApiException
+
         # The Binding carries the decision annotation: the API server copies a Binding's annotations
         # onto the pod as it sets spec.nodeName, so one write both binds and records (no PATCH), and
         # metadata.uid makes it a precondition (a recreated pod of the same name is not touched).
@@ -234,11 +188,15 @@ class KubeBinder:
                          "annotations": dict(annotations)},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
-        status, reply = await self.writer.post(f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding", body)
-        if status >= 300:
-            raise BindError(f"cannot bind pod {pod.key} to {node}: {_status_reason(status, reply)}")
+        try:
+            # _preload_content=False: the client's V1Binding model cannot read the Status the server returns.
+            _drain(self.core.create_namespaced_pod_binding(pod.name, pod.namespace, body, _preload_content=False))
+        except ApiException as exc:
+            raise BindError(f"cannot bind pod {pod.key} to {node}: {_api_reason(exc)}") from None
 
-    async def _event(self, pod: PodInfo, reason: str, kind: str, message: str) -> None:
+    def _event(self, pod: PodInfo, reason: str, kind: str, message: str) -> None:
+        from kubernetes.client.exceptions import ApiException
+
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         event = {
             "apiVersion": "v1",
@@ -256,9 +214,10 @@ class KubeBinder:
             "lastTimestamp": now,
             "count": 1,
         }
-        status, reply = await self.writer.post(f"/api/v1/namespaces/{pod.namespace}/events", event)
-        if status >= 300:  # an Event is informative: its failure does not stop the bind
-            log.warning("cannot record an Event on pod %s: %s", pod.key, _status_reason(status, reply))
+        try:
+            _drain(self.core.create_namespaced_event(pod.namespace, event, _preload_content=False))
+        except ApiException as exc:  # an Event is informative: its failure does not stop the bind
+            log.warning("cannot record an Event on pod %s: %s", pod.key, _api_reason(exc))
 
     async def fetch_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await asyncio.to_thread(self._fetch_pod, namespace, name)
@@ -300,17 +259,6 @@ def _drain(resp: Any) -> bytes:
         return bytes(resp.read())
     finally:
         resp.release_conn()
-
-
-def _status_reason(status: int, body: bytes) -> str:
-    """The API server's refusal as ``Reason: message`` (its Status), else the HTTP status."""
-    try:
-        parsed = orjson.loads(body) if body else None
-    except orjson.JSONDecodeError:
-        parsed = None
-    if isinstance(parsed, dict) and parsed.get("message"):
-        return f"{parsed.get('reason') or status}: {parsed['message']}"
-    return f"{status} {httpx.codes.get_reason_phrase(status)}".strip()
 
 
 def _api_reason(exc: Any) -> str:
