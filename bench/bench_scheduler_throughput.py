@@ -169,14 +169,15 @@ def create_pods(api: Any, namespace: str, count: int, scheduler: str) -> None:
 
 
 def run_one(cp: ControlPlane, api: Any, label: str, config: dict[str, Any], pods: int,
-            extender: Extender | None, strategy: str | None, timeout: float) -> dict[str, Any]:
+            extender: Extender | None, strategy: str | None, timeout: float,
+            spec: dict[str, Any] | None = None) -> dict[str, Any]:
     core = k8s.CoreV1Api(api)
     namespace = f"bench-{label}-{uuid.uuid4().hex[:4]}"
     create_namespace(api, namespace)
     sched_name = f"bench-{label}"
     config = {**config, "profiles": [{**p, "schedulerName": sched_name} for p in config.get("profiles") or [{}]]}
     if extender is not None and strategy:
-        policy = policy_manifest("bench", {"app": "bench"}, strategy=strategy)
+        policy = policy_manifest("bench", {"app": "bench"}, strategy=strategy, **(spec or {}))
         cp.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(policy))
         wait_for(lambda: extender.get("/api/v1/nodes/allocations")["policies"],
                  lambda got: f"{namespace}/bench" in got, timeout=60, what="the policy in berth's view")
@@ -266,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     reference_before = machine_reference_ms()
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip() and s.strip().lower() != "none"]
+    # Fill and Each place rounds of ``count`` pods a node: enough for every pod of the row.
+    per_node = {"count": -(-args.pods // args.nodes)}
+    specs = {"Fill": per_node, "Each": per_node}
 
     with ControlPlane.start() as cp:
         api = cp.api_client()
@@ -294,7 +298,8 @@ def main(argv: list[str] | None = None) -> int:
             berth["clientConnection"] = dict(CLIENT)
             for strategy in [None, *strategies]:
                 label = f"berth-{(strategy or 'none').lower()}"
-                results.append(run_one(cp, api, label, berth, args.pods, extender, strategy, args.timeout))
+                results.append(run_one(cp, api, label, berth, args.pods, extender, strategy, args.timeout,
+                                       specs.get(strategy or "")))
             if args.winner_only and strategies:
                 extender.stop()
                 extender = Extender(cp, env={**extender.env, "BERTH_FILTER_WINNER_ONLY": "true"},
@@ -306,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
                 berth["clientConnection"] = dict(CLIENT)
                 for strategy in strategies:
                     results.append(run_one(cp, api, f"berth-{strategy.lower()}-winner", berth, args.pods, extender,
-                                           strategy, args.timeout))
+                                           strategy, args.timeout, specs.get(strategy)))
         finally:
             noop.stop(grace=5)
             extender.stop()
