@@ -11,7 +11,7 @@ Conditions (``metav1.Condition``, reasons in CamelCase):
   (still True: the nodes may come), naming them.
 - ``Satisfied``: the pods waiting for a node can be placed now (``NoPendingPods``, ``Planned``),
   or why not (``InsufficientResource``, ``AlreadyFilled``, ``AffinityUnsatisfied``,
-  ``SpreadUnsatisfied``, ``PlacementBusy``: the core's error codes).
+  ``SpreadUnsatisfied``: the core's error codes).
 - ``Ready``: every pod the policy selects is placed (``AllPodsPlaced`` / ``PodsPending``).
 """
 

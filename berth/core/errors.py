@@ -8,11 +8,10 @@ from enum import StrEnum
 
 
 class ErrorCode(StrEnum):
-    INSUFFICIENT_RESOURCE = "insufficient_resource"  # seed 000 ErrInsufficientResource, seed 002 out_of_capacity
-    ALREADY_FILLED = "already_filled"  # seed 000 ErrAlreadyFilled
+    INSUFFICIENT_RESOURCE = "insufficient_resource"  # no node has room, or too few for the round
+    ALREADY_FILLED = "already_filled"  # a Fill round has nothing left to add
     AFFINITY_UNSATISFIED = "affinity_unsatisfied"  # nodes with room, none meeting the Enforced rules
     SPREAD_UNSATISFIED = "spread_unsatisfied"  # nodes with room, every one refused by topology spread
-    PLACEMENT_BUSY = "placement_busy"  # seed 002: every fitting node locked until the deadline
 
 
 ERROR_CODES = ", ".join(code.value for code in ErrorCode)
