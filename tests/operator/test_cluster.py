@@ -17,14 +17,16 @@ def test_the_operator_watches_nodes_pods_and_leases_and_is_ready_without_policie
     source.objects["pods"] = [o.pod("w1", "node-a")]
     store = OperatorStore()
     view = live_view(store, source, settle_heap=False)
+    before = set(threading.enumerate())  # other tests' extender views may still be watching policies
     view.start()
+    started = set(threading.enumerate()) - before
     deadline = time.monotonic() + 5
     while not store.ready and time.monotonic() < deadline:
         time.sleep(0.01)
     view.stop()
     assert store.ready and source.lists["policies"] == 0
     assert {kind for kind, count in source.lists.items() if count} == set(WATCHED)
-    assert all(t.name != "berth-watch-policies" for t in threading.enumerate())
+    assert started and all(t.name != "berth-watch-policies" for t in started)
 
 
 def test_a_410_relist_forgets_the_pods_that_went_and_tells_the_operator() -> None:
