@@ -29,6 +29,7 @@ import orjson
 
 from berth.core.capacity import capacity_report, node_allocations
 from berth.core.decision import DECISION_ANNOTATION, Decision, Refusal, Refused, refusal_cause
+from berth.core.drain_hold import NO_STEER, Steer, honour_target
 from berth.core.errors import ErrorCode, PlacementError
 from berth.core.evaluate import Evaluation, evaluate_pod, score_runs, scores
 from berth.core.kube import ObjectError, node_from_object, parse_time, pod_from_object
@@ -411,19 +412,26 @@ class Extender:
             self._expire(now)
             store.release_tentative(pod.uid)  # a new attempt for this pod voids the last one
             store.remember_pod(pod)
+            steered = store.drain_steer(pod, now) if store.holds or store.drained_workloads else NO_STEER
             policy, strategy, governed = self._policy(pod)
+            judged = [n for n in names if n not in bad_nodes] if bad_nodes else names
+            kept_off: dict[str, str] = {}
+            if steered is not NO_STEER:
+                judged, kept_off = self._steered(steered, judged)
             if not governed:
                 self.metrics.observe("filter", time.perf_counter() - started, "passthrough")
-                return self._filter_reply(cache_capable, [n for n in names if n not in bad_nodes], {},
-                                          {n: scheduler_text(bad_nodes[n]) for n in names if n in bad_nodes},
-                                          raw_nodes)
+                return self._filter_reply(cache_capable, list(judged), {},
+                                          {**{n: scheduler_text(bad_nodes[n]) for n in names if n in bad_nodes},
+                                           **kept_off}, raw_nodes)
             eval_now = self.eval_clock()
             state = self._state(overrides)
-            judged = [n for n in names if n not in bad_nodes] if bad_nodes else names
             ev, rnd = self._evaluate(state, pod, policy, strategy, judged, now, eval_now)
+            if steered.hold is not None:
+                honour_target(state, pod, steered.hold, ev)  # type: ignore[arg-type]
             decision = self._stamp(ev.decision, "filter")
             failed, unresolvable = _failed_nodes(decision.refused)
             unresolvable.update((n, scheduler_text(r)) for n, r in bad_nodes.items())
+            unresolvable.update(kept_off)
             passing = ev.passing
             winner = decision.winner
             if winner is not None:  # a candidate, so among the passing nodes
@@ -443,6 +451,21 @@ class Extender:
             # One feasible node: kube-scheduler binds it without scoring or asking prioritize.
             passing = [winner]
         return self._filter_reply(cache_capable, passing, failed, unresolvable, raw_nodes)
+
+    @staticmethod
+    def _steered(steered: Steer, judged: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+        """The nodes an executing drain lets the pod be judged on, and why the others are not: the
+        claimed hold's destination alone (kube-scheduler adds an extender's scores to its own
+        plugins' scores, so only the filter sends the pod there for sure), or every node but the
+        drained nodes its workload left."""
+        kept = steered.nodes(judged)
+        if len(kept) == len(judged):
+            return list(judged), {}
+        hold = steered.hold
+        why = (f"berth: the pod replaces a pod drained by NodeDrain {hold.drain}: its room is held on "
+               f"{hold.destination}" if hold is not None else "berth: drained: its workload left this node")
+        allowed = set(kept)
+        return kept, {n: scheduler_text(why) for n in judged if n not in allowed}
 
     def _filter_reply(self, cache_capable: bool, passing: list[str], failed: dict[str, str],
                       unresolvable: dict[str, str], raw_nodes: Mapping[str, dict[str, Any]],
@@ -511,12 +534,15 @@ class Extender:
             now = self.clock()
             self._expire(now)
             store.remember_pod(pod)
+            steered = store.drain_steer(pod, now) if store.holds or store.drained_workloads else NO_STEER
             policy, strategy, governed = self._policy(pod)
             if not governed:
                 self.metrics.observe("prioritize", time.perf_counter() - started, "passthrough")
-                return self._priorities(names, ())
+                return self._priorities(names, steered.nodes(names) if steered.hold is not None else ())
             recent = self._recent
             judged = tuple(n for n in names if n not in bad_nodes) if bad_nodes else tuple(names)
+            if steered is not NO_STEER:
+                judged = tuple(steered.nodes(judged))
             if (recent is not None and recent.uid == pod.uid and recent.nodes == judged
                     and recent.resource_version == _resource_version(args.Pod)
                     and time.monotonic() - recent.at <= REUSE_SECONDS):
@@ -525,7 +551,10 @@ class Extender:
             else:
                 store.release_tentative(pod.uid)
                 eval_now = self.eval_clock()
-                ev, rnd = self._evaluate(self._state(overrides), pod, policy, strategy, judged, now, eval_now)
+                state = self._state(overrides)
+                ev, rnd = self._evaluate(state, pod, policy, strategy, judged, now, eval_now)
+                if steered.hold is not None:
+                    honour_target(state, pod, steered.hold, ev)  # type: ignore[arg-type]
                 ranking = ev.decision.ranking
                 winner = ev.decision.winner
                 if winner is not None:  # a candidate, so among the judged nodes
@@ -658,6 +687,9 @@ class Extender:
             quota = rnd.quota(pod.uid) if rnd is not None else None
             ev = evaluate_pod(state, pod, policy, self.core_settings, eval_now,
                               nodes=[node], quota=quota, strategy=strategy)
+            hold = store.claimed_hold(pod.uid) if store.holds else None
+            if hold is not None and hold.destination == node:
+                honour_target(state, pod, hold, ev)  # type: ignore[arg-type]
             refusal = ev.decision.refused.get(node)
             earlier_encoded = self._filter_decisions.pop(pod.uid, None)
             earlier = orjson.loads(earlier_encoded) if earlier_encoded is not None else None

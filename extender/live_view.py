@@ -1,12 +1,12 @@
-"""The live view: Nodes, Pods, kube-node-lease Leases and PlacementPolicies listed and watched
+"""The live view: Nodes, Pods, kube-node-lease Leases, PlacementPolicies and NodeDrains listed and watched
 through the kubernetes client, fed into the :class:`~berth.extender.store.ClusterStore`.
 
 One thread per kind: list (in pages, applied as they come), then watch from the list's
 resourceVersion; a watch that ends normally (server timeout) is resumed from the last
 resourceVersion seen (bookmarks included); a watch error or ``410 Gone`` leads to a fresh
 list, which also forgets what disappeared meanwhile. ``/readyz`` turns ready after the first
-full list of all four kinds. The operator runs the same code for Nodes, Pods and Leases
-(:mod:`berth.operator.cluster`).
+full list of the first four kinds (NodeDrains are not needed to serve). The operator runs the
+same code for Nodes, Pods and Leases (:mod:`berth.operator.cluster`).
 
 The transport is the kubernetes client's own API functions with ``_preload_content=False``:
 the raw JSON is decoded with orjson and never turned into the client's model classes (which
@@ -26,11 +26,14 @@ import orjson
 
 from berth.extender.heap import collector_paused, settle
 from berth.extender.metrics import Metrics
-from berth.extender.store import KINDS, LEASE_NAMESPACE, ClusterStore
+from berth.extender.store import LEASE_NAMESPACE, WATCHED_KINDS, ClusterStore
 
 log = logging.getLogger("berth.extender.live_view")
 
 POLICY_GROUP, POLICY_VERSION, POLICY_PLURAL = "berth.dev", "v1alpha1", "placementpolicies"
+DRAIN_PLURAL = "nodedrains"
+OPTIONAL_KINDS = {"policies": "PlacementPolicy", "nodedrains": "NodeDrain"}
+"""Kinds whose CRD may be missing: then none of them, and the list is tried again later."""
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 PAGE_SIZE = 1000
 
@@ -50,7 +53,8 @@ class Page:
 
 
 class WatchSource(Protocol):
-    """Lists and watches one kind (``nodes``, ``pods``, ``leases``, ``policies``) of raw objects."""
+    """Lists and watches one kind (``nodes``, ``pods``, ``leases``, ``policies``, ``nodedrains``) of raw
+    objects."""
 
     def list_pages(self, kind: str) -> Iterator[Page]: ...
 
@@ -81,6 +85,8 @@ class KubeSource:
             return self.coordination.list_namespaced_lease(LEASE_NAMESPACE, **kwargs)
         if kind == "policies":
             return self.custom.list_cluster_custom_object(POLICY_GROUP, POLICY_VERSION, POLICY_PLURAL, **kwargs)
+        if kind == "nodedrains":
+            return self.custom.list_cluster_custom_object(POLICY_GROUP, POLICY_VERSION, DRAIN_PLURAL, **kwargs)
         raise ValueError(f"unknown kind {kind!r}")
 
     def list_pages(self, kind: str) -> Iterator[Page]:
@@ -140,13 +146,13 @@ Handler = Callable[[Mapping[str, Any]], None]
 
 class LiveView:
     """Keeps ``store`` up to date from ``source``; :meth:`start` spawns one daemon thread per kind
-    of ``kinds`` (the extender watches all four; the operator, whose policies Kopf watches, the
-    other three: its store is ready without ``policies``)."""
+    of ``kinds`` (the extender watches all five; the operator, whose policies and drains Kopf
+    watches, nodes, pods and leases: its store is ready without ``policies``)."""
 
     def __init__(self, store: ClusterStore, source: WatchSource, *, metrics: Metrics | None = None,
                  track_leases: bool = True, watch_timeout_seconds: int = 300, backoff_max_seconds: float = 30.0,
                  sleep: Callable[[float], None] | None = None, settle_heap: bool = True,
-                 kinds: Sequence[str] = KINDS) -> None:
+                 kinds: Sequence[str] = WATCHED_KINDS) -> None:
         self.store = store
         self.kinds = tuple(kinds)
         self.source = source
@@ -167,7 +173,7 @@ class LiveView:
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
-        kinds = [kind for kind in ("policies", "nodes", "leases", "pods") if kind in self.kinds]
+        kinds = [kind for kind in WATCHED_KINDS if kind in self.kinds]
         if not self.track_leases and "leases" in kinds:
             kinds.remove("leases")
         for kind in kinds:
@@ -198,12 +204,12 @@ class LiveView:
                 log.info("%s: %s; listing again", kind, exc)
                 self._restarted(kind)
             except NotFound as exc:
-                if kind != "policies":
+                if kind not in OPTIONAL_KINDS:
                     log.warning("%s: %s", kind, exc)
                 else:
-                    log.warning("the PlacementPolicy CRD is not installed (%s): no policies; checking again "
-                                "in %.0fs", exc, self.backoff_max_seconds)
-                    self.store.replace("policies", [])
+                    log.warning("the %s CRD is not installed (%s): none; checking again in %.0fs",
+                                OPTIONAL_KINDS[kind], exc, self.backoff_max_seconds)
+                    self.store.replace(kind, [])
                 self._sleep(self.backoff_max_seconds)
             except Exception as exc:
                 log.warning("%s: watch failed (%s: %s); listing again in %.1fs", kind, type(exc).__name__, exc,
@@ -274,6 +280,7 @@ class LiveView:
             "pods": (s.apply_pod, s.delete_pod),
             "leases": (s.apply_lease, s.delete_lease),
             "policies": (s.apply_policy, s.delete_policy),
+            "nodedrains": (s.apply_nodedrain, s.delete_nodedrain),
         }
         apply, delete = table[kind]
         return {"ADDED": apply, "MODIFIED": apply, "DELETED": delete}

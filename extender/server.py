@@ -60,7 +60,8 @@ def build_app(snapshot: str | None = None, settings: ExtenderSettings | None = N
         log.info("serving the snapshot %s: %d nodes, %d pods, %d policies", snapshot, len(store.view.nodes),
                  store.sizes()["pods"], len(store.policies))
         return create_app(store, settings, binder=MemoryBinder(store), eval_clock=eval_clock)
-    store = ClusterStore(leases_tracked=settings.track_leases, decisions_kept=settings.decisions_kept)
+    store = ClusterStore(leases_tracked=settings.track_leases, decisions_kept=settings.decisions_kept,
+                         drain_hold_seconds=settings.drain_hold_seconds)
     metrics = Metrics(store)
     api_client = kube_api_client()
     live = LiveView(store, KubeSource(api_client), metrics=metrics, track_leases=settings.track_leases,

@@ -44,6 +44,8 @@ class ExtenderSettings(BaseSettings):
     # A bound pod counts on its node until the watch (or a full list) shows it bound or deleted; this
     # safety bound releases it only if neither ever comes (berth_assumptions_expired_total{kind="bound"}).
     assume_ttl_seconds: float = Field(default=ASSUME_TTL_SECONDS, gt=0, le=86400)
+    # An executing NodeDrain's planned destination keeps room for an evicted pod's replacement this long at most
+    drain_hold_seconds: float = Field(default=300.0, gt=0, le=86400)
     round_timeout_seconds: float = Field(default=120.0, gt=0, le=86400)  # Fill/Each round left idle this long closes
     # filter answers a governed pod with berth's winner alone: kube-scheduler then skips scoring
     # (one feasible node) and prioritize; for large clusters (extender/README.md, "Configuration")

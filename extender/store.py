@@ -34,9 +34,12 @@ from typing import Any
 import orjson
 
 from berth.core.decision import DECISION_ANNOTATION
+from berth.core.drain import InvalidDrain, PodState
+from berth.core.drain_hold import NO_STEER, Hold, Steer, Workload, steer
 from berth.core.errors import InvalidPolicy
 from berth.core.kube import ObjectError, is_terminal, lease_renew_seconds, node_from_object, pod_from_object
-from berth.core.model import NodeInfo, PodInfo
+from berth.core.model import NodeInfo, Owner, PodInfo
+from berth.core.nodedrain import DrainMode, nodedrain_spec
 from berth.core.policy import PlacementPolicy, policy_from_manifest
 from berth.core.view import ClusterView
 
@@ -55,6 +58,26 @@ ROUND_RECORDS_KEPT = 4096
 annotations are written by berth, but any pod's creator can set them, one policy key each."""
 
 KINDS = ("nodes", "pods", "leases", "policies")
+"""The kinds a full view needs (``/readyz``); NodeDrains are watched too, but a cluster without
+the NodeDrain CRD is still served."""
+WATCHED_KINDS = ("policies", "nodes", "leases", "pods", "nodedrains")
+"""What the extender's live view lists and watches, in the order its threads start."""
+
+DRAIN_HOLD_SECONDS = 300.0
+"""How long a drained pod's destination keeps its room for the replacement, from the moment the
+extender sees the pod evicting, at most."""
+
+_HOLDING_STATES = (PodState.EVICTING.value, PodState.MOVED.value)
+_MOVING_STATES = (PodState.PLANNED.value, *_HOLDING_STATES)
+
+
+@dataclass
+class DrainRecord:
+    """What an executing NodeDrain tells the extender: the rooms held for its pods' replacements
+    and the nodes its workloads leave."""
+
+    holds: dict[str, Hold]  # evicted pod uid -> hold
+    workloads: dict[Workload, frozenset[str]]  # (namespace, controller) -> the drained nodes
 
 
 @dataclass(slots=True)
@@ -121,7 +144,8 @@ def parse_round_id(round_id: str) -> tuple[str, float] | None:
 
 class ClusterStore:
     def __init__(self, *, leases_tracked: bool = True, decisions_kept: int = 5000,
-                 clock: Callable[[], float] | None = None, kinds: Iterable[str] = KINDS) -> None:
+                 clock: Callable[[], float] | None = None, kinds: Iterable[str] = KINDS,
+                 drain_hold_seconds: float = DRAIN_HOLD_SECONDS) -> None:
         import time
 
         self.kinds = frozenset(kinds)  # ready once each of these is listed
@@ -149,6 +173,14 @@ class ClusterStore:
         # fixed so that a scrape can read the counts while a watch thread adds to them.
         self.unreadable: dict[str, int] = dict.fromkeys(("nodes", "leases", "pods"), 0)
         self.on_confirm: Callable[[str], None] | None = None
+        # executing NodeDrains (berth.core.drain_hold): the rooms held for replacement pods
+        self.drain_hold_seconds = drain_hold_seconds
+        self.drains: dict[str, DrainRecord] = {}
+        self.holds: dict[str, Hold] = {}  # evicted pod uid -> hold, of every drain
+        self.drained_workloads: dict[Workload, frozenset[str]] = {}
+        self.hold_claims: dict[str, str] = {}  # evicted pod uid -> the pending pod that took its hold
+        self._claimant_of: dict[str, str] = {}  # the reverse
+        self._holds_done: OrderedDict[str, None] = OrderedDict()  # evicted pods whose replacement bound
 
     # -- readiness ---------------------------------------------------------------------
 
@@ -292,6 +324,8 @@ class ClusterStore:
             self.view.upsert_pod(pod)  # replaces an assumption: the API server now shows it
             if self.assumed.pop(uid, None) is not None and self.on_confirm is not None:
                 self.on_confirm(uid)
+            if uid in self._claimant_of:
+                self._hold_fulfilled(uid)
             return
         if not pod.terminating:
             self.pending[uid] = pod
@@ -316,6 +350,8 @@ class ClusterStore:
             self.forget_pod(uid)
 
     def forget_pod(self, uid: str) -> None:
+        if uid in self._claimant_of:
+            self._unclaim(uid)
         self._pending_remove(uid)
         self.release(uid)
         self.view.remove_pod(uid)
@@ -454,6 +490,134 @@ class ClusterStore:
         if rnd is not None and rnd.round_id == round_id and pod.node_name:
             rnd.placed.setdefault(pod.uid, pod.node_name)
 
+    # -- drains ------------------------------------------------------------------------
+
+    def apply_nodedrain(self, obj: Mapping[str, Any]) -> None:
+        """A NodeDrain from a list or a watch event. Only an executing drain holds rooms: each pod
+        of its status ``Evicting`` or ``Moved`` (by uid, with a destination) whose shape the view
+        knows (it saw the pod before its eviction) gets a hold on its destination, kept from the
+        first time the extender saw it for ``drain_hold_seconds`` at most."""
+        name = _name(obj)
+        try:
+            spec = nodedrain_spec(obj.get("spec"))
+        except InvalidDrain as exc:
+            log.warning("NodeDrain %s is invalid and ignored: %s", name, exc)
+            with self.lock:
+                self._drop_drain(name)
+            return
+        status = obj.get("status")
+        status = status if isinstance(status, Mapping) else {}
+        entries = status.get("pods")
+        nodes = status.get("nodes")
+        drained = frozenset(n for n in nodes if isinstance(n, str)) if isinstance(nodes, list) else frozenset()
+        explicit = spec.to_request().explicit_target is not None
+        with self.lock:
+            old = self.drains.get(name)
+            holds: dict[str, Hold] = {}
+            workloads: dict[Workload, frozenset[str]] = {}
+            if spec.mode is DrainMode.EXECUTE and isinstance(entries, list):
+                now = self.clock()
+                for entry in entries:
+                    if not isinstance(entry, Mapping) or entry.get("state") not in _MOVING_STATES:
+                        continue
+                    workload = _workload(entry)
+                    if workload is not None and drained:
+                        workloads[workload] = drained
+                    uid, dest = entry.get("uid"), entry.get("destination")
+                    if entry.get("state") not in _HOLDING_STATES or not isinstance(uid, str) \
+                            or not isinstance(dest, str) or not dest or uid in self._holds_done:
+                        continue
+                    known = old.holds.get(uid) if old is not None else None
+                    if known is not None and known.destination == dest:
+                        holds[uid] = known
+                        continue
+                    evicted = self.view.pod(uid)
+                    if evicted is None or evicted.controller is None:
+                        continue  # its shape is unknown (gone before the extender saw it): nothing to hold
+                    holds[uid] = Hold(name, evicted, dest, explicit, now + self.drain_hold_seconds)
+            if holds or workloads:
+                self.drains[name] = DrainRecord(holds, workloads)
+            else:
+                self.drains.pop(name, None)
+            self._sync_drains()
+
+    def delete_nodedrain(self, obj: Mapping[str, Any]) -> None:
+        with self.lock:
+            self._drop_drain(_name(obj))
+
+    def _drop_drain(self, name: str) -> None:
+        if self.drains.pop(name, None) is not None:
+            self._sync_drains()
+
+    def _sync_drains(self) -> None:
+        """Count a placeholder for every hold no pending pod took yet; release the others'."""
+        holds: dict[str, Hold] = {}
+        workloads: dict[Workload, frozenset[str]] = {}
+        for record in self.drains.values():
+            holds.update(record.holds)
+            for key, nodes in record.workloads.items():
+                workloads[key] = workloads.get(key, frozenset()) | nodes
+        for uid, hold in self.holds.items():
+            if holds.get(uid) is not hold:
+                self.release(hold.placeholder_uid)
+                if uid not in holds:
+                    claimant = self.hold_claims.pop(uid, None)
+                    if claimant is not None:
+                        self._claimant_of.pop(claimant, None)
+        self.holds = holds
+        self.drained_workloads = workloads
+        now = self.clock()
+        for uid, hold in holds.items():
+            if uid not in self.hold_claims and hold.placeholder_uid not in self.assumed and hold.deadline > now:
+                self.assume(hold.placeholder(), hold.destination, bound=False, deadline=hold.deadline)
+
+    def drain_steer(self, pod: PodInfo, now: float) -> Steer:
+        """Under the lock: what the drains say about pending ``pod`` (``berth.core.drain_hold``).
+        A hold it claims stops counting its placeholder: the pod's own reservation takes its place."""
+        if not self.holds and not self.drained_workloads:
+            return NO_STEER
+        taken = {e for e, c in self.hold_claims.items() if c != pod.uid}
+        found = steer(pod, self.holds.values(), self.drained_workloads, now, taken)
+        hold = found.hold
+        if hold is not None:
+            evicted = hold.pod.uid
+            if self._claimant_of.get(pod.uid, evicted) != evicted:
+                self._unclaim(pod.uid)
+            self.hold_claims[evicted] = pod.uid
+            self._claimant_of[pod.uid] = evicted
+            self.release(hold.placeholder_uid)
+        return found
+
+    def claimed_hold(self, uid: str) -> Hold | None:
+        """The hold the pod ``uid`` took, if any."""
+        evicted = self._claimant_of.get(uid)
+        return self.holds.get(evicted) if evicted is not None else None
+
+    def _unclaim(self, claimant: str) -> None:
+        """The pod that took a hold is gone (or took another): the hold counts its placeholder again."""
+        evicted = self._claimant_of.pop(claimant, None)
+        if evicted is None:
+            return
+        self.hold_claims.pop(evicted, None)
+        hold = self.holds.get(evicted)
+        if hold is not None and hold.deadline > self.clock():
+            self.assume(hold.placeholder(), hold.destination, bound=False, deadline=hold.deadline)
+
+    def _hold_fulfilled(self, claimant: str) -> None:
+        """The pod that took a hold is bound: the hold is done (for good, whatever the drain's status
+        says later)."""
+        evicted = self._claimant_of.pop(claimant)
+        self.hold_claims.pop(evicted, None)
+        self._holds_done[evicted] = None
+        while len(self._holds_done) > 10000:
+            self._holds_done.popitem(last=False)
+        hold = self.holds.pop(evicted, None)
+        if hold is not None:
+            self.release(hold.placeholder_uid)
+            record = self.drains.get(hold.drain)
+            if record is not None:
+                record.holds.pop(evicted, None)
+
     # -- decisions ---------------------------------------------------------------------
 
     def record_decision(self, pod_key: str, decision: dict[str, Any]) -> bytes:
@@ -530,6 +694,8 @@ class ClusterStore:
             return self.apply_node, self.view.remove_node, lambda: list(self.view.nodes)
         if kind == "leases":
             return self.apply_lease, self.view.remove_lease, lambda: list(self.view.leases)
+        if kind == "nodedrains":
+            return self.apply_nodedrain, self._drop_drain, lambda: list(self.drains)
         if kind == "policies":
             return (self.apply_policy, self._forget_policy_key,
                     lambda: [*self.policies, *self.invalid_policies])
@@ -565,6 +731,7 @@ class ClusterStore:
                 "invalid_policies": len(self.invalid_policies),
                 "leases": len(view.leases),
                 "rounds": len(self.rounds),
+                "drain_holds": len(self.holds),
             }
 
     def cache_sizes(self) -> dict[str, int]:
@@ -591,6 +758,18 @@ def _identity(kind: str, obj: Mapping[str, Any]) -> str:
     if kind == "policies":
         return f"{_namespace(obj) or 'default'}/{_name(obj)}"
     return _name(obj)
+
+
+def _workload(entry: Mapping[str, Any]) -> Workload | None:
+    """(namespace, controller) of a NodeDrain status entry (``pod``: namespace/name, ``workload``: Kind/name)."""
+    pod, workload = entry.get("pod"), entry.get("workload")
+    if not isinstance(pod, str) or not isinstance(workload, str):
+        return None
+    namespace, sep, _ = pod.partition("/")
+    kind, sep2, name = workload.partition("/")
+    if not sep or not sep2 or not namespace or not kind or not name:
+        return None
+    return namespace, Owner(kind, name)
 
 
 def _nominated_node(obj: Mapping[str, Any]) -> str | None:

@@ -76,7 +76,9 @@ def pod(
     phase: str | None = None,
     annotations: Mapping[str, str] | None = None,
     rv: str = "1",
+    owner: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
+    """``owner``: the controller, (kind, name)."""
     requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
     container: dict[str, Any] = {"name": "c", "image": "registry.k8s.io/pause:3.10"}
     if requests:
@@ -93,6 +95,9 @@ def pod(
     }
     if annotations:
         meta["annotations"] = dict(annotations)
+    if owner is not None:
+        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner[0], "name": owner[1],
+                                    "uid": f"owner-uid-{owner[1]}", "controller": True}]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -111,6 +116,22 @@ def policy(
         "kind": "PlacementPolicy",
         "metadata": {"name": name, "namespace": namespace, "generation": generation},
         "spec": body,
+    }
+
+
+def nodedrain(name: str, *, status_pods: Iterable[Mapping[str, Any]] = (), drained: Iterable[str] = ("a",),
+              mode: str = "Execute", **spec: Any) -> dict[str, Any]:
+    """A NodeDrain of ``drained`` (to ``spec``'s destinations, any by default) whose status lists
+    ``status_pods`` (each: pod, uid, source, workload, state, destination)."""
+    body: dict[str, Any] = {"nodes": list(drained), "mode": mode, **spec}
+    if "destinations" not in body and "destinationSelector" not in body:
+        body["anyDestination"] = True
+    return {
+        "apiVersion": "berth.dev/v1alpha1",
+        "kind": "NodeDrain",
+        "metadata": {"name": name},
+        "spec": body,
+        "status": {"nodes": list(drained), "pods": [dict(p) for p in status_pods]},
     }
 
 
@@ -194,11 +215,13 @@ class Harness:
 
 def make_store(objects: Iterable[Mapping[str, Any]], *, leases_tracked: bool = False) -> ClusterStore:
     store = ClusterStore(leases_tracked=leases_tracked)
-    by_kind: dict[str, list[Mapping[str, Any]]] = {"nodes": [], "pods": [], "leases": [], "policies": []}
-    kind_map = {"Node": "nodes", "Pod": "pods", "Lease": "leases", "PlacementPolicy": "policies"}
+    by_kind: dict[str, list[Mapping[str, Any]]] = {"nodes": [], "pods": [], "leases": [], "policies": [],
+                                                   "nodedrains": []}
+    kind_map = {"Node": "nodes", "Pod": "pods", "Lease": "leases", "PlacementPolicy": "policies",
+                "NodeDrain": "nodedrains"}
     for obj in objects:
         by_kind[kind_map[obj["kind"]]].append(obj)
-    for kind in ("policies", "nodes", "leases", "pods"):
+    for kind in ("policies", "nodes", "leases", "pods", "nodedrains"):
         store.replace(kind, by_kind[kind])
     return store
 

@@ -18,9 +18,9 @@ from berth.extender.live_view import Gone, LiveView, NotFound, Page
 from berth.extender.metrics import Metrics
 from berth.extender.settings import ExtenderSettings
 from berth.extender.store import ClusterStore
-from tests.extender.helpers import args, lease, node, pod, policy
+from tests.extender.helpers import args, lease, node, nodedrain, pod, policy
 
-KINDS = ("nodes", "pods", "leases", "policies")
+KINDS = ("nodes", "pods", "leases", "policies", "nodedrains")
 
 
 class FakeSource:
@@ -213,3 +213,37 @@ def test_threads_start_and_stop() -> None:
     assert store.ready
     assert store.view.leases_tracked is False
     assert all(t.name.startswith("berth-watch-") for t in threading.enumerate() if "berth" in t.name)
+
+
+def test_nodedrain_watch_events_feed_the_drains_holds() -> None:
+    source = FakeSource()
+    evicted = pod("web-1", node_name="a", owner=("ReplicaSet", "web-1"))
+    source.objects["pods"] = [evicted]
+    entry = {"pod": "shop/web-1", "uid": evicted["metadata"]["uid"], "source": "a", "workload": "ReplicaSet/web-1",
+             "state": "Evicting", "destination": "b"}
+    drain = nodedrain("retire-a", status_pods=[entry])
+    source.scripts["nodedrains"] = [[event("ADDED", drain, "401"), event("DELETED", drain, "402")]]
+    store, view, _ = live(source)
+    for kind in ("nodes", "pods"):
+        view.relist(kind)
+    view.relist("nodedrains")
+    assert store.holds == {}
+    seen: list[int] = []
+    store_apply = store.apply_nodedrain
+
+    def spy(obj: Any) -> None:
+        store_apply(obj)
+        seen.append(len(store.holds))
+
+    store.apply_nodedrain = spy  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):  # the script ends
+        view.watch_until_error("nodedrains", "400")
+    assert seen == [1] and store.holds == {}  # held on ADDED, released on DELETED
+
+
+def test_without_the_nodedrain_crd_there_are_no_drains_and_the_view_is_ready() -> None:
+    source = FakeSource()
+    source.missing.add("nodedrains")
+    store, view, _ = live(source)
+    view.run("nodedrains", max_cycles=1)
+    assert "nodedrains" in store.listed and store.drains == {}

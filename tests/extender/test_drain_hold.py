@@ -1,0 +1,139 @@
+"""An executing NodeDrain's plan kept by the extender: the planned destination holds the room of
+each evicted pod for its replacement (same workload, same shape), which is sent there; a drained
+workload never goes back to a drained node; a move's explicit target is honoured over berth's
+own checks with a warning."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from tests.extender.helpers import Harness, harness, node, nodedrain, pod, policy
+
+WEB = ("ReplicaSet", "web-1")
+
+
+def cluster(*, c_cpu: str = "4", filler_cpu: str = "1", **policy_spec: Any) -> tuple[Harness, dict[str, Any]]:
+    """Nodes a (drained), b and c; c holds a filler pod, so that berth alone prefers b; web-1 on a."""
+    evicted = pod("web-1", node_name="a", owner=WEB, labels={"app": "web"})
+    objects = [node("a"), node("b"), node("c", cpu=c_cpu), policy("web", **policy_spec),
+               pod("filler", namespace="infra", node_name="c", cpu=filler_cpu, owner=("ReplicaSet", "filler")),
+               evicted]
+    return harness(objects), evicted
+
+
+def evicting(evicted: dict[str, Any], destination: str = "c", state: str = "Evicting") -> dict[str, Any]:
+    meta = evicted["metadata"]
+    return {"pod": f"{meta['namespace']}/{meta['name']}", "uid": meta["uid"], "source": "a",
+            "workload": "ReplicaSet/web-1", "state": state, "destination": destination}
+
+
+def replacement(name: str = "web-2", *, owner: tuple[str, str] = WEB, cpu: str = "100m") -> dict[str, Any]:
+    return pod(name, owner=owner, cpu=cpu, labels={"app": "web"})
+
+
+def test_without_a_drain_berth_prefers_b() -> None:
+    """The control for the cases below: the plan's destination c is not berth's own first choice."""
+    h, _ = cluster()
+    assert h.schedule(replacement()) == "b"
+
+
+def test_the_replacement_is_sent_to_the_planned_destination() -> None:
+    h, evicted = cluster()
+    h.store.apply_nodedrain(nodedrain("retire-a", status_pods=[evicting(evicted)]))
+    result = h.filter(replacement())
+    assert result["NodeNames"] == ["c"]
+    assert "NodeDrain retire-a" in result["FailedAndUnresolvableNodes"]["b"]
+
+
+def test_the_destination_s_room_is_held_from_other_workloads() -> None:
+    h, evicted = cluster(c_cpu="1", filler_cpu="900m")  # c has room for exactly one 100m pod
+    h.store.apply_nodedrain(nodedrain("retire-a", status_pods=[evicting(evicted)]))
+    other = replacement("web-new", owner=("ReplicaSet", "web-2"))  # same shape, another controller
+    assert "c" not in h.filter(other, ["b", "c"])["NodeNames"]
+    assert h.schedule(replacement()) == "c"
+
+
+def test_a_moved_pod_s_room_is_held_too() -> None:
+    h, evicted = cluster(c_cpu="1", filler_cpu="900m")
+    h.store.apply_nodedrain(nodedrain("retire-a", status_pods=[evicting(evicted)]))
+    h.store.apply_nodedrain(nodedrain("retire-a", status_pods=[evicting(evicted, state="Moved")]))
+    h.store.delete_pod(evicted)  # evicted and gone: the hold keeps its shape
+    other = replacement("web-new", owner=("ReplicaSet", "web-2"))
+    assert "c" not in h.filter(other, ["b", "c"])["NodeNames"]
+    assert h.schedule(replacement()) == "c"
+
+
+def test_the_hold_lapses_after_the_bounded_wait() -> None:
+    h, evicted = cluster(c_cpu="1", filler_cpu="900m")
+    h.store.apply_nodedrain(nodedrain("retire-a", status_pods=[evicting(evicted)]))
+    h.clock.advance(h.store.drain_hold_seconds + 1)
+    other = replacement("web-new", owner=("ReplicaSet", "web-2"))
+    assert "c" in h.filter(other, ["b", "c"])["NodeNames"]
+    assert h.filter(replacement(), ["b", "c"])["NodeNames"] == ["b", "c"]  # no hold: placed like any pod
+
+
+def test_the_hold_ends_when_the_replacement_binds() -> None:
+    h, evicted = cluster()
+    h.store.apply_nodedrain(nodedrain("retire-a", status_pods=[evicting(evicted)]))
+    first = replacement()
+    assert h.schedule(first) == "c"
+    h.store.apply_pod({**first, "spec": {**first["spec"], "nodeName": "c"}, "status": {"phase": "Running"}})
+    drain = nodedrain("retire-a", status_pods=[evicting(evicted, state="Moved")])
+    h.store.apply_nodedrain(drain)  # the status still lists it: the hold does not come back
+    assert h.store.holds == {}
+    assert h.store.view.requested("c")["cpu"] == 1100  # the filler and the replacement, once
+    assert "b" in h.filter(replacement("web-3"))["NodeNames"]
+
+
+def test_a_second_replacement_takes_another_hold_or_none() -> None:
+    h, evicted = cluster()
+    second = pod("web-9", node_name="a", owner=WEB, labels={"app": "web"})
+    h.store.apply_pod(second)
+    h.store.apply_nodedrain(nodedrain("retire-a", status_pods=[evicting(evicted, "c"), evicting(second, "b")]))
+    assert h.filter(replacement("web-2"))["NodeNames"] == ["b"]  # holds by destination: b first
+    assert h.filter(replacement("web-3"))["NodeNames"] == ["c"]  # b's hold is taken
+    assert "a" not in h.filter(replacement("web-4"))["NodeNames"]  # none left: still never the drained node
+
+
+def test_a_drained_workload_never_goes_back_to_a_drained_node() -> None:
+    h, evicted = cluster()
+    h.store.apply_nodedrain(nodedrain("retire-a", status_pods=[evicting(evicted)]))
+    other_shape = replacement(cpu="200m")  # of the workload, but not the evicted pod's shape: no hold
+    result = h.filter(other_shape)
+    assert "a" not in result["NodeNames"] and {"b", "c"} <= set(result["NodeNames"])
+    assert "drained" in result["FailedAndUnresolvableNodes"]["a"]
+
+
+def test_a_plan_mode_drain_holds_nothing() -> None:
+    h, evicted = cluster()
+    h.store.apply_nodedrain(nodedrain("retire-a", status_pods=[evicting(evicted)], mode="Plan"))
+    assert h.store.holds == {} and h.schedule(replacement()) == "b"
+
+
+def test_deleting_the_drain_releases_the_room() -> None:
+    h, evicted = cluster(c_cpu="1", filler_cpu="900m")
+    drain = nodedrain("retire-a", status_pods=[evicting(evicted)])
+    h.store.apply_nodedrain(drain)
+    h.store.delete_nodedrain(drain)
+    other = replacement("web-new", owner=("ReplicaSet", "web-2"))
+    assert "c" in h.filter(other, ["b", "c"])["NodeNames"]
+
+
+def test_an_explicit_move_target_is_honoured_with_a_warning() -> None:
+    h, evicted = cluster(nodeFilter={"excludes": ["c"]})
+    move = nodedrain("move-web", status_pods=[evicting(evicted)], destinations=["c"],
+                     podSelector={"matchLabels": {"app": "web"}})
+    h.store.apply_nodedrain(move)
+    first = replacement()
+    assert h.schedule(first) == "c"  # filter, then the bind's recheck, honour it
+    record = orjson.loads(h.store.decisions["shop/web-2"])
+    assert any("excluded by nodeFilter.excludes" in w and "explicit target of NodeDrain move-web" in w
+               for w in record["warnings"]), record["warnings"]
+
+
+def test_a_whole_node_drain_s_destination_obeys_berth_s_checks() -> None:
+    h, evicted = cluster(nodeFilter={"excludes": ["c"]})
+    h.store.apply_nodedrain(nodedrain("retire-a", status_pods=[evicting(evicted)], destinations=["c"]))
+    assert h.filter(replacement())["NodeNames"] == []
