@@ -16,6 +16,7 @@ EXTENDER_CLUSTER = {
     ("", "events", "create", ""),
     ("berth.dev", "placementpolicies", "list", ""), ("berth.dev", "placementpolicies", "watch", ""),
     ("berth.dev", "nodedrains", "get", ""),  # GET /api/v1/drains/{name}
+    ("berth.dev", "nodedrains", "list", ""), ("berth.dev", "nodedrains", "watch", ""),  # rooms held for drains
     ("authentication.k8s.io", "tokenreviews", "create", ""),
     ("authorization.k8s.io", "subjectaccessreviews", "create", ""),
 }
@@ -73,7 +74,7 @@ FORBIDDEN = {
         ("create", "pods", "default"), ("update", "pods", "default"), ("patch", "nodes", ""),
         ("patch", "placementpolicies.berth.dev", "default"), ("create", "leases.coordination.k8s.io", NODE_LEASES),
         ("list", "leases.coordination.k8s.io", "kube-system"), ("create", "pods/eviction", "default"),
-        ("patch", "nodedrains.berth.dev", ""), ("list", "nodedrains.berth.dev", ""),
+        ("patch", "nodedrains.berth.dev", ""), ("delete", "nodedrains.berth.dev", ""),
     ],
     "operator": [
         ("get", "secrets", "default"), ("create", "pods/binding", "default"), ("patch", "pods", "default"),
