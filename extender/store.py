@@ -35,7 +35,7 @@ import orjson
 
 from berth.core.decision import DECISION_ANNOTATION
 from berth.core.drain import InvalidDrain, PodState
-from berth.core.drain_hold import NO_STEER, Hold, Steer, Workload, steer
+from berth.core.drain_hold import HOLD_UID_PREFIX, NO_STEER, Hold, Steer, Workload, steer
 from berth.core.errors import InvalidPolicy
 from berth.core.kube import ObjectError, is_terminal, lease_renew_seconds, node_from_object, pod_from_object
 from berth.core.model import NodeInfo, Owner, PodInfo
@@ -445,6 +445,8 @@ class ClusterStore:
             if entry is None:
                 continue
             released.append(entry)
+            if uid in self._claimant_of:
+                self._unclaim(uid)  # the replacement did not bind in time: its hold counts again
             if entry.bound:
                 log.warning("released pod %s from node %s: the watch has not shown it bound or deleted "
                             "within the safety bound", entry.pod.key, entry.pod.node_name)
@@ -652,7 +654,9 @@ class ClusterStore:
                 delete(ident)
             if kind == "pods":
                 # a pod counted before the list began and absent from it was deleted: absence confirmed
-                for uid in [u for u, a in self.assumed.items() if u not in seen and a.made < started]:
+                # (a drain's placeholder is no pod of the API server: its hold decides its end)
+                for uid in [u for u, a in self.assumed.items()
+                            if u not in seen and a.made < started and not u.startswith(HOLD_UID_PREFIX)]:
                     self.release(uid)
             self.listed.add(kind)
 

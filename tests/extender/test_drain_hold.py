@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from berth.extender.settings import ExtenderSettings
 from tests.extender.helpers import Harness, harness, node, nodedrain, pod, policy
 
 WEB = ("ReplicaSet", "web-1")
@@ -137,3 +138,22 @@ def test_a_whole_node_drain_s_destination_obeys_berth_s_checks() -> None:
     h, evicted = cluster(nodeFilter={"excludes": ["c"]})
     h.store.apply_nodedrain(nodedrain("retire-a", status_pods=[evicting(evicted)], destinations=["c"]))
     assert h.filter(replacement())["NodeNames"] == []
+
+
+def test_the_room_stays_held_across_a_relist_of_the_pods() -> None:
+    h, evicted = cluster(c_cpu="1", filler_cpu="900m")
+    h.store.apply_nodedrain(nodedrain("retire-a", status_pods=[evicting(evicted)]))
+    filler = pod("filler", namespace="infra", node_name="c", cpu="900m", owner=("ReplicaSet", "filler"))
+    h.clock.advance(1)
+    h.store.replace("pods", [filler, evicted])  # the placeholder is no pod of the API server
+    other = replacement("web-new", owner=("ReplicaSet", "web-2"))
+    assert "c" not in h.filter(other, ["b", "c"])["NodeNames"]
+
+
+def test_the_room_is_held_again_when_the_replacement_does_not_bind_in_time() -> None:
+    h, evicted = cluster(c_cpu="1", filler_cpu="900m")
+    h.store.apply_nodedrain(nodedrain("retire-a", status_pods=[evicting(evicted)]))
+    assert h.filter(replacement())["NodeNames"] == ["c"]  # claimed: its own reservation replaces the placeholder
+    h.clock.advance(ExtenderSettings().tentative_ttl_seconds + 1)  # no bind came
+    other = replacement("web-new", owner=("ReplicaSet", "web-2"))
+    assert "c" not in h.filter(other, ["b", "c"])["NodeNames"]
