@@ -23,6 +23,7 @@ rounds from the API server alone.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import logging
 import threading
@@ -64,8 +65,10 @@ WATCHED_KINDS = ("policies", "nodes", "leases", "pods", "nodedrains")
 """What the extender's live view lists and watches, in the order its threads start."""
 
 DRAIN_HOLD_SECONDS = 300.0
-"""How long a drained pod's destination keeps its room for the replacement, from the moment the
-extender sees the pod evicting, at most."""
+"""How long a drained pod's destination keeps its room for the replacement at most, from the
+moment the extender sees the pod evicted (its eviction accepted, or the pod gone). Before that
+(an eviction a PodDisruptionBudget keeps refusing) the room is held as long as the drain lists
+the pod ``Evicting``."""
 
 _HOLDING_STATES = (PodState.EVICTING.value, PodState.MOVED.value)
 _MOVING_STATES = (PodState.PLANNED.value, *_HOLDING_STATES)
@@ -497,8 +500,9 @@ class ClusterStore:
     def apply_nodedrain(self, obj: Mapping[str, Any]) -> None:
         """A NodeDrain from a list or a watch event. Only an executing drain holds rooms: each pod
         of its status ``Evicting`` or ``Moved`` (by uid, with a destination) whose shape the view
-        knows (it saw the pod before its eviction) gets a hold on its destination, kept from the
-        first time the extender saw it for ``drain_hold_seconds`` at most."""
+        knows (it saw the pod before its eviction) gets a hold on its destination, kept while the
+        eviction is asked for and, from the first time the extender sees it evicted (``evictedAt``
+        or ``Moved``), for ``drain_hold_seconds`` at most."""
         name = _name(obj)
         try:
             spec = nodedrain_spec(obj.get("spec"))
@@ -529,14 +533,18 @@ class ClusterStore:
                     if entry.get("state") not in _HOLDING_STATES or not isinstance(uid, str) \
                             or not isinstance(dest, str) or not dest or uid in self._holds_done:
                         continue
+                    gone = entry.get("state") == PodState.MOVED.value or bool(entry.get("evictedAt"))
+                    deadline = now + self.drain_hold_seconds if gone else float("inf")
                     known = old.holds.get(uid) if old is not None else None
                     if known is not None and known.destination == dest:
-                        holds[uid] = known
+                        # the wait starts once, when the extender first sees the pod evicted
+                        holds[uid] = known if known.deadline != float("inf") or not gone else \
+                            dataclasses.replace(known, deadline=deadline)
                         continue
                     evicted = self.view.pod(uid)
                     if evicted is None or evicted.controller is None:
                         continue  # its shape is unknown (gone before the extender saw it): nothing to hold
-                    holds[uid] = Hold(name, evicted, dest, explicit, now + self.drain_hold_seconds)
+                    holds[uid] = Hold(name, evicted, dest, explicit, deadline)
             if holds or workloads:
                 self.drains[name] = DrainRecord(holds, workloads)
             else:

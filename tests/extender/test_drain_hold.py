@@ -24,10 +24,15 @@ def cluster(*, c_cpu: str = "4", filler_cpu: str = "1", **policy_spec: Any) -> t
     return harness(objects), evicted
 
 
-def evicting(evicted: dict[str, Any], destination: str = "c", state: str = "Evicting") -> dict[str, Any]:
+def evicting(evicted: dict[str, Any], destination: str = "c", state: str = "Evicting",
+             accepted: bool = True) -> dict[str, Any]:
+    """A status entry; ``accepted``: the eviction was accepted (else refused and retried)."""
     meta = evicted["metadata"]
-    return {"pod": f"{meta['namespace']}/{meta['name']}", "uid": meta["uid"], "source": "a",
-            "workload": "ReplicaSet/web-1", "state": state, "destination": destination}
+    entry = {"pod": f"{meta['namespace']}/{meta['name']}", "uid": meta["uid"], "source": "a",
+             "workload": "ReplicaSet/web-1", "state": state, "destination": destination}
+    if accepted:
+        entry["evictedAt"] = "2027-01-15T08:00:00Z"
+    return entry
 
 
 def replacement(name: str = "web-2", *, owner: tuple[str, str] = WEB, cpu: str = "100m") -> dict[str, Any]:
@@ -157,3 +162,16 @@ def test_the_room_is_held_again_when_the_replacement_does_not_bind_in_time() -> 
     h.clock.advance(ExtenderSettings().tentative_ttl_seconds + 1)  # no bind came
     other = replacement("web-new", owner=("ReplicaSet", "web-2"))
     assert "c" not in h.filter(other, ["b", "c"])["NodeNames"]
+
+
+def test_the_wait_starts_only_once_the_eviction_is_accepted() -> None:
+    h, evicted = cluster(c_cpu="1", filler_cpu="900m")
+    other = replacement("web-new", owner=("ReplicaSet", "web-2"))
+    h.store.apply_nodedrain(nodedrain("retire-a", status_pods=[evicting(evicted, accepted=False)]))
+    h.clock.advance(h.store.drain_hold_seconds + 1)  # a PodDisruptionBudget keeps refusing it
+    assert "c" not in h.filter(other, ["b", "c"])["NodeNames"]
+    h.store.apply_nodedrain(nodedrain("retire-a", status_pods=[evicting(evicted)]))  # accepted now
+    h.clock.advance(h.store.drain_hold_seconds - 1)
+    assert "c" not in h.filter(other, ["b", "c"])["NodeNames"]
+    h.clock.advance(2)
+    assert "c" in h.filter(other, ["b", "c"])["NodeNames"]
