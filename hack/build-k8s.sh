@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build kube-apiserver, kube-scheduler, kubectl and helm from the Go module proxy and cache
+# Build kube-apiserver, kube-scheduler, kube-controller-manager, kubectl and helm from the Go
+# module proxy and cache
 # them outside the repository, keyed by version; install etcd (hack/install-deps.sh) if missing.
 #
 #   bash hack/build-k8s.sh          # prints the bin dir as its last line on stdout
@@ -11,8 +12,11 @@
 #
 #   ${BERTH_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/berth}/k8s-<version>/bin/
 #
-# together with a stamp per module (hash of its go.mod, go.sum, main files, ldflags and the
-# Go version); a changed stamp or a missing binary triggers a rebuild of that module.
+# together with a stamp per group of binaries built together (a hash of the Go version, the
+# ldflags and, for the Kubernetes binaries, their main files and the module versions they are
+# built from, so that adding a command to hack/k8s-build, and the go.mod lines it needs, does
+# not rebuild the others; for helm, of its module's go.mod, go.sum and main files); a changed
+# stamp or a missing binary triggers a rebuild of that group.
 #
 # Environment:
 #   BERTH_CACHE_DIR   cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/berth)
@@ -51,13 +55,25 @@ main() {
 
   GO_VERSION="$(go env GOVERSION)"
 
-  # stamp <module dir>: a hash of the module's sources and the Go version (the ldflags are
-  # added by build_module).
+  # stamp <module dir> [binaries...]: a hash of the Go version and, without binaries, of the
+  # module's sources; with binaries, of their main files and of the modules (path, version,
+  # replacement) their packages come from, which go.sum pins (the ldflags are added by
+  # build_module).
   stamp() {
     local dir="$1"
+    shift
     {
       echo "${GO_VERSION} $(go env GOOS)/$(go env GOARCH)"
-      (cd "${dir}" && find . -type f \( -name 'go.mod' -o -name 'go.sum' -o -name '*.go' \) | LC_ALL=C sort | xargs sha256sum)
+      if [[ $# -eq 0 ]]; then
+        (cd "${dir}" && find . -type f \( -name 'go.mod' -o -name 'go.sum' -o -name '*.go' \) | LC_ALL=C sort | xargs sha256sum)
+      else
+        local pkgs=() b
+        for b in "$@"; do pkgs+=("./cmd/${b}"); done
+        (cd "${dir}" && find "${pkgs[@]}" -type f -name '*.go' | LC_ALL=C sort | xargs sha256sum)
+        (cd "${dir}" && go list -mod=readonly -deps \
+          -f '{{with .Module}}{{.Path}} {{.Version}}{{with .Replace}} => {{.Path}} {{.Version}}{{end}}{{end}}' \
+          "${pkgs[@]}" | LC_ALL=C sort -u)
+      fi
     } | sha256sum | cut -d' ' -f1
   }
 
@@ -73,19 +89,25 @@ main() {
     done
   }
 
-  # want_stamp <module dir> <ldflags>
+  # want_stamp <module dir> <ldflags> [binaries...]
   want_stamp() {
-    printf '%s-%s\n' "$(stamp "$1")" "$(printf '%s' "$2" | sha256sum | cut -c1-16)"
+    local dir="$1" ldflags="$2"
+    shift 2
+    printf '%s-%s\n' "$(stamp "${dir}" "$@")" "$(printf '%s' "${ldflags}" | sha256sum | cut -c1-16)"
   }
 
-  # build_module <module dir> <stamp name> <ldflags> <binaries...>: builds ./cmd/<binary> for
-  # each binary into a temp dir in one `go build` (the packages share most compile work), then
-  # moves them into place. Call with the lock held.
+  # build_module <module dir> <stamp name> <ldflags> <per-binary stamp: 0|1> <binaries...>: builds
+  # ./cmd/<binary> for each binary into a temp dir in one `go build` (the packages share most
+  # compile work), then moves them into place. Call with the lock held.
   build_module() {
-    local dir="$1" name="$2" ldflags="$3"
-    shift 3
+    local dir="$1" name="$2" ldflags="$3" per_binary="$4"
+    shift 4
     local want
-    want="$(want_stamp "${dir}" "${ldflags}")"
+    if [[ "${per_binary}" == "1" ]]; then
+      want="$(want_stamp "${dir}" "${ldflags}" "$@")"
+    else
+      want="$(want_stamp "${dir}" "${ldflags}")"
+    fi
     if up_to_date "${name}" "${want}" "$@"; then
       log "${name}: cached in ${BIN_DIR}"
       return 0
@@ -123,6 +145,7 @@ main() {
     k8s_ldflags+=" -X ${pkg}.gitTreeState=clean"
     k8s_ldflags+=" -X ${pkg}.buildDate=@BUILD_DATE@"
   done
+  K8S_BINARIES=(kube-apiserver kube-scheduler kubectl)
   helm_ldflags="-s -w -X helm.sh/helm/v4/internal/version.version=${HELM_VERSION}"
   helm_ldflags+=" -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
 
@@ -133,7 +156,8 @@ main() {
 
   log "Kubernetes ${K8S_VERSION}, helm ${HELM_VERSION}, ${GO_VERSION}; cache ${OUT_DIR}"
   # Fast path, without the lock: everything is cached already.
-  if up_to_date k8s "$(want_stamp "${K8S_MOD_DIR}" "${k8s_ldflags}")" kube-apiserver kube-scheduler kubectl &&
+  if up_to_date k8s "$(want_stamp "${K8S_MOD_DIR}" "${k8s_ldflags}" "${K8S_BINARIES[@]}")" "${K8S_BINARIES[@]}" &&
+    up_to_date kcm "$(want_stamp "${K8S_MOD_DIR}" "${k8s_ldflags}" kube-controller-manager)" kube-controller-manager &&
     up_to_date helm "$(want_stamp "${HELM_MOD_DIR}" "${helm_ldflags}")" helm; then
     log "all binaries cached in ${BIN_DIR}"
     echo "${BIN_DIR}"
@@ -148,8 +172,10 @@ main() {
     flock 9
   fi
   rm -rf "${OUT_DIR}"/.build.*
-  build_module "${K8S_MOD_DIR}" k8s "${k8s_ldflags}" kube-apiserver kube-scheduler kubectl
-  build_module "${HELM_MOD_DIR}" helm "${helm_ldflags}" helm
+  build_module "${K8S_MOD_DIR}" k8s "${k8s_ldflags}" 1 "${K8S_BINARIES[@]}"
+  # its own group: adding it did not rebuild the others (see stamp)
+  build_module "${K8S_MOD_DIR}" kcm "${k8s_ldflags}" 1 kube-controller-manager
+  build_module "${HELM_MOD_DIR}" helm "${helm_ldflags}" 0 helm
   exec 9>&-
 
   echo "${BIN_DIR}"
