@@ -183,3 +183,36 @@ def test_kubectl_with_generated_kubeconfig(
         pinned = _pinned_k8s_version()
         assert version["clientVersion"]["gitVersion"] == pinned, version
         assert version["serverVersion"]["gitVersion"] == pinned, version
+
+
+def test_controller_manager_creates_a_deployment_s_pods(
+    control_plane: ControlPlane,  # noqa: F811
+    kube_api: Any,  # noqa: F811
+    e2e_namespace: str,  # noqa: F811
+) -> None:
+    """The Deployment and ReplicaSet controllers run: a Deployment's ReplicaSet creates its pods,
+    and a pod deleted is recreated (what a drain's evictions rely on)."""
+    control_plane.start_controller_manager()
+    try:
+        apps = k8s.AppsV1Api(kube_api)
+        core = k8s.CoreV1Api(kube_api)
+        labels = {"app": "web"}
+        apps.create_namespaced_deployment(e2e_namespace, {
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}},
+        })
+
+        def pods() -> list[Any]:
+            return [p for p in core.list_namespaced_pod(e2e_namespace).items if p.metadata.deletion_timestamp is None]
+
+        first = wait_for(pods, lambda found: len(found) == 2, timeout=60, what="the Deployment's 2 pods")
+        owners = {ref.kind for p in first for ref in p.metadata.owner_references or () if ref.controller}
+        assert owners == {"ReplicaSet"}
+        gone = first[0].metadata.name
+        core.delete_namespaced_pod(gone, e2e_namespace, grace_period_seconds=0)
+        wait_for(pods, lambda found: len(found) == 2 and gone not in {p.metadata.name for p in found}, timeout=60,
+                 what="the deleted pod's replacement")
+    finally:
+        control_plane.stop_controller_manager()

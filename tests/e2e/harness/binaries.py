@@ -1,6 +1,7 @@
 """Where the control plane's binaries come from.
 
-* ``kube-apiserver``, ``kube-scheduler``, ``kubectl`` and ``helm``: the directory named by
+* ``kube-apiserver``, ``kube-scheduler``, ``kubectl``, ``helm`` and ``kube-controller-manager``
+  (needed only by the tests that start it): the directory named by
   ``BERTH_K8S_BIN_DIR`` (or ``BERTH_K8S_BIN``) if set; otherwise ``hack/build-k8s.sh`` is run, which builds them once
   from the Go module proxy, caches them outside the repository and prints the bin dir (a run
   with a warm cache takes about a second).
@@ -45,6 +46,10 @@ class Binaries:
     @property
     def kube_scheduler(self) -> Path:
         return self.path("kube-scheduler")
+
+    @property
+    def kube_controller_manager(self) -> Path:
+        return self.path("kube-controller-manager")
 
     @property
     def kubectl(self) -> Path:

@@ -1,5 +1,6 @@
 """A real Kubernetes control plane run as plain processes on 127.0.0.1: etcd, kube-apiserver
-and any number of kube-schedulers (no kubelet, no controller-manager).
+any number of kube-schedulers and, for the tests that ask for it, a kube-controller-manager
+running only the workload controllers (no kubelet).
 
 Typical use::
 
@@ -52,6 +53,8 @@ from .process import HarnessError, ManagedProcess, free_port, https_get
 
 SERVICE_CIDR = "10.96.0.0/16"
 SCHEDULER_CONFIG_API = "kubescheduler.config.k8s.io/v1"
+CONTROLLERS = ("deployment", "replicaset", "statefulset", "disruption")
+"""The controllers :meth:`ControlPlane.start_controller_manager` runs by default."""
 _START_ATTEMPTS = 3  # free ports are picked before the process binds them: retry on a clash
 
 
@@ -112,6 +115,7 @@ class ControlPlane:
     apiserver: ManagedProcess | None = None
     etcd_url: str | None = None
     schedulers: list[Scheduler] = field(default_factory=list)
+    controller_manager: ManagedProcess | None = None
     startup_seconds: float = 0.0
     _etcd_data_dir: Path | None = None
     _owns_workdir: bool = False
@@ -447,6 +451,64 @@ class ControlPlane:
             return sched
         raise last_error or HarnessError(f"{name}: could not start")
 
+    def start_controller_manager(
+        self,
+        controllers: Sequence[str] = CONTROLLERS,
+        *,
+        verbosity: int = 2,
+        timeout: float = 60.0,
+    ) -> ManagedProcess:
+        """Start a kube-controller-manager running ``controllers`` only (default: the Deployment,
+        ReplicaSet, StatefulSet and disruption controllers: what recreates evicted pods and keeps
+        PodDisruptionBudgets' status), with the admin kubeconfig and no leader election, and wait
+        for its ``/healthz``. Stopped by :meth:`stop`."""
+        if self.controller_manager is not None:
+            raise HarnessError("a kube-controller-manager is running already")
+        name = "kube-controller-manager"
+        last_error: HarnessError | None = None
+        for attempt in range(1, _START_ATTEMPTS + 1):
+            port = free_port()
+            proc = ManagedProcess(
+                name,
+                [
+                    self.binaries.kube_controller_manager,
+                    f"--kubeconfig={self.kubeconfig}",
+                    f"--authentication-kubeconfig={self.kubeconfig}",
+                    f"--authorization-kubeconfig={self.kubeconfig}",
+                    f"--controllers={','.join(controllers)}",
+                    "--leader-elect=false",
+                    "--use-service-account-credentials=false",
+                    "--bind-address=127.0.0.1",
+                    f"--secure-port={port}",
+                    f"--cert-dir={self.workdir / (name + '-certs')}",
+                    f"--v={verbosity}",
+                ],
+                self.workdir / "logs" / f"{name}.log",
+            ).start()
+
+            def healthy(port: int = port) -> bool:
+                status, _ = https_get(f"https://127.0.0.1:{port}/healthz", verify=False, timeout=2)
+                return status == 200
+
+            try:
+                proc.wait_until(healthy, timeout, "healthy (/healthz)", interval=0.2)
+            except HarnessError as err:
+                proc.stop()
+                last_error = err
+                if attempt < _START_ATTEMPTS and "address already in use" in proc.log_tail(200):
+                    continue
+                raise
+            self.controller_manager = proc
+            return proc
+        raise last_error or HarnessError(f"{name}: could not start")
+
+    def stop_controller_manager(self) -> None:
+        """Stop the kube-controller-manager started here, if any (a test sharing the control plane
+        stops it when done)."""
+        proc, self.controller_manager = self.controller_manager, None
+        if proc is not None:
+            proc.stop()
+
     # ------------------------------------------------------------------ teardown
 
     def stop(self, *, keep_workdir: bool = False) -> None:
@@ -462,6 +524,10 @@ class ControlPlane:
                 sched.stop()
             except BaseException as err:  # keep tearing down the rest
                 errors.append(err)
+        try:
+            self.stop_controller_manager()
+        except BaseException as err:
+            errors.append(err)
         for proc in (self.apiserver, self.etcd):
             if proc is None:
                 continue
