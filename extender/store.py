@@ -70,8 +70,10 @@ moment the extender sees the pod evicted (its eviction accepted, or the pod gone
 (an eviction a PodDisruptionBudget keeps refusing) the room is held as long as the drain lists
 the pod ``Evicting``."""
 
-_HOLDING_STATES = (PodState.EVICTING.value, PodState.MOVED.value)
-_MOVING_STATES = (PodState.PLANNED.value, *_HOLDING_STATES)
+_HOLDING_STATES = (PodState.PLANNED.value, PodState.EVICTING.value, PodState.MOVED.value)
+"""An executing drain's pods whose destination holds room: planned (the operator evicts first and
+writes the status after, so the replacement may come before the extender reads ``Evicting``),
+evicting, and moved."""
 
 
 @dataclass
@@ -499,7 +501,7 @@ class ClusterStore:
 
     def apply_nodedrain(self, obj: Mapping[str, Any]) -> None:
         """A NodeDrain from a list or a watch event. Only an executing drain holds rooms: each pod
-        of its status ``Evicting`` or ``Moved`` (by uid, with a destination) whose shape the view
+        of its status ``Planned``, ``Evicting`` or ``Moved`` (by uid, with a destination) whose shape the view
         knows (it saw the pod before its eviction) gets a hold on its destination, kept while the
         eviction is asked for and, from the first time the extender sees it evicted (``evictedAt``
         or ``Moved``), for ``drain_hold_seconds`` at most."""
@@ -524,14 +526,13 @@ class ClusterStore:
             if spec.mode is DrainMode.EXECUTE and isinstance(entries, list):
                 now = self.clock()
                 for entry in entries:
-                    if not isinstance(entry, Mapping) or entry.get("state") not in _MOVING_STATES:
+                    if not isinstance(entry, Mapping) or entry.get("state") not in _HOLDING_STATES:
                         continue
                     workload = _workload(entry)
                     if workload is not None and drained:
                         workloads[workload] = drained
                     uid, dest = entry.get("uid"), entry.get("destination")
-                    if entry.get("state") not in _HOLDING_STATES or not isinstance(uid, str) \
-                            or not isinstance(dest, str) or not dest or uid in self._holds_done:
+                    if not isinstance(uid, str) or not isinstance(dest, str) or not dest or uid in self._holds_done:
                         continue
                     gone = entry.get("state") == PodState.MOVED.value or bool(entry.get("evictedAt"))
                     deadline = now + self.drain_hold_seconds if gone else float("inf")

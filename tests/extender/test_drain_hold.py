@@ -175,3 +175,13 @@ def test_the_wait_starts_only_once_the_eviction_is_accepted() -> None:
     assert "c" not in h.filter(other, ["b", "c"])["NodeNames"]
     h.clock.advance(2)
     assert "c" in h.filter(other, ["b", "c"])["NodeNames"]
+
+
+def test_a_planned_pod_s_room_is_held_before_its_eviction() -> None:
+    """The operator evicts, then writes Evicting: the replacement may come before the extender
+    reads it, so the room is held from the plan on."""
+    h, evicted = cluster(c_cpu="1", filler_cpu="900m")
+    h.store.apply_nodedrain(nodedrain("retire-a", status_pods=[evicting(evicted, state="Planned", accepted=False)]))
+    other = replacement("web-new", owner=("ReplicaSet", "web-2"))
+    assert "c" not in h.filter(other, ["b", "c"])["NodeNames"]
+    assert h.schedule(replacement()) == "c"
