@@ -70,6 +70,9 @@ moment the extender sees the pod evicted (its eviction accepted, or the pod gone
 (an eviction a PodDisruptionBudget keeps refusing) the room is held as long as the drain lists
 the pod ``Evicting``."""
 
+GONE_KEPT = 10000
+"""Deleted pods whose shape is kept for a drain's status that names them later."""
+
 _HOLDING_STATES = (PodState.PLANNED.value, PodState.EVICTING.value, PodState.MOVED.value)
 """An executing drain's pods whose destination holds room: planned (the operator evicts first and
 writes the status after, so the replacement may come before the extender reads ``Evicting``),
@@ -186,6 +189,9 @@ class ClusterStore:
         self.hold_claims: dict[str, str] = {}  # evicted pod uid -> the pending pod that took its hold
         self._claimant_of: dict[str, str] = {}  # the reverse
         self._holds_done: OrderedDict[str, None] = OrderedDict()  # evicted pods whose replacement bound
+        # controlled pods deleted lately (uid -> pod): a drain's status may name an evicted pod after
+        # the watch showed it gone, and its hold needs its shape
+        self._gone: OrderedDict[str, PodInfo] = OrderedDict()
 
     # -- readiness ---------------------------------------------------------------------
 
@@ -357,6 +363,11 @@ class ClusterStore:
     def forget_pod(self, uid: str) -> None:
         if uid in self._claimant_of:
             self._unclaim(uid)
+        gone = self.view.pod(uid)
+        if gone is not None and gone.controller is not None and not self.view.is_assumed(uid):
+            self._gone[uid] = gone
+            while len(self._gone) > GONE_KEPT:
+                self._gone.popitem(last=False)
         self._pending_remove(uid)
         self.release(uid)
         self.view.remove_pod(uid)
@@ -502,7 +513,7 @@ class ClusterStore:
     def apply_nodedrain(self, obj: Mapping[str, Any]) -> None:
         """A NodeDrain from a list or a watch event. Only an executing drain holds rooms: each pod
         of its status ``Planned``, ``Evicting`` or ``Moved`` (by uid, with a destination) whose shape the view
-        knows (it saw the pod before its eviction) gets a hold on its destination, kept while the
+        knows (it saw the pod, maybe deleted since) gets a hold on its destination, kept while the
         eviction is asked for and, from the first time the extender sees it evicted (``evictedAt``
         or ``Moved``), for ``drain_hold_seconds`` at most."""
         name = _name(obj)
@@ -542,7 +553,7 @@ class ClusterStore:
                         holds[uid] = known if known.deadline != float("inf") or not gone else \
                             dataclasses.replace(known, deadline=deadline)
                         continue
-                    evicted = self.view.pod(uid)
+                    evicted = self.view.pod(uid) or self._gone.get(uid)
                     if evicted is None or evicted.controller is None:
                         continue  # its shape is unknown (gone before the extender saw it): nothing to hold
                     holds[uid] = Hold(name, evicted, dest, explicit, deadline)

@@ -185,3 +185,12 @@ def test_a_planned_pod_s_room_is_held_before_its_eviction() -> None:
     other = replacement("web-new", owner=("ReplicaSet", "web-2"))
     assert "c" not in h.filter(other, ["b", "c"])["NodeNames"]
     assert h.schedule(replacement()) == "c"
+
+
+def test_a_pod_the_watch_showed_gone_before_the_drain_s_status_still_holds_its_room() -> None:
+    h, evicted = cluster(c_cpu="1", filler_cpu="900m")
+    h.store.delete_pod(evicted)  # the watch of pods ran ahead of the watch of NodeDrains
+    h.store.apply_nodedrain(nodedrain("retire-a", status_pods=[evicting(evicted, state="Moved")]))
+    other = replacement("web-new", owner=("ReplicaSet", "web-2"))
+    assert "c" not in h.filter(other, ["b", "c"])["NodeNames"]
+    assert h.schedule(replacement()) == "c"
