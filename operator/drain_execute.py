@@ -104,7 +104,9 @@ def plan_step(planned: Iterable[Mapping[str, Any]], previous_pods: Iterable[Mapp
     """Merge this tick's plan entries (``planned``, with uids) with the previous status: evictions
     in flight stay ``Evicting``; an evicted pod that is gone is ``Moved``; then choose the pods to
     evict: refused evictions whose backoff passed, and planned pods while fewer than ``limit`` are
-    in flight."""
+    in flight. A planned pod is evicted only once the previous status published it with the same
+    destination: the extender reads the status to hold that room for the pod's replacement, which
+    its controller creates at once."""
     previous = {str(e["uid"]): e for e in previous_pods if e.get("uid")}
     pods: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -133,7 +135,10 @@ def plan_step(planned: Iterable[Mapping[str, Any]], previous_pods: Iterable[Mapp
     for entry in pods:
         if room <= 0:
             break
-        if entry["state"] == PodState.PLANNED.value and _retry_due(entry, now):
+        published = previous.get(str(entry["uid"])) or {}
+        if entry["state"] == PodState.PLANNED.value and _retry_due(entry, now) \
+                and published.get("state") == PodState.PLANNED.value \
+                and published.get("destination") == entry.get("destination"):
             evict.append(entry)
             room -= 1
     return Step(pods, evict)

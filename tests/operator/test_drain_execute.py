@@ -59,12 +59,40 @@ SPEC = {"nodes": ["node-a"], "anyDestination": True, "mode": "Execute", "maxEvic
 
 def tick(state: ClusterView, api: FakeApi, status: dict[str, Any] | None = None, *, now: float = NOW,
          spec: dict[str, Any] | None = None) -> drain.DrainOutcome:
+    """A tick of the drain; without ``status``, the first tick after the one that published the
+    plan (which cordons and evicts nothing: see test_the_first_tick_publishes_the_plan_and_evicts_nothing)."""
+    if status is None:
+        status = publish(state, spec, now)
     body = nodedrain(spec or SPEC, status=status)
     return asyncio.run(drain_execute.execute(body, state, no_policy, Settings(), now, api))
 
 
+def publish(state: ClusterView, spec: dict[str, Any] | None = None, now: float = NOW) -> dict[str, Any]:
+    """The status of a drain's first tick (on an API of its own: its cordon is not the test's)."""
+    first = asyncio.run(drain_execute.execute(nodedrain(spec or SPEC), state, no_policy, Settings(), now, FakeApi()))
+    return first.status
+
+
 def states(status: dict[str, Any]) -> dict[str, str]:
     return {p["pod"].split("/")[1]: p["state"] for p in status["pods"]}
+
+
+def test_the_first_tick_publishes_the_plan_and_evicts_nothing() -> None:
+    """The extender holds each destination for the evicted pod's replacement once it reads the
+    plan in the status: nothing is evicted before the plan is published."""
+    api = FakeApi()
+    outcome = asyncio.run(drain_execute.execute(nodedrain(SPEC), view(nodes(), web("w1", "w2")), no_policy,
+                                                Settings(), NOW, api))
+    assert api.evicted == [] and states(outcome.status) == {"w1": "Planned", "w2": "Planned"}
+    again = tick(view(nodes(), web("w1", "w2")), api, outcome.status)
+    assert api.evicted == ["w1", "w2"] and states(again.status) == {"w1": "Evicting", "w2": "Evicting"}
+
+
+def test_a_pod_whose_destination_changed_is_published_again_before_its_eviction() -> None:
+    api = FakeApi()
+    published = publish(view(nodes(), web("w1")), {**SPEC, "anyDestination": False, "destinations": ["node-b"]})
+    tick(view(nodes(), web("w1")), api, published, spec={**SPEC, "anyDestination": False, "destinations": ["node-c"]})
+    assert api.evicted == []
 
 
 def test_first_tick_cordons_and_evicts_up_to_the_limit() -> None:
@@ -173,9 +201,12 @@ def test_blocked_pods_stay_and_are_planned_again_when_a_node_is_added() -> None:
     drained = next(c for c in finished.status["conditions"] if c["type"] == "Drained")
     assert (drained["status"], drained["reason"]) == ("False", "PodsBlocked")
     assert ("Warning", "PodsBlocked") in [(e.type, e.reason) for e in finished.events]
-    grown = tick(view([*small, o.node("node-c", cpu="4")], [big]), api, finished.status, now=NOW + 10)
-    assert api.evicted == ["w1", "api"] and states(grown.status)["api"] == "Evicting"
+    grown_view = view([*small, o.node("node-c", cpu="4")], [big])
+    grown = tick(grown_view, api, finished.status, now=NOW + 10)
+    assert api.evicted == ["w1"] and states(grown.status)["api"] == "Planned"  # published first
     assert next(p for p in grown.status["pods"] if p["pod"] == "shop/api")["destination"] == "node-c"
+    moving = tick(grown_view, api, grown.status, now=NOW + 15)
+    assert api.evicted == ["w1", "api"] and states(moving.status)["api"] == "Evicting"
 
 
 def test_a_pod_on_its_way_keeps_its_destination_and_its_room() -> None:
@@ -188,8 +219,10 @@ def test_a_pod_on_its_way_keeps_its_destination_and_its_room() -> None:
     outcome = tick(state, api, previous, spec={**SPEC, "maxEvictionsInFlight": 5})
     pods = {p["pod"]: p for p in outcome.status["pods"]}
     assert (pods["shop/w1"]["state"], pods["shop/w1"]["destination"]) == ("Evicting", "node-b")
-    assert (pods["shop/w2"]["state"], pods["shop/w2"]["destination"]) == ("Evicting", "node-c")
-    assert api.evicted == ["w2"]
+    assert (pods["shop/w2"]["state"], pods["shop/w2"]["destination"]) == ("Planned", "node-c")
+    assert api.evicted == []  # w2's destination is published first
+    again = tick(state, api, outcome.status, spec={**SPEC, "maxEvictionsInFlight": 5})
+    assert api.evicted == ["w2"] and states(again.status)["w2"] == "Evicting"
 
 
 def test_the_status_lists_pods_on_their_way_first_when_capped(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -206,8 +239,11 @@ def handler_tick(spec: dict[str, Any], api: FakeApi) -> kopf.Patch:
     registry, _ = build_registry(OperatorConfig(track_leases=False, drain_api=lambda: api),
                                  store_of(nodes(), web("w1")))
     handler = next(h for h in registry._spawning.get_all_handlers() if h.id == drain.TIMER_ID)
+    status = publish(view(nodes(), web("w1")), spec) if spec.get("mode") == "Execute" else None
     patch = kopf.Patch()
-    asyncio.run(handler.fn(body=kopf.Body(nodedrain(spec)), patch=patch))
+    asyncio.run(handler.fn(body=kopf.Body(nodedrain(spec, status=status)), patch=patch))
+    if status is not None:  # the patch holds what changed
+        patch["status"] = {**status, **patch.get("status", {})}
     return patch
 
 
