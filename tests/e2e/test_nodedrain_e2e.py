@@ -187,3 +187,70 @@ def test_operator_executes_a_drain_through_the_eviction_api(control_plane: Contr
         assert core.read_node(a).spec.unschedulable is True  # nodes stay cordoned, as after kubectl drain
     finally:
         operator.stop()
+
+
+def test_a_deployment_drained_onto_two_destinations_lands_as_planned(
+        control_plane: ControlPlane, drain_crd: None, e2e_namespace: str,  # noqa: F811
+        kube_api: Any, make_nodes: Callable[..., list[str]]) -> None:  # noqa: F811
+    """kube-controller-manager recreates each evicted pod; kube-scheduler, through berth's
+    extender, sends the replacement to the destination the drain planned for it, not to the
+    roomier node berth would choose for a new pod."""
+    from berth.extender.scheduler_config import scheduler_config
+    from tests.e2e.stack import Extender
+
+    run = "r" + uuid.uuid4().hex[:6]
+    core, apps = k8s.CoreV1Api(kube_api), k8s.AppsV1Api(kube_api)
+    (a,) = make_nodes(NodeSpec(f"move-{run}-a", cpu="8"))
+    extender = Extender(control_plane, name=f"berth-extender-{run}").start()
+    sched = control_plane.start_scheduler(scheduler_config(extender.url, scheduler_name=f"berth-{run}"),
+                                          name=f"kube-scheduler-{run}")
+    control_plane.start_controller_manager()
+    operator = Operator(control_plane, f"berth-operator-move-{run}", "--webhook", "off")
+    labels = {"app": f"web-{run}"}
+    try:
+        apps.create_namespaced_deployment(e2e_namespace, {
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+            "spec": {"replicas": 4, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": {"schedulerName": f"berth-{run}", "containers": [{
+                                      "name": "c", "image": "registry.k8s.io/pause:3.10",
+                                      "resources": {"requests": {"cpu": "500m", "memory": "64Mi"}}}]}}}})
+
+        def live() -> list[Any]:
+            return [p for p in core.list_namespaced_pod(e2e_namespace).items if p.metadata.deletion_timestamp is None]
+
+        first = wait_for(live, lambda ps: len(ps) == 4 and all(p.spec.node_name == a for p in ps), timeout=90,
+                         what="the Deployment's 4 pods bound to the node to drain")
+        for p in first:  # running and ready, as a kubelet would report them
+            core.patch_namespaced_pod_status(p.metadata.name, e2e_namespace, {"status": {
+                "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+        b, c, roomy = make_nodes(NodeSpec(f"move-{run}-b", cpu="2"), NodeSpec(f"move-{run}-c", cpu="2"),
+                                 NodeSpec(f"move-{run}-roomy", cpu="16"))
+        operator.start()
+        drain = {"apiVersion": "berth.dev/v1alpha1", "kind": "NodeDrain", "metadata": {"name": f"move-{run}"},
+                 "spec": {"nodes": [a], "destinations": [b, c], "mode": "Execute", "maxEvictionsInFlight": 4}}
+        custom = k8s.CustomObjectsApi(kube_api)
+
+        def status() -> dict[str, Any]:
+            _terminate(core, e2e_namespace)
+            body = custom.get_cluster_custom_object("berth.dev", "v1alpha1", "nodedrains", f"move-{run}")
+            return dict(body.get("status") or {})
+
+        control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(drain))
+        planned = wait_for(status, lambda s: s.get("planned") == 4 or s.get("moved", 0) > 0, timeout=60,
+                           what="the drain planned", describe=lambda s: json.dumps(s) + operator.log()[-2000:])
+        plan = sorted(p["destination"] for p in planned["pods"])
+        assert sorted(set(plan)) == [b, c]
+        done = wait_for(status, lambda s: s.get("phase") == "Drained", timeout=180, what="the drain finished",
+                        describe=lambda s: json.dumps(s) + operator.log()[-2000:])
+        assert sorted(p["destination"] for p in done["pods"]) == plan
+        landed = wait_for(live, lambda ps: len(ps) == 4 and all(p.spec.node_name for p in ps), timeout=90,
+                          what="the 4 replacements bound",
+                          describe=lambda ps: str([(p.metadata.name, p.spec.node_name) for p in ps]))
+        assert sorted(p.spec.node_name for p in landed) == plan, [(p.metadata.name, p.spec.node_name) for p in landed]
+        assert roomy not in plan
+    finally:
+        operator.stop()
+        control_plane.stop_controller_manager()
+        sched.stop()
+        extender.stop()
