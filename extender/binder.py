@@ -86,19 +86,23 @@ class EventQueue:
         self.clock = clock
         self.sleep = sleep
         self._queue: asyncio.Queue[tuple[PodInfo, str, str]] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._worker: asyncio.Task[None] | None = None
 
     def offer(self, pod: PodInfo, node: str, message: str) -> bool:
         """Queue one Event (from the event loop); False when it was dropped."""
-        if self._queue is None:
-            self._queue = asyncio.Queue(self.capacity)
+        loop = asyncio.get_running_loop()
+        if self._queue is None or self._loop is not loop:
+            # An asyncio queue belongs to one loop: the Events of a loop that has gone cannot be
+            # written any more, and a new loop (an app served again) gets a queue of its own.
+            self._queue, self._loop, self._worker = asyncio.Queue(self.capacity), loop, None
         try:
             self._queue.put_nowait((pod, node, message))
         except asyncio.QueueFull:
             self.dropped()
             return False
         if self._worker is None or self._worker.done():
-            self._worker = asyncio.get_running_loop().create_task(self._run(self._queue))
+            self._worker = loop.create_task(self._run(self._queue))
         return True
 
     def queued(self) -> int:

@@ -448,6 +448,23 @@ def test_event_writes_keep_to_their_rate() -> None:
     assert times == pytest.approx([0.0, 0.0, 0.1, 0.2, 0.3])
 
 
+def test_events_offered_on_a_new_event_loop_are_written_there() -> None:
+    written: list[str] = []
+
+    async def write(p: PodInfo, node_name: str, message: str) -> None:
+        written.append(p.name)
+
+    queue = EventQueue(write, lambda: None)
+
+    async def offer_and_drain(name: str) -> None:
+        queue.offer(_info(pod(name, labels=WEB)), "a", "placed")
+        await queue.drain()
+
+    asyncio.run(offer_and_drain("web-0"))
+    asyncio.run(offer_and_drain("web-1"))  # a second loop: the first loop's queue cannot serve it
+    assert written == ["web-0", "web-1"]
+
+
 def test_the_dropped_events_counter_is_exported() -> None:
     h = harness([node("a", cpu="2")])
     assert "berth_events_dropped_total 0.0" in h.client.get("/metrics").text
