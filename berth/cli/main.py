@@ -289,6 +289,14 @@ def _policy_and_pod(args: argparse.Namespace, snapshot: Snapshot) -> tuple[Place
     return policy, pod
 
 
+def _pending_pods_note(snapshot: Snapshot) -> list[str]:
+    """The plan's warning that the snapshot's pods with no node yet take no room in it."""
+    if not snapshot.pending_pods:
+        return []
+    return [f"the snapshot holds {snapshot.pending_pods} pending pod(s) with no node yet: they take no room in "
+            "this plan"]
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     snapshot = load_snapshot(args.snapshot)
@@ -300,9 +308,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if policy is not None and not policy.selector.matches(pod.labels):
         notes.append(f"the policy's selector does not match the pod's labels: its pods already placed are "
                      f"counted by the selector, not by {args.pod}")
-    if snapshot.pending_pods:
-        notes.append(f"the snapshot holds {snapshot.pending_pods} pending pod(s) with no node yet: they take no "
-                     "room in this plan")
+    notes.extend(_pending_pods_note(snapshot))
     if notes:
         decision = out["decision"]
         assert isinstance(decision, dict)
@@ -348,10 +354,7 @@ def cmd_drain(args: argparse.Namespace) -> int:
     except InvalidDrain as exc:
         problem = exc.problem.replace("allow any destination", "allow any destination (--any)")
         raise UsageError(f"{_DRAIN_FLAGS.get(exc.field, exc.field)}: {problem}") from None
-    notes = []
-    if snapshot.pending_pods:
-        notes.append(f"the snapshot holds {snapshot.pending_pods} pending pod(s) with no node yet: they take no "
-                     "room in this plan")
+    notes = _pending_pods_note(snapshot)
     if args.output == "json":
         _print_json({**plan.to_dict(), "warnings": notes})
     else:
