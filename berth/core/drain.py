@@ -41,7 +41,7 @@ from berth.core.model import LabelSelector, PodInfo
 from berth.core.node_filter import pod_constraint_refusal
 from berth.core.plan import place_in_turn
 from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy
-from berth.core.round_plan import plan_fixed_round
+from berth.core.round import plan_fixed_round
 from berth.core.settings import Settings
 from berth.core.view import ClusterView, Overlay
 

@@ -10,7 +10,7 @@ from berth.core.candidates import CandidateSet, candidate_name, collect_candidat
 from berth.core.decision import Decision
 from berth.core.model import PodInfo
 from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy
-from berth.core.round_plan import plan_fixed_round
+from berth.core.round import plan_fixed_round
 from berth.core.settings import Settings
 from berth.core.strategies import ranked
 from berth.core.view import ClusterState

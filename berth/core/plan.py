@@ -22,7 +22,7 @@ from berth.core.errors import PlacementError
 from berth.core.evaluate import effective_strategy, evaluate_pod, rank
 from berth.core.model import PodInfo
 from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy
-from berth.core.round_plan import plan_fixed_round
+from berth.core.round import plan_fixed_round
 from berth.core.rule_matching import reads_pods
 from berth.core.settings import Settings
 from berth.core.strategies import rank_key

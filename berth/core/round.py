@@ -1,0 +1,337 @@
+"""What a round is, and every rule about one.
+
+A *round* is the pods of one workload (the pods a PlacementPolicy selects in its namespace)
+placed together under Fill or Each. Those strategies choose a node set and a count per node for
+the whole round (Fill tops each of ``nodesLimit`` nodes up to ``count``; Each adds ``count`` to
+each of ``nodesLimit`` nodes), so the node set cannot change pod by pod: the round's *plan*
+(node -> pods, in the order the strategy ranks the nodes) is fixed when the round opens, and the
+pods then take its places one by one, each the first node of the plan with a place left that
+the pod's own checks (liveness, room, spread, rules) let it have.
+
+**The count rule** (the only one; the extender, the operator's status and ``berth simulate``
+all apply it through :func:`open_round`): a round opened at ``now`` places
+
+    min(the strategy's own round, the pods waiting for a node)
+
+and at least one pod (the pod that asks). *The pods waiting* are the policy's pending pods that
+berth has not placed yet, the asking pod included. Fewer waiting than the strategy's round: the
+plan is cut to them in plan order, so no place is held for a pod that does not exist (a held
+place would keep the round open for pods that come later). More waiting: the round places its
+own number and the rest wait for the next round, which opens when this one is used up (Each adds
+``count`` again; Fill finds its nodes full and says so). Why this rule: a plan larger than the
+waiting pods reserves room nobody takes, and a plan that must hold every waiting pod refuses a
+scale-up that one round cannot hold although the round itself places fine; the greedy strategies
+have no round size of their own, so their round is every waiting pod, placed pod by pod.
+
+**Its life** (pure functions; the time is always the caller's ``now``):
+
+- :func:`open_round`: plan it for the waiting pods (the count rule);
+- :func:`next_node` / :func:`sequence` / :func:`quota`: where its next pods go;
+- :func:`consume` / :func:`release`: a pod takes a place, or gives it back (its bind failed,
+  its tentative place lapsed);
+- :func:`in_force` / :func:`expired`: a round is in force while it has a place left for the pod
+  and was active within ``timeout``; otherwise the next pod opens a new round;
+- :func:`note` / :func:`resume`: every pod placed in a round carries the round's id
+  (:data:`ROUND_ANNOTATION`) and its decision (with the plan and its time), so a restarted
+  extender, and the operator, rebuild the round from the pods alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import orjson
+
+from berth.core.candidates import CandidateSet, collect_candidates
+from berth.core.decision import DECISION_ANNOTATION, Decision, Refused
+from berth.core.errors import ErrorCode, PlacementError
+from berth.core.kube import ObjectError, parse_time
+from berth.core.model import PodInfo
+from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy
+from berth.core.settings import Settings
+from berth.core.strategies import each, fill
+from berth.core.view import ClusterState
+
+ROUND_ANNOTATION = "berth.dev/round"
+"""``<policy namespace>/<policy name>@<round opened, epoch ms>`` on every pod berth binds in a round."""
+
+ROUND_TIMEOUT_SECONDS = 120.0
+"""A round left idle this long closes (the extender's ``BERTH_ROUND_TIMEOUT_SECONDS`` default)."""
+
+SPREAD_WARNING = ("the round's plan is made from capacity; topologySpreadConstraints are checked pod by pod "
+                  "and may hold back planned pods")
+
+
+# -- the model ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Round:
+    """One round of a Fill or Each policy: its plan, fixed when it opened, and the pods placed in
+    it so far (tentatively, bound, or as the pods' annotations show)."""
+
+    policy: str  # namespace/name of the policy
+    opened: float  # epoch seconds
+    plan: Mapping[str, int]  # node -> pods, in the plan's order (the order the pods take them)
+    active: float  # the last time a pod took a place in it (epoch seconds)
+    placed: Mapping[str, str] = field(default_factory=dict)  # pod uid -> node
+    closed: bool = False  # its policy changed: it takes no more pods
+
+    @property
+    def id(self) -> str:
+        return round_id(self.policy, self.opened)
+
+    @property
+    def size(self) -> int:
+        return sum(self.plan.values())
+
+
+@dataclass(frozen=True, slots=True)
+class RoundMark:
+    """What one pod's annotations record of the round it was placed in."""
+
+    round_id: str
+    plan: Mapping[str, int] | None  # the decision's plan (None: no readable decision)
+    time: float | None  # the decision's time (epoch seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """What :func:`open_round` made: the round, or (``round`` None) the decision saying why none
+    opens (``decision.error``)."""
+
+    round: Round | None
+    decision: Decision
+    waiting: int  # the pods waiting when it opened (the count rule's second term)
+
+    @property
+    def error(self) -> PlacementError | None:
+        return self.decision.error
+
+
+def round_id(policy: str, opened: float) -> str:
+    return f"{policy}@{int(opened * 1000)}"
+
+
+def parse_round_id(text: str) -> tuple[str, float] | None:
+    """(policy key, opened) of a round id; None for text that is not one."""
+    key, sep, millis = text.rpartition("@")
+    if not sep or "/" not in key or not millis.isdigit():
+        return None
+    return key, int(millis) / 1000.0
+
+
+# -- open ------------------------------------------------------------------------------------
+
+def round_size(whole: int, waiting: int) -> int:
+    """The count rule: the pods a round places when the strategy's own round holds ``whole`` and
+    ``waiting`` pods wait for a node (the asking pod among them)."""
+    return min(whole, max(waiting, 1))
+
+
+@dataclass
+class RoundPlan:
+    """The strategy's own plan of a round (:func:`plan_fixed_round`)."""
+
+    plan: dict[str, int]  # node -> pods, in the plan's order
+    candidates: CandidateSet  # the first pod's judgement
+    error: PlacementError | None
+
+
+def plan_fixed_round(state: ClusterState, pod: PodInfo, policy: PlacementPolicy, strategy: Strategy,
+                     settings: Settings, now: float, count: int | None, *,
+                     nodes: Sequence[str] | None = None) -> RoundPlan:
+    """Fill's or Each's own plan for pods shaped like ``pod``, cut to the first ``count`` places in
+    plan order (None: uncut; more than the plan holds is an error); ``nodes`` limits where they may
+    go (default: every node). ``settings`` carry the policy's overrides already."""
+    result = collect_candidates(state, pod, policy, settings, now, nodes=nodes, strategy=strategy,
+                                require_fit=False)
+    if policy.spec.topology_spread_constraints:
+        result.warnings.append(SPREAD_WARNING)
+    if result.error is not None:
+        return RoundPlan({}, result, result.error)
+    make = fill.plan if strategy is Strategy.FILL else each.plan
+    planned = make(result.candidates, policy.spec.count, policy.spec.nodes_limit)
+    if isinstance(planned, PlacementError):
+        return RoundPlan({}, result, planned)
+    if count is None:
+        return RoundPlan(planned, result, None)
+    total = sum(planned.values())
+    if count > total:
+        return RoundPlan({}, result, PlacementError(
+            ErrorCode.INSUFFICIENT_RESOURCE,
+            f"{strategy.value}: the plan places {total} pods ({_describe(planned)}); {count} requested"))
+    return RoundPlan(take(planned, count), result, None)
+
+
+def open_round(state: ClusterState, pod: PodInfo, policy: PlacementPolicy, settings: Settings, now: float,
+               waiting: int, *, judged_at: float | None = None) -> Opening:
+    """Open a round of ``policy`` at ``now`` for ``waiting`` pods shaped like ``pod`` (the count
+    rule: :func:`round_size`). ``settings`` are the cluster's (the policy's overrides are applied
+    here); ``judged_at`` is the time node liveness is judged at (default ``now``)."""
+    settings = settings.for_policy(policy)
+    strategy = policy.spec.strategy
+    if strategy not in ROUND_STRATEGIES:
+        raise ValueError(f"{policy.strategy_name} places pod by pod: it has no round")
+    fixed = plan_fixed_round(state, pod, policy, strategy, settings, now if judged_at is None else judged_at, None)
+    first, error = fixed.candidates, fixed.error
+    plan = take(fixed.plan, round_size(sum(fixed.plan.values()), waiting)) if error is None else {}
+    decision = Decision(pod=pod.key, policy=policy.key, strategy=strategy.value, considered=first.considered,
+                        refused=Refused(first.refused), warnings=list(first.warnings), trigger="plan",
+                        plan=None if error is not None else dict(plan), error=error)
+    rnd = Round(policy.key, now, plan, now) if error is None else None
+    return Opening(rnd, decision, waiting)
+
+
+# -- next, consume, release --------------------------------------------------------------------
+
+def quota(rnd: Round, exclude_uid: str = "") -> dict[str, int]:
+    """The places left, node -> pods, in plan order; ``exclude_uid``'s own place counts as free
+    (the pod asking again)."""
+    used: dict[str, int] = {}
+    for uid, node in rnd.placed.items():
+        if uid != exclude_uid:
+            used[node] = used.get(node, 0) + 1
+    out = {}
+    for node, count in rnd.plan.items():
+        left = count - used.get(node, 0)
+        if left > 0:
+            out[node] = left
+    return out
+
+
+def remaining(rnd: Round, exclude_uid: str = "") -> int:
+    return sum(quota(rnd, exclude_uid).values())
+
+
+def next_node(rnd: Round, exclude_uid: str = "", passing: Container[str] | None = None) -> str | None:
+    """The node the round's next pod takes: the first of the plan with a place left (among
+    ``passing``, the nodes the pod's own checks let it have); None when none is left."""
+    for node in quota(rnd, exclude_uid):
+        if passing is None or node in passing:
+            return node
+    return None
+
+
+def sequence(rnd: Round, exclude_uid: str = "") -> list[str]:
+    """The node each of the round's next pods takes, in order, when their own checks refuse none."""
+    return [node for node, left in quota(rnd, exclude_uid).items() for _ in range(left)]
+
+
+def consume(rnd: Round, uid: str, node: str, now: float) -> Round:
+    """The round after pod ``uid`` took a place on ``node`` at ``now`` (a pod placed again moves)."""
+    return replace(rnd, placed={**rnd.placed, uid: node}, active=max(rnd.active, now))
+
+
+def release(rnd: Round, uid: str) -> Round:
+    """The round after pod ``uid`` gave its place back (its tentative place lapsed, its bind failed)."""
+    if uid not in rnd.placed:
+        return rnd
+    return replace(rnd, placed={k: v for k, v in rnd.placed.items() if k != uid})
+
+
+def close(rnd: Round) -> Round:
+    """The round after its policy changed: it takes no more pods; the next pod opens a new one."""
+    return replace(rnd, closed=True)
+
+
+# -- expire ------------------------------------------------------------------------------------
+
+def expired(rnd: Round, now: float, timeout: float = ROUND_TIMEOUT_SECONDS) -> bool:
+    """Idle for longer than ``timeout`` at ``now``."""
+    return now - rnd.active > timeout
+
+
+def in_force(rnd: Round | None, now: float, timeout: float = ROUND_TIMEOUT_SECONDS, uid: str = "") -> bool:
+    """Whether pod ``uid`` is placed within ``rnd`` at ``now``: the round is open, active within
+    ``timeout`` and has a place left for it. Otherwise the pod opens the next round."""
+    return rnd is not None and not rnd.closed and not expired(rnd, now, timeout) and remaining(rnd, uid) > 0
+
+
+# -- resume from recorded decisions -------------------------------------------------------------
+
+def recorded_mark(annotations: Mapping[str, Any]) -> RoundMark | None:
+    """The round a pod's annotations record (the round id, and the plan and time of the decision
+    berth recorded beside it); None when it records none."""
+    text = annotations.get(ROUND_ANNOTATION)
+    if not isinstance(text, str) or parse_round_id(text) is None:
+        return None
+    plan: dict[str, int] | None = None
+    when: float | None = None
+    raw = annotations.get(DECISION_ANNOTATION)
+    if isinstance(raw, str):
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            data = None
+        if isinstance(data, dict):
+            plan = _plan(data.get("plan"))
+            if isinstance(data.get("time"), str):
+                try:
+                    when = parse_time(data["time"])
+                except ObjectError:
+                    when = None
+    return RoundMark(text, plan, when)
+
+
+def note(rnd: Round | None, mark: RoundMark, uid: str, node: str) -> Round | None:
+    """The round of a policy after a pod recorded as placed on ``node`` in round ``mark`` is
+    seen: a newer round than ``rnd`` replaces it (when its plan is recorded), the same round
+    counts the pod (and the decision's time as activity), an older one changes nothing."""
+    parsed = parse_round_id(mark.round_id)
+    if parsed is None or not node:
+        return rnd
+    policy, opened = parsed
+    if rnd is None or opened > rnd.opened:
+        if mark.plan is None:
+            return rnd
+        rnd = Round(policy, opened, dict(mark.plan), opened)
+    elif mark.round_id != rnd.id:
+        return rnd
+    active = rnd.active if mark.time is None else max(rnd.active, mark.time)
+    if rnd.placed.get(uid) == node and active == rnd.active:
+        return rnd
+    return replace(rnd, placed={**rnd.placed, uid: node}, active=active)
+
+
+def resume(placed: Iterable[tuple[str, str, RoundMark]]) -> dict[str, Round]:
+    """Each policy's latest round, rebuilt from the pods recorded in it: (uid, node, mark) of
+    every placed pod (:func:`recorded_mark`). Whether the round is still in force is
+    :func:`in_force`'s to say at the caller's ``now``."""
+    book: dict[str, Round] = {}
+    for uid, node, mark in placed:
+        parsed = parse_round_id(mark.round_id)
+        if parsed is None:
+            continue
+        found = note(book.get(parsed[0]), mark, uid, node)
+        if found is not None:
+            book[parsed[0]] = found
+    return book
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+def take(plan: Mapping[str, int], count: int) -> dict[str, int]:
+    """The first ``count`` places of ``plan``, in its order."""
+    taken: dict[str, int] = {}
+    left = count
+    for node, n in plan.items():
+        if left <= 0:
+            break
+        taken[node] = min(n, left)
+        left -= taken[node]
+    return taken
+
+
+def _plan(value: object) -> dict[str, int] | None:
+    if not isinstance(value, Mapping):
+        return None
+    try:
+        return {str(k): int(v) for k, v in value.items()}
+    except (TypeError, ValueError):
+        return None
+
+
+def _describe(plan: Mapping[str, int]) -> str:
+    return ", ".join(f"{node}: {n}" for node, n in plan.items())

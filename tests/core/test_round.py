@@ -1,0 +1,230 @@
+"""A round as the core defines it: opened under the one count rule, its places taken and given
+back, expired at the caller's ``now``, and rebuilt from the decisions recorded on its pods."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from berth.core import round as rounds
+from berth.core.decision import DECISION_ANNOTATION
+from berth.core.round import ROUND_ANNOTATION, Round, RoundMark
+from berth.core.settings import Settings
+from tests.core.builders import NOW, cluster, node, policy, web
+
+NODES = [node("a", cpu="4"), node("b", cpu="8"), node("c", cpu="2")]
+SHAPE = web("w", cpu="500m")
+
+
+# -- open: the count rule ------------------------------------------------------------------------
+
+OPEN: list[tuple[str, dict[str, Any], int, dict[str, int] | None, str | None]] = [
+    # name, policy spec, pods waiting, the round's plan (None: no round), the error code
+    ("fill_round_cut_to_the_waiting_pods", {"strategy": "Fill", "count": 2, "nodesLimit": 2}, 3,
+     {"b": 2, "a": 1}, None),
+    ("fill_round_exactly_its_own_size", {"strategy": "Fill", "count": 2, "nodesLimit": 2}, 4,
+     {"b": 2, "a": 2}, None),
+    ("more_waiting_than_the_round_holds_the_rest_wait", {"strategy": "Fill", "count": 2, "nodesLimit": 2}, 9,
+     {"b": 2, "a": 2}, None),
+    ("no_pod_counted_waiting_still_places_the_asking_pod", {"strategy": "Fill", "count": 2, "nodesLimit": 2}, 0,
+     {"b": 1}, None),
+    ("each_round_cut_to_the_waiting_pods", {"strategy": "Each", "count": 2, "nodesLimit": 3}, 5,
+     {"b": 2, "a": 2, "c": 1}, None),
+    ("each_round_refused_when_too_few_nodes_take_count", {"strategy": "Each", "count": 9, "nodesLimit": 2}, 1,
+     None, "insufficient_resource"),
+]
+
+
+@pytest.mark.parametrize(("name", "spec", "waiting", "plan", "code"), OPEN, ids=[c[0] for c in OPEN])
+def test_open_round(name: str, spec: dict[str, Any], waiting: int, plan: dict[str, int] | None,
+                    code: str | None) -> None:
+    opening = rounds.open_round(cluster(NODES), SHAPE, policy(**spec), Settings(), NOW, waiting)
+    if plan is None:
+        assert opening.round is None and opening.error is not None and opening.error.code.value == code
+        return
+    assert opening.error is None and opening.round is not None
+    assert list(opening.round.plan.items()) == list(plan.items())  # the plan's order is the order pods take it
+    assert opening.round.opened == opening.round.active == NOW and opening.round.placed == {}
+    assert opening.decision.plan == plan and opening.round.id == f"shop/web@{int(NOW * 1000)}"
+
+
+def test_a_full_fill_round_opens_nothing() -> None:
+    full = [web(f"x{i}", node_name=n, cpu="500m") for i, n in enumerate(["a", "a", "b", "b"])]
+    opening = rounds.open_round(cluster(NODES, full), SHAPE, policy(strategy="Fill", count=2, nodesLimit=2),
+                                Settings(), NOW, 3)
+    assert opening.round is None and opening.error is not None and opening.error.code.value == "already_filled"
+
+
+def test_greedy_strategies_have_no_round() -> None:
+    with pytest.raises(ValueError, match="pod by pod"):
+        rounds.open_round(cluster(NODES), SHAPE, policy(strategy="Auto"), Settings(), NOW, 3)
+
+
+@pytest.mark.parametrize(("whole", "waiting", "size"), [(4, 9, 4), (4, 3, 3), (4, 4, 4), (4, 0, 1), (1, 1, 1)])
+def test_round_size_is_the_smaller_of_the_strategys_round_and_the_waiting_pods(whole: int, waiting: int,
+                                                                                size: int) -> None:
+    assert rounds.round_size(whole, waiting) == size
+
+
+# -- next pod's node, consume, release ----------------------------------------------------------
+
+PLAN = {"b": 2, "a": 1}
+
+
+def opened(placed: dict[str, str] | None = None, active: float = NOW) -> Round:
+    return Round("shop/web", NOW, PLAN, active, placed or {})
+
+
+NEXT: list[tuple[str, dict[str, str], str, set[str] | None, str | None, list[str]]] = [
+    # name, placed, the asking pod, the nodes its checks pass, next node, the sequence of the rest
+    ("an_empty_round_starts_at_the_plans_first_node", {}, "p0", None, "b", ["b", "b", "a"]),
+    ("a_node_with_no_place_left_is_passed_over", {"p0": "b", "p1": "b"}, "p2", None, "a", ["a"]),
+    ("the_asking_pods_own_place_counts_as_free", {"p0": "b", "p1": "b"}, "p1", None, "b", ["b", "a"]),
+    ("a_node_its_checks_refuse_is_passed_over", {}, "p0", {"a", "c"}, "a", ["b", "b", "a"]),
+    ("a_used_up_round_has_no_next_node", {"p0": "b", "p1": "b", "p2": "a"}, "p3", None, None, []),
+    ("a_pod_off_the_plan_takes_no_place", {"p0": "c"}, "p1", None, "b", ["b", "b", "a"]),
+]
+
+
+@pytest.mark.parametrize(("name", "placed", "uid", "passing", "want", "rest"), NEXT, ids=[c[0] for c in NEXT])
+def test_next_node(name: str, placed: dict[str, str], uid: str, passing: set[str] | None, want: str | None,
+                   rest: list[str]) -> None:
+    rnd = opened(placed)
+    assert rounds.next_node(rnd, uid, passing) == want
+    assert rounds.sequence(rnd, uid) == rest
+    assert rounds.remaining(rnd, uid) == len(rest)
+
+
+def test_consume_takes_a_place_and_marks_the_round_active() -> None:
+    rnd = opened()
+    after = rounds.consume(rnd, "p0", "b", NOW + 5)
+    assert rnd.placed == {} and rnd.active == NOW  # pure: the round given is unchanged
+    assert after.placed == {"p0": "b"} and after.active == NOW + 5
+    assert rounds.quota(after) == {"b": 1, "a": 1}
+    moved = rounds.consume(after, "p0", "a", NOW + 6)  # placed again elsewhere: it moves
+    assert rounds.quota(moved) == {"b": 2}
+
+
+def test_release_gives_the_place_back() -> None:
+    rnd = rounds.consume(opened(), "p0", "b", NOW + 1)
+    assert rounds.quota(rounds.release(rnd, "p0")) == dict(PLAN)
+    assert rounds.release(rnd, "unknown") is rnd
+
+
+def test_sequence_is_what_next_node_and_consume_give_pod_after_pod() -> None:
+    rnd = opened()
+    taken = []
+    for i in range(4):
+        where = rounds.next_node(rnd, f"p{i}")
+        if where is None:
+            break
+        taken.append(where)
+        rnd = rounds.consume(rnd, f"p{i}", where, NOW + i)
+    assert taken == rounds.sequence(opened()) == ["b", "b", "a"]
+
+
+# -- expire at now ------------------------------------------------------------------------------
+
+EXPIRE: list[tuple[str, Round, float, bool]] = [
+    # name, round, now, in force for a new pod
+    ("active_within_the_timeout", opened(active=NOW), NOW + 120, True),
+    ("idle_past_the_timeout", opened(active=NOW), NOW + 120.5, False),
+    ("the_last_pods_activity_counts_not_the_opening", opened({"p0": "b"}, active=NOW + 100), NOW + 200, True),
+    ("used_up", opened({"p0": "b", "p1": "b", "p2": "a"}), NOW + 1, False),
+    ("closed_by_a_policy_change", rounds.close(opened()), NOW + 1, False),
+]
+
+
+@pytest.mark.parametrize(("name", "rnd", "now", "force"), EXPIRE, ids=[c[0] for c in EXPIRE])
+def test_in_force_at_now(name: str, rnd: Round, now: float, force: bool) -> None:
+    assert rounds.in_force(rnd, now, 120.0, "new") is force
+    assert rounds.expired(rnd, now, 120.0) is (now - rnd.active > 120.0)
+
+
+def test_no_round_is_not_in_force() -> None:
+    assert rounds.in_force(None, NOW) is False
+
+
+# -- resume from recorded decisions ---------------------------------------------------------------
+
+def annotations(opened_at: float, plan: dict[str, int] | None, time: str | None = "1970-01-12T13:46:50Z",
+                policy_key: str = "shop/web") -> dict[str, str]:
+    """What the extender writes on a pod it binds in a round."""
+    out = {ROUND_ANNOTATION: rounds.round_id(policy_key, opened_at)}
+    if plan is not None or time is not None:
+        out[DECISION_ANNOTATION] = orjson.dumps({"plan": plan, "time": time, "winner": "b"}).decode()
+    return out
+
+
+def test_recorded_mark_reads_the_round_its_plan_and_time() -> None:
+    mark = rounds.recorded_mark(annotations(NOW, {"b": 2, "a": 1}, "1970-01-12T13:46:50Z"))
+    assert mark == RoundMark(f"shop/web@{int(NOW * 1000)}", {"b": 2, "a": 1}, NOW + 10)
+
+
+@pytest.mark.parametrize(("name", "given"), [
+    ("no_round_annotation", {DECISION_ANNOTATION: "{}"}),
+    ("a_round_id_without_policy", {ROUND_ANNOTATION: "web@123"}),
+    ("a_round_id_without_time", {ROUND_ANNOTATION: "shop/web@soon"}),
+])
+def test_recorded_mark_of_pods_recording_no_round(name: str, given: dict[str, str]) -> None:
+    assert rounds.recorded_mark(given) is None
+
+
+def test_recorded_mark_with_an_unreadable_decision_keeps_the_round_id() -> None:
+    mark = rounds.recorded_mark({ROUND_ANNOTATION: "shop/web@1000", DECISION_ANNOTATION: "{not json"})
+    assert mark == RoundMark("shop/web@1000", None, None)
+
+
+def mark(opened_at: float, plan: dict[str, int] | None = None, time: float | None = None) -> RoundMark:
+    return RoundMark(rounds.round_id("shop/web", opened_at), plan, time)
+
+
+RESUME: list[tuple[str, list[tuple[str, str, RoundMark]], dict[str, Any] | None]] = [
+    # name, the placed pods' (uid, node, mark) in the order seen, the round rebuilt (None: none)
+    ("one_round_two_pods", [("p0", "b", mark(NOW, PLAN, NOW + 1)), ("p1", "b", mark(NOW, PLAN, NOW + 2))],
+     {"opened": NOW, "active": NOW + 2, "placed": {"p0": "b", "p1": "b"}, "quota": {"a": 1}}),
+    ("a_newer_round_replaces_an_older_one", [("p0", "b", mark(NOW, PLAN, NOW + 1)),
+                                             ("p1", "c", mark(NOW + 50, {"c": 1, "a": 1}, NOW + 51))],
+     {"opened": NOW + 50, "active": NOW + 51, "placed": {"p1": "c"}, "quota": {"a": 1}}),
+    ("an_older_rounds_pod_seen_later_changes_nothing", [("p1", "c", mark(NOW + 50, {"c": 1, "a": 1}, NOW + 51)),
+                                                        ("p0", "b", mark(NOW, PLAN, NOW + 1))],
+     {"opened": NOW + 50, "active": NOW + 51, "placed": {"p1": "c"}, "quota": {"a": 1}}),
+    ("a_round_first_seen_without_its_plan_is_not_rebuilt", [("p0", "b", mark(NOW, None, NOW + 1))], None),
+    ("a_pod_without_time_counts_but_marks_no_activity", [("p0", "b", mark(NOW, PLAN, None))],
+     {"opened": NOW, "active": NOW, "placed": {"p0": "b"}, "quota": {"b": 1, "a": 1}}),
+]
+
+
+@pytest.mark.parametrize(("name", "seen", "want"), RESUME, ids=[c[0] for c in RESUME])
+def test_resume(name: str, seen: list[tuple[str, str, RoundMark]], want: dict[str, Any] | None) -> None:
+    book = rounds.resume(seen)
+    if want is None:
+        assert book == {}
+        return
+    rnd = book["shop/web"]
+    assert (rnd.opened, rnd.active, dict(rnd.placed), rounds.quota(rnd)) == \
+        (want["opened"], want["active"], want["placed"], want["quota"])
+
+
+def test_a_restarted_extender_resumes_the_round_its_pods_record_until_it_expires() -> None:
+    """The extender opened a round at NOW and bound two pods at NOW+10; after a restart nothing but
+    the pods' annotations is left: they give back the round with the places it had left, in force
+    until it has been idle for the timeout."""
+    opening = rounds.open_round(cluster(NODES), SHAPE, policy(strategy="Fill", count=2, nodesLimit=2),
+                                Settings(), NOW, 4)
+    assert opening.round is not None
+    rnd = opening.round
+    written = []
+    for uid in ("p0", "p1"):
+        where = rounds.next_node(rnd, uid)
+        assert where is not None
+        rnd = rounds.consume(rnd, uid, where, NOW + 10)
+        written.append((uid, where, annotations(NOW, dict(opening.round.plan), "1970-01-12T13:46:50Z")))
+    book = rounds.resume((uid, where, m) for uid, where, a in written if (m := rounds.recorded_mark(a)))
+    resumed = book["shop/web"]
+    assert resumed.id == rnd.id and dict(resumed.placed) == dict(rnd.placed)
+    assert rounds.sequence(resumed) == rounds.sequence(rnd) == ["a", "a"]
+    assert rounds.in_force(resumed, NOW + 10 + 120, 120.0, "p2")
+    assert not rounds.in_force(resumed, NOW + 10 + 121, 120.0, "p2")
