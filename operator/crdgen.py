@@ -1,7 +1,9 @@
-"""Generate the PlacementPolicy and NodeDrain CRDs from the core's pydantic models.
+"""Generate the PlacementPolicy and NodeDrain CRDs, and the decision record's JSON schema, from
+the core's pydantic models.
 
     python -m berth.operator.crdgen > crds/placementpolicies.berth.dev.yaml
     python -m berth.operator.crdgen nodedrains > crds/nodedrains.berth.dev.yaml
+    python -m berth.operator.crdgen decision-record > docs/decision-record.schema.json
 
 The spec schema comes from :class:`berth.core.policy.PlacementPolicySpec`, the status schema
 from :class:`berth.operator.status_model.PolicyStatus`, and the rule tree from the limits of
@@ -20,6 +22,7 @@ trimming), the validating webhook refuses.
 from __future__ import annotations
 
 import copy
+import json
 import sys
 from typing import Any
 
@@ -28,6 +31,7 @@ from pydantic import BaseModel
 
 from berth.core import nodedrain as nd
 from berth.core import placement_rules as pr
+from berth.core.decision import decision_record_schema
 from berth.core.policy import API_VERSION, KIND, PlacementPolicySpec
 from berth.operator.drain_status import REFUSED_LIMIT, NodeDrainStatus
 from berth.operator.status_model import PolicyStatus
@@ -475,7 +479,12 @@ def render_nodedrain() -> str:
                                     allow_unicode=True)
 
 
-RENDERERS = {PLURAL: render, DRAIN_PLURAL: render_nodedrain}
+def render_decision_record() -> str:
+    """The JSON schema of every decision berth records (:class:`berth.core.decision.DecisionRecord`)."""
+    return json.dumps(decision_record_schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+RENDERERS = {PLURAL: render, DRAIN_PLURAL: render_nodedrain, "decision-record": render_decision_record}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,18 +1,28 @@
-"""What berth records about one placement: the nodes considered, which were refused and
-why, the winner and the warnings. Stored on the pod (annotation), in the policy status and
-served by the explain API; it round-trips through JSON unchanged."""
+"""What berth decided about one pod: the nodes considered, which were refused and why, the
+winner and the warnings.
+
+:class:`Decision` is the decision as the core makes it (every node judged, refusals kept as the
+checks made them); :class:`DecisionRecord` is the one versioned shape it is kept in: the pod's
+``berth.dev/decision`` annotation, the explain API's answer, the policy status's latest decision
+and ``berth plan``'s output. Its JSON schema is ``docs/decision-record.schema.json``."""
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import ItemsView, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import chain, repeat
-from operator import itemgetter
-from typing import Any
+from operator import attrgetter, itemgetter
+from typing import Any, Final, Literal
 
-from berth.core.errors import ErrorCode, PlacementError
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from berth.core.errors import ERROR_CODES, ErrorCode, PlacementError
 
 DECISION_ANNOTATION = "berth.dev/decision"
 
@@ -24,6 +34,7 @@ _SKEW = re.compile(r"topology spread: placing here makes skew \d+ in ([^=]+)=.*\
 _CEILING = re.compile(r"nodesLimit: already holds \d+ pods of this workload \(per-node ceiling (\d+)\)")
 
 
+@lru_cache(maxsize=16384)
 def refusal_cause(reason: str) -> str:
     """A refusal reason without its per-node figures: one text per cause.
 
@@ -33,6 +44,7 @@ def refusal_cause(reason: str) -> str:
     ``insufficient capacity: memory: needs 2.0 GiB, ...; cpu: needs ...`` becomes
     ``insufficient capacity: memory, cpu``; a skew becomes the key and maxSkew it breaks; a
     Lease's age and a nodesLimit count are dropped. Reasons without figures are kept as they are.
+    Cached: the filter asks it again for the refused nodes of every pod, and records group by it.
     """
     if reason.startswith(_CAPACITY):
         if "; " not in reason:  # one resource short: the common case, on the filter's path for every node
@@ -143,8 +155,26 @@ class _RefusedItems(ItemsView[str, Refusal]):
         return chain(each.items(), *(zip(names, repeat(refusal)) for names, refusal in groups))
 
 
+
+MAX_PRIORITY = 10  # kube-scheduler's MaxExtenderPriority
+RUNNER_UP_MAX = 4
+"""Every node but the winner scores at most this, so that with the documented extender weight
+the strategy's winner beats any sum the default score plugins can give another node."""
+
+
+def ranked_score(position: int, total: int) -> int:
+    """The score berth gives the node at ``position`` (0: the best) of a ranking of ``total``
+    nodes: the winner 10, the rest ``4 * (total - position) // total`` (descending from 4
+    towards 0; :func:`berth.core.evaluate.score_runs` gives the same scores run by run)."""
+    if not 0 <= position < total:
+        raise ValueError(f"position {position} is not in a ranking of {total} nodes")
+    return MAX_PRIORITY if position == 0 else RUNNER_UP_MAX * (total - position) // total
+
+
 @dataclass
 class Decision:
+    """A decision as the core makes it, every node judged (:meth:`record` is what is kept of it)."""
+
     pod: str  # namespace/name, or a shape's description
     policy: str | None  # namespace/name
     strategy: str
@@ -153,9 +183,11 @@ class Decision:
     ranking: list[str] = field(default_factory=list)  # passing nodes, best first
     warnings: list[str] = field(default_factory=list)
     error: PlacementError | None = None
-    trigger: str = "preview"  # filter | bind | plan | preview
+    trigger: str = "preview"  # filter | prioritize | bind | plan | preview
     time: str | None = None  # RFC 3339, stamped by the shell that records it
     plan: dict[str, int] | None = None  # the round's node -> count plan, when one was made
+    policy_generation: int | None = None  # the policy's metadata.generation the decision followed
+    round_id: str | None = None  # the round the pod was placed in, when the shell names rounds
 
     @property
     def winner(self) -> str | None:
@@ -164,6 +196,26 @@ class Decision:
     def refusal_lines(self) -> list[str]:
         """``node-a: insufficient capacity: ...`` for every refused node, in name order."""
         return [f"{node}: {refusal.reason}" for node, refusal in self.refused.by_node()]
+
+    def record(self, *, limit: int = 100, ranking_limit: int = 10) -> DecisionRecord:
+        """What is kept of the decision: every count, and the first ``limit`` nodes considered
+        and refused (in the order considered) and ``ranking_limit`` ranked. A large cluster's
+        record is made without a Python step per node listed only to be cut."""
+        if self.time is None:
+            raise ValueError("a decision is recorded once its shell has stamped its time")
+        considered, refused = self.considered, self.refused
+        listed = refused.first(considered, limit) if len(refused) > limit else refused
+        winner = self.winner
+        return DecisionRecord(
+            pod=self.pod, trigger=self.trigger, time=self.time, policy=self.policy,  # type: ignore[arg-type]
+            policy_generation=self.policy_generation, strategy=self.strategy,
+            round=RoundPlan(id=self.round_id, plan=dict(self.plan)) if self.plan is not None else None,
+            considered_count=len(considered), considered=considered[:limit],
+            refused_count=len(refused), refused=refusal_groups(refused, listed),
+            winner=Winner(node=winner, rank=1, score=MAX_PRIORITY) if winner is not None else None,
+            ranking_count=len(self.ranking), ranking=self.ranking[:ranking_limit],
+            warnings=list(self.warnings),
+            error=RecordedError(code=self.error.code, message=self.error.message) if self.error else None)
 
     def to_dict(self, *, ranking_limit: int = 10) -> dict[str, Any]:
         return {
@@ -197,3 +249,214 @@ class Decision:
             time=data.get("time"),
             plan={str(k): int(v) for k, v in data["plan"].items()} if data.get("plan") else None,
         )
+
+
+def refusal_groups(refused: Refused, listed: Mapping[str, Refusal]) -> list[RefusalGroup]:
+    """One group per cause (:func:`refusal_cause`) with the count of every node ``refused`` for it
+    and the nodes of ``listed`` (a part of ``refused``), most refused first. The nodes refused
+    together are counted group by group, without a step per node."""
+    counts: Counter[str] = Counter()
+    each, together = refused.parts()
+    for reason, n in Counter(map(_reason, each.values())).items():
+        counts[refusal_cause(reason)] += n
+    for names, refusal in together:
+        counts[refusal_cause(refusal.reason)] += len(names)
+    nodes: dict[str, list[str]] = {}
+    details: dict[str, dict[str, str]] = {}
+    for node, refusal in sorted(listed.items(), key=itemgetter(0)):
+        cause = refusal_cause(refusal.reason)
+        nodes.setdefault(cause, []).append(node)
+        if refusal.reason != cause:
+            details.setdefault(cause, {})[node] = refusal.reason
+    return [RefusalGroup(reason=cause, count=n, nodes=nodes.get(cause, []), details=details.get(cause, {}))
+            for cause, n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
+
+
+_reason = attrgetter("reason")
+
+
+# -- the record ------------------------------------------------------------------------------------
+
+DECISION_API_VERSION: Final = "berth.dev/decision/v1"
+"""The version of :class:`DecisionRecord`: a reader checks it before it trusts the fields."""
+
+Trigger = Literal["filter", "prioritize", "bind", "plan", "preview"]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
+                              json_schema_serialization_defaults_required=True)
+
+
+class RecordedError(_Record):
+    """Why no node was found."""
+
+    code: ErrorCode = Field(description=f"One of {ERROR_CODES}.")
+    message: str
+
+
+class RefusalGroup(_Record):
+    """The nodes refused for one cause."""
+
+    reason: str = Field(min_length=1, description=(
+        "The cause, without any node's own figures (e.g. `insufficient capacity: memory`): the "
+        "text kube-scheduler counts in its FailedScheduling event."))
+    count: int = Field(ge=1, description="How many nodes were refused for it.")
+    nodes: list[str] = Field(default_factory=list, description=(
+        "The first of those nodes, in name order (the record lists a bounded number of refused "
+        "nodes, the first in the order considered; a group may list none)."))
+    details: dict[str, str] = Field(default_factory=dict, description=(
+        "The refusal of each node listed whose own text carries figures beyond `reason` "
+        "(e.g. how much memory it lacks)."))
+
+    def refusal_of(self, node: str) -> str:
+        return self.details.get(node, self.reason)
+
+
+class RoundPlan(_Record):
+    """The round (Fill, Each) the pod belongs to."""
+
+    id: str | None = Field(default=None, description="The round's id, as in the berth.dev/round annotation.")
+    plan: dict[str, int] = Field(description="The round's plan: node -> how many of its pods go there.")
+
+
+class Winner(_Record):
+    """The node the pod goes to, and where berth ranked it."""
+
+    node: str
+    rank: int | None = Field(default=None, ge=1, description=(
+        "Its place in berth's ranking (1: berth's first choice; kube-scheduler may bind another "
+        "passing node). Null when not known (records converted from before v1)."))
+    score: int | None = Field(default=None, ge=0, le=MAX_PRIORITY, description=(
+        f"The score berth gave it (0..{MAX_PRIORITY}, kube-scheduler's MaxExtenderPriority). "
+        "Null when not known."))
+
+
+class DecisionRecord(_Record):
+    """What berth decided about one pod, as it is kept: the pod's ``berth.dev/decision``
+    annotation, the explain API's answer, the policy status's ``latestDecision`` (with shorter
+    lists) and ``berth plan``'s ``decision``. ``docs/decision-record.schema.json`` is its JSON
+    schema. :meth:`read` also reads the records berth wrote before the version field existed."""
+
+    api_version: Literal["berth.dev/decision/v1"] = Field(
+        default=DECISION_API_VERSION, alias="apiVersion", description="The record's version.")
+    pod: str = Field(description="namespace/name of the pod (berth plan: of the pod shape).")
+    trigger: Trigger = Field(description=(
+        "What asked for the decision: kube-scheduler's filter, prioritize or bind, berth plan, "
+        "or a preview (the explain API)."))
+    time: str = Field(json_schema_extra={"format": "date-time"},
+                      description="When the decision was made (RFC 3339).")
+    policy: str | None = Field(default=None,
+                               description="namespace/name of the PlacementPolicy, if one governs the pod.")
+    policy_generation: int | None = Field(default=None, ge=0,
+                                          description="The policy's metadata.generation the decision followed.")
+    strategy: str = Field(description="The strategy in force (Default when none).")
+    round: RoundPlan | None = Field(default=None, description="The round of a Fill or Each policy.")
+    considered_count: int = Field(ge=0, description="How many nodes were considered.")
+    considered: list[str] = Field(description="The first nodes considered, in the order considered.")
+    refused_count: int = Field(ge=0, description=(
+        "How many nodes were refused: the groups' counts add up to it (in a record converted from "
+        "before v1 only the nodes it listed are grouped)."))
+    refused: list[RefusalGroup] = Field(description="The refused nodes grouped by cause, the most refused first.")
+    winner: Winner | None = Field(default=None, description="Null when no node was found.")
+    ranking_count: int = Field(ge=0, description="How many nodes passed, i.e. were ranked.")
+    ranking: list[str] = Field(description="The first passing nodes, best first.")
+    warnings: list[str] = Field(default_factory=list)
+    error: RecordedError | None = Field(default=None, description="Why no node was found.")
+
+    def refusal_of(self, node: str) -> str | None:
+        """Why ``node`` was refused, if the record lists it."""
+        for group in self.refused:
+            if node in group.nodes:
+                return group.refusal_of(node)
+        return None
+
+    def refusals(self) -> dict[str, str]:
+        """Each refused node listed -> why, in name order."""
+        return dict(sorted((node, group.refusal_of(node)) for group in self.refused for node in group.nodes))
+
+    def cut(self, limit: int) -> DecisionRecord:
+        """The record with at most ``limit`` nodes in each list (refused: over all the groups,
+        the first groups first); the counts stay."""
+        refused: list[RefusalGroup] = []
+        room = limit
+        for group in self.refused:
+            nodes = group.nodes[:room]
+            room -= len(nodes)
+            details = {node: text for node, text in group.details.items() if node in nodes}
+            refused.append(group.model_copy(update={"nodes": nodes, "details": details}))
+        return self.model_copy(update={"considered": self.considered[:limit], "refused": refused,
+                                       "ranking": self.ranking[:limit]})
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as JSON data, every field present."""
+        return self.model_dump(mode="json", by_alias=True)
+
+    @classmethod
+    def read(cls, data: object) -> DecisionRecord | None:
+        """A record read back from JSON data: this version, or one berth wrote before the version
+        field existed (converted). None for anything else: another version, or not a record."""
+        if not isinstance(data, Mapping):
+            return None
+        try:
+            if "apiVersion" in data:
+                return cls.model_validate(data)
+            return cls.model_validate(_from_unversioned(data))
+        except (ValidationError, TypeError, ValueError, AttributeError):
+            return None
+
+    @classmethod
+    def read_json(cls, text: str | bytes) -> DecisionRecord | None:
+        """:meth:`read` of an annotation's text."""
+        try:
+            data = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return None
+        return cls.read(data)
+
+
+def _from_unversioned(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A record of the shape berth wrote before :data:`DECISION_API_VERSION` (the annotation, the
+    explain API), or the policy status's copy of one, in this version's fields. Those listed
+    ``refused`` as node -> reason, the winner by name, the round's ``plan`` at the top, and the
+    full counts as ``consideredTotal`` / ``refusedTotal`` (the status: ``consideredCount`` /
+    ``refusedCount``) only when the lists were cut."""
+    considered = [str(n) for n in data.get("considered") or ()]
+    raw_refused = data.get("refused") or {}
+    refused = Refused({str(n): Refusal(str(r)) for n, r in raw_refused.items()})
+    ranking = [str(n) for n in data.get("ranking") or ()]
+    considered_count = _count(data.get("consideredTotal", data.get("consideredCount")), len(considered))
+    refused_count = _count(data.get("refusedTotal", data.get("refusedCount")), len(refused))
+    winner = data.get("winner")
+    plan = data.get("plan")
+    return {
+        "apiVersion": DECISION_API_VERSION,
+        "pod": data.get("pod"),
+        "trigger": data.get("trigger") or "preview",
+        "time": data.get("time"),
+        "policy": data.get("policy"),
+        "strategy": data.get("strategy") or "Default",
+        "round": {"plan": plan} if isinstance(plan, Mapping) else None,
+        "consideredCount": considered_count,
+        "considered": considered,
+        "refusedCount": refused_count,
+        "refused": refusal_groups(refused, refused),
+        "winner": {"node": winner} if isinstance(winner, str) and winner else None,
+        # before v1 only the first ranked nodes were kept: the passing nodes are those not refused
+        "rankingCount": max(len(ranking), considered_count - refused_count),
+        "ranking": ranking,
+        "warnings": list(data.get("warnings") or ()),
+        "error": data.get("error"),
+    }
+
+
+def _count(recorded: object, listed: int) -> int:
+    return recorded if isinstance(recorded, int) and recorded >= listed else listed
+
+
+def decision_record_schema() -> dict[str, Any]:
+    """The JSON schema of :class:`DecisionRecord` as berth writes it (every field present),
+    published as ``docs/decision-record.schema.json``."""
+    schema = DecisionRecord.model_json_schema(by_alias=True, mode="serialization")
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$id": "https://berth.dev/schemas/decision-record.schema.json", **schema}

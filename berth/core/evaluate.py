@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from berth.core.candidates import CandidateSet, candidate_name, collect_candidates
+from berth.core.decision import MAX_PRIORITY as MAX_PRIORITY
+from berth.core.decision import RUNNER_UP_MAX as RUNNER_UP_MAX
 from berth.core.decision import Decision
 from berth.core.model import PodInfo
 from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy
@@ -14,11 +16,6 @@ from berth.core.round import plan_fixed_round
 from berth.core.settings import Settings
 from berth.core.strategies import ranked
 from berth.core.view import ClusterState
-
-MAX_PRIORITY = 10  # kube-scheduler's MaxExtenderPriority
-RUNNER_UP_MAX = 4
-"""Every node but the winner scores at most this, so that with the documented extender weight
-the strategy's winner beats any sum the default score plugins can give another node."""
 
 
 @dataclass
@@ -66,6 +63,7 @@ def evaluate_pod(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | No
         ranking=ranking,
         warnings=result.warnings,
         error=result.error,
+        policy_generation=policy.generation if policy is not None else None,
     )
     return Evaluation(decision, list(map(candidate_name, result.candidates)))
 

@@ -69,7 +69,8 @@ def _decision(pod: PodInfo, policy: PlacementPolicy | None, strategy: Strategy |
               first: CandidateSet) -> Decision:
     return Decision(pod=pod.key, policy=policy.key if policy else None,
                     strategy=strategy.value if strategy else "Default", considered=considered,
-                    refused=Refused(first.refused), warnings=list(first.warnings), trigger="plan")
+                    refused=Refused(first.refused), warnings=list(first.warnings), trigger="plan",
+                    policy_generation=policy.generation if policy else None)
 
 
 def _greedy(view: ClusterView, pod: PodInfo, policy: PlacementPolicy | None, strategy: Strategy | None,
