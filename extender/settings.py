@@ -1,8 +1,8 @@
 """The extender's settings, read once at start from ``BERTH_*`` environment variables.
 
-As seed 001 says of its overcommit policy: invalid values are logged and the safe default is
-used; the extender never refuses to start over a bad setting. :meth:`ExtenderSettings.core`
-maps the placement settings onto the core's :class:`~berth.core.settings.Settings`.
+Invalid values are logged and the safe default is used (docs/behaviour.md#overcommit); the
+extender never refuses to start over a bad setting. :meth:`ExtenderSettings.core` maps the
+placement settings onto the core's :class:`~berth.core.settings.Settings`.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class ExtenderSettings(BaseSettings):
     relist_backoff_max_seconds: float = Field(default=30.0, gt=0, le=600)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
 
-    # -- serving (DESIGN: only kube-scheduler may drive filter, prioritize and bind) -----------
+    # -- serving (only kube-scheduler may drive filter, prioritize and bind) -------------------
     tls_cert_file: str | None = None  # serve HTTPS with this certificate ...
     tls_key_file: str | None = None  # ... and key
     tls_client_ca_file: str | None = None  # and require client certificates signed by this CA ...

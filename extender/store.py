@@ -6,7 +6,7 @@ Fed by the watches (:mod:`berth.extender.live_view`) or once from a snapshot
 (:mod:`berth.extender.snapshot_view`) through the ``apply_*`` / ``delete_*`` methods, which
 take raw Kubernetes JSON. Every read and write happens under :attr:`ClusterStore.lock`.
 
-Assumed pods come in two kinds (seed 000's processing counter):
+Assumed pods come in two kinds (docs/behaviour.md#assumed-pods):
 
 - *tentative*: the node filter/prioritize ranked first for a pod, counted there from the moment
   of that decision because kube-scheduler asks about the next pod before the bind of this one
@@ -348,7 +348,7 @@ class ClusterStore:
             self.release(uid)  # the nomination moved or was cleared
             entry = None
         if nominated and not pod.terminating and entry is None:
-            # DESIGN: pods nominated by preemption count on their node, so that the room their
+            # Pods nominated by preemption count on their node, so that the room their
             # victims free is not taken by others meanwhile (as kube-scheduler's own filter does).
             self.assume(pod, nominated, bound=False, deadline=float("inf"), nominated=True)
         elif not self.view.is_assumed(uid):

@@ -1,5 +1,5 @@
 """The validating admission webhook's check: what the CRD's schema cannot express (at most 16
-rules in all, keys unique after trimming, the rest of seed 002's Validation section) is refused
+rules in all, keys unique after trimming, the rest of docs/behaviour.md#rule-limits) is refused
 here, with the core's message naming the field path, e.g.
 ``spec.placementRules[0].labels.role: duplicate key after trimming``."""
 

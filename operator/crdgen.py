@@ -12,8 +12,8 @@ from :class:`berth.operator.status_model.PolicyStatus`, and the rule tree from t
 from the models.
 
 Structural schemas cannot recurse: the ``anyOf`` / ``allOf`` groups are nested explicitly down
-to seed 002's limit (groups nest at most 5 deep, so the members of a fifth-level group are plain
-rules). The apiserver prices every CEL rule by the most instances it could have (the product of
+to the rule language's limit (groups nest at most 5 deep, so the members of a fifth-level
+group are plain rules). The apiserver prices every CEL rule by the most instances it could have (the product of
 the ``maxItems`` above it), so the rule-tree CEL rules stop at :data:`CEL_RULE_DEPTH`; what they
 check below it, and what CEL cannot check at all (at most 16 rules in total, keys unique after
 trimming), the validating webhook refuses.
@@ -118,7 +118,7 @@ def _cel(rule: str, message: str, **extra: str) -> dict[str, str]:
     return {"rule": rule, "message": message, **extra}
 
 
-# -- the rule tree (seed 002) -----------------------------------------------------------------
+# -- the rule tree (docs/behaviour.md#placement-rules) ----------------------------------------
 
 RULE_FIELDS = ("resource", "operator", "labels", "within")
 GROUP_FIELDS = ("anyOf", "allOf")

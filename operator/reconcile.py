@@ -4,7 +4,7 @@ handlers stay thin and this is tested table-driven with the core.
 
 Conditions (``metav1.Condition``, reasons in CamelCase):
 
-- ``Valid``: the spec passes every check of seed 002's Validation section and the schema's
+- ``Valid``: the spec passes every limit of the rule language and the schema's checks
   (``Validated`` / ``InvalidSpec`` with the field path and problem). The extender ignores an
   invalid policy, so its pods are placed as if it did not exist. A valid spec whose
   ``nodeFilter.includes`` names nodes the cluster does not have is ``IncludesUnknownNodes``

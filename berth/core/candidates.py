@@ -1,6 +1,6 @@
 """Every node judged for one pod: refused with a reason, or a candidate carrying the per-node
-fields the strategies read (seed 000's Capacity, Count, Usage, Rate; seed 001's free share;
-seed 002's projected shares).
+figures the strategies read (capacity, count, usage, rate, free share after, projected shares:
+docs/behaviour.md#strategies).
 
 The order of the checks is the order a user reasons in: does the node exist, may this pod go
 there at all (its own constraints, the policy's node filter and liveness), does the round's
@@ -42,11 +42,11 @@ class Candidate:
     count: int  # pods of this workload already there, bound + assumed (+ planned)
     usage: float  # requested / allocatable, averaged over the resources the pod asks for (weighed_dimensions)
     rate: float  # what this pod adds, same averaging
-    free_share_after: float  # free share of the tightest resource after placing (seed 001)
+    free_share_after: float  # free share of the tightest resource after placing (the default ranking)
     pod_count: int  # all pods on the node
     cpu_after: float
     memory_after: float
-    memory_after_discounted: float  # sleepy memory divided by the factor (seed 002, ranking only)
+    memory_after_discounted: float  # sleepy memory divided by the factor (Balanced, ranking only)
     disk_after: float
     sleepy_memory: int
     projected_use: float  # the dominant projected share of cpu and memory the pod asks for (Spread, BestFit)
@@ -360,7 +360,7 @@ def _apply_rules(result: CandidateSet, passing: list[Candidate],
                  broken: list[tuple[AbstractSet[str], tuple[str, bool]]],
                  policy: PlacementPolicy | None, fit: Judged[_Fitted], require_fit: bool,
                  refused: _Refusals) -> list[Candidate]:
-    """Seed 002: when a node that meets the rules has room, the others go; when none does,
+    """When a node that meets the rules has room, the others go; when none does,
     Preferred ignores the rules and Enforced refuses: affinity_unsatisfied when nodes that break
     the rules have room, insufficient_resource (with the shortfall of the nodes that meet them)
     when nothing has room anywhere."""

@@ -1,5 +1,5 @@
-"""Seed 000's DUMMY (CalculateCapacity) and seed 001's allocations view: how much room there is,
-rather than where pods would go; and beside it how many pods one round could place."""
+"""The capacity query and the allocations view: how much room there is, rather than where pods
+would go; and beside it how many pods one round could place (docs/behaviour.md#capacity-only)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ class Placeable:
 
 @dataclass
 class CapacityTable:
-    """Seed 000's DUMMY / CalculateCapacity: each node's raw capacity for a shape, and the total."""
+    """The capacity query's answer: each node's raw capacity for a shape, and the total."""
 
     nodes: dict[str, int] = field(default_factory=dict)
     total: int = 0

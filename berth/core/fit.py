@@ -1,4 +1,4 @@
-"""Will it fit? Seed 001's capacity check, and seed 000's per-node Capacity.
+"""Will it fit, and how many more pods of a shape fit on a node (docs/behaviour.md#fit).
 
 Allocatable (times the overcommit percent) against the effective requests of every pod bound
 or assumed on the node. Disk is a free-share floor rather than a request sum. A dimension the
@@ -15,8 +15,9 @@ from berth.core.quantity import CPU, DISK, MEMORY, PODS, format_amount
 from berth.core.settings import Settings
 
 UNVERIFIED_CAPACITY = 1
-"""Capacity of a node that cannot verify a dimension the pod asks for: one pod, never more (seed 001:
-never unlimited). Such a node stays eligible pod by pod, ranked after every verified node."""
+"""Capacity of a node that cannot verify a dimension the pod asks for: one pod, never more (unknown
+is never unlimited). Such a node stays eligible pod by pod, ranked after every verified node
+(docs/behaviour.md#unknown-capacity)."""
 
 SHARE_DIMENSIONS = (CPU, MEMORY, DISK)
 REPORTED_DIMENSIONS = frozenset({CPU, MEMORY, DISK, PODS})
@@ -34,7 +35,7 @@ def demand(pod: PodInfo) -> dict[str, int]:
 @dataclass(frozen=True, slots=True)
 class Fit:
     refusal: str | None  # "insufficient capacity: memory: needs ..." or None when it fits
-    capacity: int  # how many more pods of this shape fit (seed 000's Capacity)
+    capacity: int  # how many more pods of this shape fit
     unverified: tuple[str, ...] = ()  # dimensions the node does not report
 
 

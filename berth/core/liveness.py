@@ -1,9 +1,9 @@
-"""Is a node up? Seed 000's liveness, in Kubernetes terms.
+"""Is a node up? (docs/behaviour.md#liveness)
 
 A node is down when it is bypassed (annotation ``berth.dev/bypass: "true"``), not Ready, or
 when berth tracks node Leases and its Lease in ``kube-node-lease`` is missing or older than
-the threshold (seed 002: a sample older than 2 minutes drops the host). Test nodes
-(label ``berth.dev/test-node: "true"``) skip the liveness check unless they are bypassed.
+the threshold. Test nodes (label ``berth.dev/test-node: "true"``) skip the liveness check
+unless they are bypassed.
 
 The verdict has a part that depends only on the node object (memoised with it) and a part
 that depends on the Lease and the clock (:func:`lease_suspects` finds the nodes whose Lease

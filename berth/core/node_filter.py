@@ -1,5 +1,6 @@
-"""Which nodes a policy's pods may land on at all: the pod's own constraints and seed 000's
-node filter. Refusals here are unresolvable: preemption cannot change them."""
+"""Which nodes a policy's pods may land on at all: the pod's own constraints and the policy's
+node filter (docs/behaviour.md#node-filter). Refusals here are unresolvable: preemption cannot
+change them."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def pod_constraint_refusal(pod: PodInfo, node: NodeInfo) -> str | None:
 
 
 def node_filter_refusal(nf: NodeFilter, node: NodeInfo, down: Callable[[], str | None]) -> str | None:
-    """Seed 000's node filter. ``includes`` short-circuits labels, liveness (``all``) and excludes;
+    """The policy's node filter. ``includes`` short-circuits labels, liveness (``all``) and excludes;
     ``down`` is asked only when liveness matters."""
     if nf.includes:
         return None if node.name in nf.includes else "not in nodeFilter.includes"

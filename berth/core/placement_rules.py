@@ -1,10 +1,10 @@
-"""Seed 002's affinity rule language, in the Kubernetes spelling of the PlacementPolicy.
+"""The placement rule language of the PlacementPolicy (docs/behaviour.md#placement-rules).
 
     placementRules = [node, ...]          every node must hold (AND)
     node           = rule | {anyOf: [node, ...]} | {allOf: [node, ...]}
     rule           = {resource: Node | Pod, operator: Has | HasNot, labels: {k: v}, within: key}
 
-Parsing validates every limit of the seed's Validation section and names the field path of
+Parsing validates every limit (docs/behaviour.md#rule-limits) and names the field path of
 the first problem found, so ``kubectl apply`` and the CLI can say exactly what is wrong.
 """
 
@@ -28,8 +28,8 @@ _RULE_FIELDS = frozenset({"resource", "operator", "labels", "within"})
 
 
 class Resource(StrEnum):
-    NODE = "Node"  # seed: metal_server
-    POD = "Pod"  # seed: virtual_machine
+    NODE = "Node"  # reads the node's labels
+    POD = "Pod"  # reads the labels of the pods on the node
 
 
 class Operator(StrEnum):

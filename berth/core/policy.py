@@ -1,7 +1,7 @@
 """The PlacementPolicy: the contract between the CLI, the extender, the operator and the CRD.
 
-pydantic models with the Kubernetes field names of DESIGN.md. :func:`policy_from_manifest`
-is the one way in: it validates everything (seed 002's rule limits included) and raises
+pydantic models with Kubernetes' field conventions. :func:`policy_from_manifest`
+is the one way in: it validates everything (the placement rules' limits included) and raises
 :class:`~berth.core.errors.InvalidPolicy` naming the first bad field path.
 """
 
@@ -72,7 +72,7 @@ class Selector(_Model):
 
 
 class NodeFilter(_Model):
-    """Seed 000's node_filter: includes short-circuits labels, all and excludes."""
+    """Where the policy's pods may go: includes short-circuits labels, all and excludes."""
 
     includes: list[str] = Field(default_factory=list)
     excludes: list[str] = Field(default_factory=list)

@@ -143,7 +143,7 @@ def _ceil_amount(digits: str, fraction: str, exponent10: int, exponent2: int, *,
 
 
 def format_amount(resource: str, amount: int) -> str:
-    """Print an amount the way the refusal messages of seed 001 do (``2.0 GiB``, ``500m``)."""
+    """Print an amount the way the refusal messages do (``2.0 GiB``, ``500m``; docs/behaviour.md#fit-message)."""
     if resource == CPU:
         if amount % 1000 == 0:
             return str(amount // 1000)
@@ -163,6 +163,6 @@ def format_bytes(amount: int) -> str:
 
 
 def _scaled(n: int, factor: int, unit: str) -> str:
-    """One decimal like the seed ("1.0 GiB"); two when one would round a real difference away."""
+    """One decimal ("1.0 GiB"); two when one would round a real difference away."""
     digits = 1 if (n * 10) % factor == 0 else 2
     return f"{n / factor:.{digits}f} {unit}"

@@ -1,4 +1,4 @@
-"""Does a node meet a policy's placement rules (seed 002)?
+"""Does a node meet a policy's placement rules (docs/behaviour.md#placement-rules)?
 
 Node rules read the node's labels. Pod rules read the labels of the live pods of the same
 namespace (the tenant) on the node, or with ``within`` on every node sharing the candidate's

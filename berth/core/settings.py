@@ -1,7 +1,7 @@
 """Cluster-wide placement settings, resolved against a policy's overrides.
 
 Plain data: the extender reads them from the environment (and logs and replaces invalid
-values with the safe defaults, as seed 001 says); the CLI takes them from flags.
+values with the safe defaults: docs/behaviour.md#overcommit); the CLI takes them from flags.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ class Settings:
     min_free_disk_percent: int = 10  # a node is refused when placing would leave less free disk
     reject_unknown_capacity: bool = False  # unknown capacity: rank last with a warning, or refuse
     liveness_threshold_seconds: float = 40.0  # a node Lease older than this means the node is down
-    sleepy_memory_factor: float = 2.0  # seed 002: sleepy memory divided by this when ranking
+    sleepy_memory_factor: float = 2.0  # sleepy memory divided by this when ranking (Balanced)
     default_strategy: Strategy | None = None  # for pods no policy selects; None lets them pass through
 
     def for_policy(self, policy: PlacementPolicy | None) -> Settings:

@@ -1,4 +1,5 @@
-"""Topology spread with kube-scheduler's PodTopologySpread semantics (seed 003).
+"""Topology spread with kube-scheduler's PodTopologySpread semantics
+(docs/behaviour.md#topology-spread).
 
 Domains are the values of ``topologyKey`` on the nodes that may count: under
 ``nodeAffinityPolicy: Honor`` (the default) nodes matching the pod's node selector and the

@@ -247,7 +247,7 @@ class ClusterView:
         return frozenset(found)
 
     def nodes_labelled(self, key: str, value: str) -> frozenset[str]:
-        """Nodes whose label ``key`` has ``value`` (seed 002's ``within`` groups)."""
+        """Nodes whose label ``key`` has ``value`` (a placement rule's ``within`` group)."""
         if self._label_index is None:
             self._label_index = label_index(self._nodes.values())
             self._key_index = {}
@@ -363,7 +363,7 @@ class ClusterView:
         self.version += 1
 
     def assume(self, pod: PodInfo, node: str) -> PodInfo:
-        """Count ``pod`` on ``node`` before the API server shows it there (seed 000's in-flight count)."""
+        """Count ``pod`` on ``node`` before the API server shows it there (docs/behaviour.md#assumed-pods)."""
         placed = _with_node(pod, node)
         self.upsert_pod(placed)
         self._assumed.add(pod.uid)

@@ -1,4 +1,4 @@
-"""Seed 001: allocatable vs requested, shortfall messages, disk floor, unknown capacity, the
+"""Fit (docs/behaviour.md#fit): allocatable vs requested, shortfall messages, disk floor, unknown capacity, the
 overcommit policy, the default ranking, the capacity query and the allocations view."""
 
 from __future__ import annotations
@@ -249,7 +249,7 @@ def test_capacity_per_node(name: str, alloc: dict[str, str], used: dict[str, str
 
 
 def test_capacity_table_is_raw_capacity_and_total() -> None:
-    """Seed 000's DUMMY / CalculateCapacity: each node's capacity for the shape and the sum."""
+    """The capacity query (docs/behaviour.md#capacity-only): each node's capacity for the shape and the sum."""
     view = cluster([node("a", cpu="4"), node("b", cpu="2"), node("c", cpu="8", ready=False)])
     table = capacity_table(view, web("new", cpu="1", memory=None), None, Settings(), NOW)
     assert table.nodes == {"a": 4, "b": 2}

@@ -1,6 +1,6 @@
-"""Seed 000's liveness and node filter, in Kubernetes terms (DESIGN.md): Ready, node Leases,
-the bypass annotation, test nodes; includes / labels / all / excludes with includes
-short-circuiting the rest; and kube-scheduler's own node constraints on the pod."""
+"""Liveness and the node filter (docs/behaviour.md#liveness and docs/behaviour.md#node-filter):
+Ready, node Leases, the bypass annotation, test nodes; includes / labels / all / excludes with
+includes short-circuiting the rest; and kube-scheduler's own node constraints on the pod."""
 
 from __future__ import annotations
 

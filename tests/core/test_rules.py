@@ -1,4 +1,4 @@
-"""Seed 002's affinity rules: every validation limit (with the offending path in the message),
+"""Placement rules (docs/behaviour.md#placement-rules): every validation limit (with the offending path in the message),
 the matching semantics of Has / HasNot on Node and Pod, ``within`` groups, anyOf / allOf, which
 pods count, and Enforced vs Preferred matching."""
 
@@ -192,7 +192,7 @@ MATCHING = [
     ),
     Scenario(
         "within_rack_replica_blocks_whole_rack",
-        # Seed 002: a replica on host 1 in rack a; host 3 in rack a fails although it runs none.
+        # A replica on host 1 in rack a: host 3 in rack a fails although it runs none.
         nodes=racks(), pods=(replica("r1", "host-1"),),
         pod=pod("new", labels={"role": "db-replica"}),
         spec={"selector": {"matchLabels": {"role": "db-replica"}}, "placementRules": [REPLICA_RULE]},

@@ -1,5 +1,5 @@
-"""Seed 000's AUTO, FILL, EACH, GLOBAL and DRAINED with nodes_limit, and seed 002's Balanced,
-Spread and BestFit with the sleepy-pod behaviour. One named case per behaviour."""
+"""The strategies (docs/behaviour.md#strategies): Auto, Fill, Each, Global and Drained with
+nodesLimit, and Balanced, Spread and BestFit with the sleepy-pod behaviour. One named case per behaviour."""
 
 from __future__ import annotations
 
@@ -267,10 +267,10 @@ def load(name: str, on: str, *, cpu: str | None = None, memory: str | None = Non
     return pod(name, node=on, cpu=cpu, memory=memory, disk=disk, labels={}, sleepy=sleepy)
 
 
-SEED_002 = [
+BALANCED_SPREAD_BEST_FIT = [
     Scenario(
         "balanced_5_percent_memory_band_then_disk",
-        # Seed 002: the pod brings A to 41% memory / 60% disk and B to 43% / 10%: same 40% band, B wins.
+        # The pod brings A to 41% memory / 60% disk and B to 43% / 10%: same 40% band, B wins.
         nodes=(pct_node("host-a"), pct_node("host-b")),
         pods=(load("x1", "host-a", memory="40Gi", disk="60Gi"),
               load("x2", "host-b", memory="42Gi", disk="10Gi")),
@@ -300,7 +300,7 @@ SEED_002 = [
     ),
     Scenario(
         "spread_least_projected_use_first",
-        # Seed 002: the pod brings host A to 80% and host B to 60%; spread-3 picks B.
+        # The pod brings host A to 80% and host B to 60%; Spread picks B.
         nodes=(pct_node("host-a"), pct_node("host-b")),
         pods=(load("x1", "host-a", memory="70Gi"), load("x2", "host-b", memory="50Gi")),
         pod=web("new", cpu=None, memory="10Gi"),
@@ -322,7 +322,7 @@ SEED_002 = [
     ),
     Scenario(
         "spread_sleepy_pods_pack_onto_most_subscribed_sleepy_memory",
-        # For a regular pod spread-3 would pick c (least used); a sleepy one goes to b (most sleepy memory).
+        # For a regular pod Spread would pick c (least used); a sleepy one goes to b (most sleepy memory).
         nodes=(pct_node("a"), pct_node("b"), pct_node("c")),
         pods=(load("s1", "a", memory="10Gi", sleepy=True),
               load("s2", "b", memory="20Gi", sleepy=True),
@@ -472,7 +472,7 @@ def test_global_and_drained(s: Scenario) -> None:
     run(s)
 
 
-@pytest.mark.parametrize("s", SEED_002, ids=str)
+@pytest.mark.parametrize("s", BALANCED_SPREAD_BEST_FIT, ids=str)
 def test_balanced_spread_best_fit(s: Scenario) -> None:
     run(s)
 

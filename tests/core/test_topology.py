@@ -1,6 +1,7 @@
-"""Seed 003: TopologySpreadConstraint with kube-scheduler's PodTopologySpread semantics: the
-worked examples, skew against the global minimum, minDomains, nodeAffinityPolicy /
-nodeTaintsPolicy, matchLabelKeys and ScheduleAnyway scoring."""
+"""Topology spread (docs/behaviour.md#topology-spread) with kube-scheduler's PodTopologySpread
+semantics: the worked examples of the TopologySpreadConstraint API, skew against the global
+minimum, minDomains, nodeAffinityPolicy / nodeTaintsPolicy, matchLabelKeys and ScheduleAnyway
+scoring."""
 
 from __future__ import annotations
 
@@ -36,18 +37,18 @@ SSD_POD = replace(web("new"), node_affinity=NodeAffinity(node_selector={"disk": 
 
 SCENARIOS = [
     Scenario(
-        "seed_003_1_1_0_max_skew_1_only_zone3",
+        "zones_1_1_0_max_skew_1_only_zone3",
         nodes=Z3, pods=tuple(spread_pods({"n1": 1, "n2": 1})), spec=spec(tsc(1)),
         passing=frozenset({"n3"}),
         refused={"n1": "placing here makes skew 2 in topology.kubernetes.io/zone=zone1 (maxSkew 1)",
                  "n2": "skew 2"},
     ),
     Scenario(
-        "seed_003_1_1_0_max_skew_2_any_zone",
+        "zones_1_1_0_max_skew_2_any_zone",
         nodes=Z3, pods=tuple(spread_pods({"n1": 1, "n2": 1})), spec=spec(tsc(2)), passing=ALL3,
     ),
     Scenario(
-        "seed_003_3_1_1_only_zone2_or_zone3",
+        "zones_3_1_1_only_zone2_or_zone3",
         nodes=Z3, pods=tuple(spread_pods({"n1": 3, "n2": 1, "n3": 1})), spec=spec(tsc(1)),
         passing=frozenset({"n2", "n3"}), refused={"n1": "skew 3"},
     ),

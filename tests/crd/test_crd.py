@@ -1,5 +1,5 @@
 """The PlacementPolicy CRD: generated from the models (no drift), structural, its CEL rules sane,
-its rule tree nested to seed 002's limit, and in agreement with the pydantic models field by
+its rule tree nested to the rule language's limit, and in agreement with the pydantic models field by
 field, in both directions."""
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ def test_there_is_an_example_for_every_strategy_and_validation_rule() -> None:
         slug = {"BestFit": "best-fit"}.get(strategy.value, strategy.value.lower())
         assert f"strategy-{slug}" in names
     assert {"default-ranking", "topology-spread", "rules-nested", "web"} <= names
-    assert len(INVALID) >= 19  # seed 002's Validation section, one file per rule
+    assert len(INVALID) >= 19  # docs/behaviour.md#rule-limits, one file per limit
 
 
 @pytest.mark.parametrize("path", VALID, ids=lambda p: p.stem)

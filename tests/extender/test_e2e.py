@@ -151,7 +151,7 @@ def test_kube_scheduler_places_pods_through_berth(
     # A pod berth refuses everywhere (while kube-scheduler's own filters let it through) stays Pending,
     # and kube-scheduler's FailedScheduling event counts berth's reasons, one text per cause; berth's
     # BerthRefused Event on the pod names each node with its figures: 95Gi of a node's 100Gi of
-    # ephemeral storage would leave less than the 10% free floor (seed 001).
+    # ephemeral storage would leave less than the 10% free floor.
     huge = simple_pod("huge", cpu="100m", memory="64Mi", labels={"app": "web"}, scheduler_name=name)
     for key in ("requests", "limits"):
         huge["spec"]["containers"][0]["resources"][key]["ephemeral-storage"] = "95Gi"

@@ -22,7 +22,7 @@ def three_nodes(**kw: Any) -> list[dict[str, Any]]:
 
 REFUSALS = [
     # (name, objects, pod kwargs, node, expected bucket, reason fragment)
-    ("capacity: resolvable, seed 001 message",
+    ("capacity: resolvable, the shortfall message",
      [node("a", cpu="1"), policy("web")], {"cpu": "1500m"}, "a", "FailedNodes", "insufficient capacity: cpu"),
     ("node filter excludes: unresolvable",
      [node("a"), policy("web", nodeFilter={"excludes": ["a"]})], {}, "a", "FailedAndUnresolvableNodes", ""),
@@ -194,7 +194,7 @@ def test_prioritize_scores_every_asked_node_once_whichever_way_the_reply_is_buil
     assert sorted(from_runs.values(), reverse=True) == [10, *(4 * (n - i) // n for i in range(1, n))]
 
 
-# -- the winner counts at once (seed 000's processing counter) -----------------------------------
+# -- the winner counts at once (docs/behaviour.md#assumed-pods) -----------------------------------
 
 def test_the_winner_counts_before_its_bind_arrives() -> None:
     h = harness([node("a", cpu="1"), node("b", cpu="1"), policy("web")])

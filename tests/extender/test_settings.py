@@ -1,5 +1,5 @@
 """Settings from BERTH_* environment variables: valid values are used, invalid ones are logged
-and replaced by the safe default (seed 001), and they reach the core's Settings."""
+and replaced by the safe default, and they reach the core's Settings."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The status of a policy computed with the core from given pods and nodes: table-driven over
-valid policies and every invalid example of seed 002's Validation section."""
+valid policies and every invalid example (docs/behaviour.md#rule-limits)."""
 
 from __future__ import annotations
 

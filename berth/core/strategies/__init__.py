@@ -25,7 +25,8 @@ _GREEDY: dict[Strategy | None, Callable[[PodInfo], RankKey]] = {
 
 def rank_key(strategy: Strategy | None, pod: PodInfo) -> RankKey:
     """The sort key (lower first) of a greedy strategy for one pod. Unverified nodes always rank
-    after verified ones (seed 001) and ScheduleAnyway spread takes precedence over the strategy."""
+    after verified ones (docs/behaviour.md#unknown-capacity) and ScheduleAnyway spread takes
+    precedence over the strategy."""
     inner = _GREEDY[strategy](pod)
 
     def key(c: Candidate) -> tuple[object, ...]:

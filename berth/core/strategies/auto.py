@@ -1,8 +1,9 @@
-"""Seed 000's AUTO: the node with the fewest pods of the workload, ties to the most room.
+"""Auto (docs/behaviour.md#strategy-auto): the node with the fewest pods of the workload, ties to
+the most room.
 
-Placing pod after pod with this key is the min-heap over (Count, -Capacity) of the seed and
-ends at the flattest distribution reachable. The nodesLimit ceiling is a refusal in
-:mod:`berth.core.candidates`; zero-capacity nodes never become candidates."""
+Placing pod after pod with this key, each counted before the next, is a min-heap over (count,
+-capacity) and ends at the flattest distribution reachable. The nodesLimit ceiling is a refusal
+in :mod:`berth.core.candidates`; zero-capacity nodes never become candidates."""
 
 from __future__ import annotations
 

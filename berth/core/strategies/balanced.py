@@ -1,4 +1,5 @@
-"""Seed 002's balanced: lowest projected memory use in 5% bands, then disk, then CPU, then name.
+"""Balanced (docs/behaviour.md#strategy-balanced): lowest projected memory use in 5% bands, then
+disk, then CPU, then name.
 For a sleepy pod, sleepy memory is divided by the sleepy factor when ranking (the capacity
 check still uses real memory)."""
 

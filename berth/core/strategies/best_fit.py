@@ -1,5 +1,5 @@
-"""Seed 002's best-fit: most projected use first, packing pods tightly and keeping other nodes
-empty for large requests. Sleepy pods pack the same way as under Spread."""
+"""BestFit (docs/behaviour.md#strategy-best-fit): most projected use first, packing pods tightly
+and keeping other nodes empty for large requests. Sleepy pods pack the same way as under Spread."""
 
 from __future__ import annotations
 

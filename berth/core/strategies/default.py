@@ -1,6 +1,6 @@
-"""Seed 001's default ranking, used when a policy names no strategy: the node that keeps the
-most free share of its tightest resource after the placement wins; ties go to the node with
-fewer pods, then to the lowest name."""
+"""The default ranking (docs/behaviour.md#strategy-default), used when a policy names no
+strategy: the node that keeps the most free share of its tightest resource after the placement
+wins; ties go to the node with fewer pods, then to the lowest name."""
 
 from __future__ import annotations
 

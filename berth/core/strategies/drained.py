@@ -1,6 +1,6 @@
-"""Seed 000's DRAINED: pack the tightest nodes first. Nodes by capacity ascending (ties to the
-higher usage, weighed as Global weighs it), each filled to capacity before the next; roomy nodes
-stay empty."""
+"""Drained (docs/behaviour.md#strategy-drained): pack the tightest nodes first. Nodes by capacity
+ascending (ties to the higher usage, weighed as Global weighs it), each filled to capacity
+before the next; roomy nodes stay empty."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Seed 000's FILL: "make sure each of limit nodes has count pods". Nodes sorted by (Count,
-Capacity) descending, unverified nodes after every verified one; the walk tops each
-node up by count - Count (never negative) and covers it, passing over a node that cannot reach
-count, until limit nodes are covered (0: every candidate). Fewer coverable nodes than that fail
-the round. A convergence target: once satisfied it returns already_filled."""
+"""Fill (docs/behaviour.md#strategy-fill): "each of limit nodes holds count pods". Nodes sorted by
+(Count, Capacity) descending, unverified nodes after every verified one; the walk tops each node
+up by count - Count (never negative) and covers it, passing over a node that cannot reach count,
+until limit nodes are covered (0: every candidate). Fewer coverable nodes than that fail the
+round. A convergence target: once satisfied it returns already_filled."""
 
 from __future__ import annotations
 

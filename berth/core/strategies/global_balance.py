@@ -1,6 +1,6 @@
-"""Seed 000's GLOBAL: balance resource pressure, not instance counts. Each pod goes to the node
-that would be least loaded after taking it (Usage + Rate, averaged over every resource the pod
-asks for, ephemeral storage included); nodesLimit is ignored."""
+"""Global (docs/behaviour.md#strategy-global): balance resource pressure, not instance counts. Each
+pod goes to the node that would be least loaded after taking it (Usage + Rate, averaged over
+every resource the pod asks for, ephemeral storage included); nodesLimit is ignored."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""Seed 002's spread-3: keep nodes evenly used, least projected use first. Sleepy pods pack
-onto the node with the most subscribed sleepy memory, so sleepy nodes fill one at a time.
-Projected use is the dominant share after placing, over the CPU and memory the pod asks for (both
-for a pod that asks for neither); a resource the node does not report is left out, never full."""
+"""Spread (docs/behaviour.md#strategy-spread): keep nodes evenly used, least projected use first.
+Sleepy pods pack onto the node with the most subscribed sleepy memory, so sleepy nodes fill one
+at a time. Projected use is the dominant share after placing, over the CPU and memory the pod
+asks for (both for a pod that asks for neither); a resource the node does not report is left
+out, never full."""
 
 from __future__ import annotations
 
