@@ -5,7 +5,10 @@ in Plan mode into its status, evicting nothing, and executes one in Execute mode
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -189,68 +192,253 @@ def test_operator_executes_a_drain_through_the_eviction_api(control_plane: Contr
         operator.stop()
 
 
+class DrainStack:
+    """berth's extender, a kube-scheduler whose profile ``berth-<run>`` calls it, the
+    kube-controller-manager (which recreates evicted pods and keeps PodDisruptionBudgets' status)
+    and an operator (started by the test when it wants it)."""
+
+    def __init__(self, control_plane: ControlPlane, run: str) -> None:  # noqa: F811
+        from berth.extender.scheduler_config import scheduler_config
+        from tests.e2e.stack import Extender
+
+        self.scheduler_name = f"berth-{run}"
+        self.extender = Extender(control_plane, name=f"berth-extender-{run}").start()
+        self.sched = control_plane.start_scheduler(scheduler_config(self.extender.url,
+                                                                    scheduler_name=self.scheduler_name),
+                                                   name=f"kube-scheduler-{run}")
+        self.control_plane = control_plane
+        control_plane.start_controller_manager()
+        self.operator = Operator(control_plane, f"berth-operator-{run}", "--webhook", "off")
+
+    def stop(self) -> None:
+        self.operator.stop()
+        self.control_plane.stop_controller_manager()
+        self.sched.stop()
+        self.extender.stop()
+
+
+@pytest.fixture
+def drain_stack(control_plane: ControlPlane, drain_crd: None) -> Iterator[DrainStack]:  # noqa: F811
+    stack = DrainStack(control_plane, "r" + uuid.uuid4().hex[:6])
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
+def _deployment(apps: Any, namespace: str, name: str, replicas: int, labels: dict[str, str], scheduler: str,
+                cpu: str = "500m") -> None:
+    apps.create_namespaced_deployment(namespace, {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels},
+                              "spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
+                                       "containers": [{
+                                           "name": "c", "image": "registry.k8s.io/pause:3.10",
+                                           "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}]}}}})
+
+
+def _live(core: Any, namespace: str, selector: str = "") -> list[Any]:
+    return [p for p in core.list_namespaced_pod(namespace, label_selector=selector).items
+            if p.metadata.deletion_timestamp is None]
+
+
+def _ready(pod: Any) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or ()))
+
+
+def _act_as_kubelet(core: Any, namespace: str) -> None:
+    """What the kubelets of these fake nodes would do: finish the termination of evicted pods, and
+    report every bound pod running and ready."""
+    for pod in core.list_namespaced_pod(namespace).items:
+        if pod.metadata.deletion_timestamp is not None:
+            with contextlib.suppress(k8s.ApiException):
+                core.delete_namespaced_pod(pod.metadata.name, namespace, grace_period_seconds=0)
+        elif pod.spec.node_name and not _ready(pod):
+            with contextlib.suppress(k8s.ApiException):
+                core.patch_namespaced_pod_status(pod.metadata.name, namespace, {"status": {
+                    "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+
+
+def _drain_status(kube_api: Any, name: str) -> dict[str, Any]:  # noqa: F811
+    body = k8s.CustomObjectsApi(kube_api).get_cluster_custom_object("berth.dev", "v1alpha1", "nodedrains", name)
+    return dict(body.get("status") or {})
+
+
 def test_a_deployment_drained_onto_two_destinations_lands_as_planned(
-        control_plane: ControlPlane, drain_crd: None, e2e_namespace: str,  # noqa: F811
+        control_plane: ControlPlane, drain_stack: DrainStack, e2e_namespace: str,  # noqa: F811
         kube_api: Any, make_nodes: Callable[..., list[str]]) -> None:  # noqa: F811
     """kube-controller-manager recreates each evicted pod; kube-scheduler, through berth's
     extender, sends the replacement to the destination the drain planned for it, not to the
     roomier node berth would choose for a new pod."""
-    from berth.extender.scheduler_config import scheduler_config
-    from tests.e2e.stack import Extender
-
-    run = "r" + uuid.uuid4().hex[:6]
+    run = drain_stack.scheduler_name.removeprefix("berth-")
     core, apps = k8s.CoreV1Api(kube_api), k8s.AppsV1Api(kube_api)
     (a,) = make_nodes(NodeSpec(f"move-{run}-a", cpu="8"))
-    extender = Extender(control_plane, name=f"berth-extender-{run}").start()
-    sched = control_plane.start_scheduler(scheduler_config(extender.url, scheduler_name=f"berth-{run}"),
-                                          name=f"kube-scheduler-{run}")
-    control_plane.start_controller_manager()
-    operator = Operator(control_plane, f"berth-operator-move-{run}", "--webhook", "off")
-    labels = {"app": f"web-{run}"}
-    try:
-        apps.create_namespaced_deployment(e2e_namespace, {
-            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
-            "spec": {"replicas": 4, "selector": {"matchLabels": labels},
-                     "template": {"metadata": {"labels": labels},
-                                  "spec": {"schedulerName": f"berth-{run}", "containers": [{
-                                      "name": "c", "image": "registry.k8s.io/pause:3.10",
-                                      "resources": {"requests": {"cpu": "500m", "memory": "64Mi"}}}]}}}})
+    operator = drain_stack.operator
+    _deployment(apps, e2e_namespace, "web", 4, {"app": f"web-{run}"}, drain_stack.scheduler_name)
 
-        def live() -> list[Any]:
-            return [p for p in core.list_namespaced_pod(e2e_namespace).items if p.metadata.deletion_timestamp is None]
+    def live() -> list[Any]:
+        return _live(core, e2e_namespace)
 
-        first = wait_for(live, lambda ps: len(ps) == 4 and all(p.spec.node_name == a for p in ps), timeout=90,
-                         what="the Deployment's 4 pods bound to the node to drain")
-        for p in first:  # running and ready, as a kubelet would report them
-            core.patch_namespaced_pod_status(p.metadata.name, e2e_namespace, {"status": {
-                "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
-        b, c, roomy = make_nodes(NodeSpec(f"move-{run}-b", cpu="2"), NodeSpec(f"move-{run}-c", cpu="2"),
-                                 NodeSpec(f"move-{run}-roomy", cpu="16"))
-        operator.start()
-        drain = {"apiVersion": "berth.dev/v1alpha1", "kind": "NodeDrain", "metadata": {"name": f"move-{run}"},
-                 "spec": {"nodes": [a], "destinations": [b, c], "mode": "Execute", "maxEvictionsInFlight": 4}}
-        custom = k8s.CustomObjectsApi(kube_api)
+    first = wait_for(live, lambda ps: len(ps) == 4 and all(p.spec.node_name == a for p in ps), timeout=90,
+                     what="the Deployment's 4 pods bound to the node to drain")
+    for p in first:  # running and ready, as a kubelet would report them
+        core.patch_namespaced_pod_status(p.metadata.name, e2e_namespace, {"status": {
+            "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+    b, c, roomy = make_nodes(NodeSpec(f"move-{run}-b", cpu="2"), NodeSpec(f"move-{run}-c", cpu="2"),
+                             NodeSpec(f"move-{run}-roomy", cpu="16"))
+    operator.start()
+    drain = {"apiVersion": "berth.dev/v1alpha1", "kind": "NodeDrain", "metadata": {"name": f"move-{run}"},
+             "spec": {"nodes": [a], "destinations": [b, c], "mode": "Execute", "maxEvictionsInFlight": 4}}
 
-        def status() -> dict[str, Any]:
-            _terminate(core, e2e_namespace)
-            body = custom.get_cluster_custom_object("berth.dev", "v1alpha1", "nodedrains", f"move-{run}")
-            return dict(body.get("status") or {})
+    def status() -> dict[str, Any]:
+        _terminate(core, e2e_namespace)
+        return _drain_status(kube_api, f"move-{run}")
 
-        control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(drain))
-        planned = wait_for(status, lambda s: s.get("planned") == 4 or s.get("moved", 0) > 0, timeout=60,
-                           what="the drain planned", describe=lambda s: json.dumps(s) + operator.log()[-2000:])
-        plan = sorted(p["destination"] for p in planned["pods"])
-        assert sorted(set(plan)) == [b, c]
-        done = wait_for(status, lambda s: s.get("phase") == "Drained", timeout=180, what="the drain finished",
-                        describe=lambda s: json.dumps(s) + operator.log()[-2000:])
-        assert sorted(p["destination"] for p in done["pods"]) == plan
-        landed = wait_for(live, lambda ps: len(ps) == 4 and all(p.spec.node_name for p in ps), timeout=90,
-                          what="the 4 replacements bound",
-                          describe=lambda ps: str([(p.metadata.name, p.spec.node_name) for p in ps]))
-        assert sorted(p.spec.node_name for p in landed) == plan, [(p.metadata.name, p.spec.node_name) for p in landed]
-        assert roomy not in plan
-    finally:
-        operator.stop()
-        control_plane.stop_controller_manager()
-        sched.stop()
-        extender.stop()
+    started = time.monotonic()
+    control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(drain))
+    planned = wait_for(status, lambda s: s.get("planned") == 4 or s.get("moved", 0) > 0, timeout=60,
+                       what="the drain planned", describe=lambda s: json.dumps(s) + operator.log()[-2000:])
+    plan = sorted(p["destination"] for p in planned["pods"])
+    assert sorted(set(plan)) == [b, c]
+    done = wait_for(status, lambda s: s.get("phase") == "Drained", timeout=180, what="the drain finished",
+                    describe=lambda s: json.dumps(s) + operator.log()[-2000:])
+    assert sorted(p["destination"] for p in done["pods"]) == plan
+    landed = wait_for(live, lambda ps: len(ps) == 4 and all(p.spec.node_name for p in ps), timeout=90,
+                      what="the 4 replacements bound",
+                      describe=lambda ps: str([(p.metadata.name, p.spec.node_name) for p in ps]))
+    elapsed = time.monotonic() - started
+    assert sorted(p.spec.node_name for p in landed) == plan, [(p.metadata.name, p.spec.node_name) for p in landed]
+    assert roomy not in plan
+    print(f"\n[drain figure] 4 pods drained end to end (NodeDrain applied to every replacement bound): "
+          f"{elapsed:.1f}s")
+
+
+class Availability:
+    """The pods of a selector as the API server serialises their changes (a watch from a list):
+    the fewest ready, bound, not terminating pods ever seen at once, after :meth:`start`."""
+
+    def __init__(self, core: Any, namespace: str, selector: str) -> None:
+        from kubernetes import watch
+
+        self.core, self.namespace, self.selector = core, namespace, selector
+        self.watch = watch.Watch()
+        self.available: dict[str, bool] = {}
+        self.fewest: int | None = None
+        self.events = 0
+        self.error: BaseException | None = None
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @staticmethod
+    def _up(pod: Any) -> bool:
+        return bool(pod.spec.node_name) and pod.metadata.deletion_timestamp is None and _ready(pod)
+
+    def _count(self) -> None:
+        now = sum(self.available.values())
+        self.fewest = now if self.fewest is None else min(self.fewest, now)
+
+    def start(self) -> Availability:
+        listed = self.core.list_namespaced_pod(self.namespace, label_selector=self.selector)
+        self.available = {p.metadata.uid: self._up(p) for p in listed.items}
+        self._count()
+        self._thread = threading.Thread(target=self._follow, args=(listed.metadata.resource_version,), daemon=True)
+        self._thread.start()
+        return self
+
+    def _follow(self, resource_version: str) -> None:
+        """Follow the watch, resumed from the last resourceVersion seen when a stream ends (no
+        change is missed: a resourceVersion too old to resume from fails the test)."""
+        from urllib3.exceptions import ProtocolError
+
+        try:
+            while not self._stopped.is_set():
+                try:
+                    for event in self.watch.stream(self.core.list_namespaced_pod, self.namespace,
+                                                   label_selector=self.selector, resource_version=resource_version,
+                                                   timeout_seconds=60):
+                        pod = event["object"]
+                        if event["type"] == "DELETED":
+                            self.available.pop(pod.metadata.uid, None)
+                        else:
+                            self.available[pod.metadata.uid] = self._up(pod)
+                        resource_version = pod.metadata.resource_version
+                        self.events += 1
+                        self._count()
+                except ProtocolError:
+                    continue  # the stream ended early: resumed where it was
+        except BaseException as exc:  # reported by stop()
+            self.error = exc
+
+    def stop(self) -> int:
+        """The fewest available pods seen (raises if the watch failed)."""
+        self._stopped.set()
+        self.watch.stop()
+        if self._thread is not None:
+            self._thread.join(timeout=15)
+        if self.error is not None:
+            raise AssertionError(f"the pods' watch failed: {self.error!r}")
+        assert self.fewest is not None
+        return self.fewest
+
+
+def test_a_disruption_budget_paces_the_evictions_of_a_deployment_drain(
+        control_plane: ControlPlane, drain_stack: DrainStack, e2e_namespace: str,  # noqa: F811
+        kube_api: Any, make_nodes: Callable[..., list[str]]) -> None:  # noqa: F811
+    """Four pods drained with four evictions allowed in flight, under a PodDisruptionBudget of
+    maxUnavailable 1: the Eviction API refuses the evictions the budget does not allow, the drain
+    asks again with backoff, and at no moment of the pods' history (a watch) are more than one of
+    them unavailable; the drain still completes, every pod where it was planned."""
+    run = drain_stack.scheduler_name.removeprefix("berth-")
+    core, apps, policy = k8s.CoreV1Api(kube_api), k8s.AppsV1Api(kube_api), k8s.PolicyV1Api(kube_api)
+    replicas, max_unavailable = 4, 1
+    labels = {"app": f"paced-{run}"}
+    selector = f"app=paced-{run}"
+    (a,) = make_nodes(NodeSpec(f"pdb-{run}-a", cpu="8"))
+    _deployment(apps, e2e_namespace, "paced", replicas, labels, drain_stack.scheduler_name)
+    policy.create_namespaced_pod_disruption_budget(e2e_namespace, {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "paced"},
+        "spec": {"maxUnavailable": max_unavailable, "selector": {"matchLabels": labels}}})
+
+    def running() -> list[Any]:
+        _act_as_kubelet(core, e2e_namespace)
+        return _live(core, e2e_namespace, selector)
+
+    wait_for(running, lambda ps: len(ps) == replicas and all(p.spec.node_name == a and _ready(p) for p in ps),
+             timeout=90, what="the Deployment's pods running on the node to drain",
+             describe=lambda ps: str([(p.metadata.name, p.spec.node_name, _ready(p)) for p in ps]))
+    wait_for(lambda: policy.read_namespaced_pod_disruption_budget("paced", e2e_namespace).status,
+             lambda s: s is not None and s.current_healthy == replicas and s.disruptions_allowed == max_unavailable,
+             timeout=60, what="the budget's status kept by the disruption controller", describe=str)
+    b, c = make_nodes(NodeSpec(f"pdb-{run}-b", cpu="2"), NodeSpec(f"pdb-{run}-c", cpu="2"))
+    availability = Availability(core, e2e_namespace, selector).start()
+    operator = drain_stack.operator.start()
+    name = f"pdb-{run}"
+    drain = {"apiVersion": "berth.dev/v1alpha1", "kind": "NodeDrain", "metadata": {"name": name},
+             "spec": {"nodes": [a], "destinations": [b, c], "mode": "Execute", "maxEvictionsInFlight": replicas}}
+    control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(drain))
+    refusals: set[str] = set()
+    plans: dict[str, str] = {}
+
+    def status() -> dict[str, Any]:
+        _act_as_kubelet(core, e2e_namespace)
+        s = _drain_status(kube_api, name)
+        for p in s.get("pods") or ():
+            if "disruption budget" in str(p.get("refusal") or ""):
+                refusals.add(p["pod"])
+            if p.get("destination"):
+                assert plans.setdefault(p["pod"], p["destination"]) == p["destination"], "a planned pod moved"
+        return s
+
+    done = wait_for(status, lambda s: s.get("phase") == "Drained", timeout=240, interval=0.5,
+                    what="the drain finished", describe=lambda s: json.dumps(s) + operator.log()[-2000:])
+    landed = wait_for(running, lambda ps: len(ps) == replicas and all(p.spec.node_name and _ready(p) for p in ps),
+                      timeout=90, what="the replacements running",
+                      describe=lambda ps: str([(p.metadata.name, p.spec.node_name) for p in ps]))
+    fewest = availability.stop()
+    assert availability.events > 0
+    assert replicas - fewest <= max_unavailable, f"{replicas - fewest} pods unavailable at once"
+    # all four were asked for at once and the budget refused three: the pace was the budget's
+    assert len(refusals) >= replicas - max_unavailable, refusals
+    assert {p["state"] for p in done["pods"]} == {"Moved"} and done["moved"] == replicas
+    assert sorted(p.spec.node_name for p in landed) == sorted(plans.values())
