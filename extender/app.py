@@ -35,9 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
-from berth.core.errors import ERROR_CODES
-from berth.core.kube import ObjectError, pod_from_object
-from berth.core.model import PodInfo
+from berth.core import ERROR_CODES, ObjectError, PodInfo, pod_from_object
 from berth.extender.authz import Access, ApiGate, Caller, Denied, Reviewer
 from berth.extender.binder import Binder, MemoryBinder
 from berth.extender.engine import Extender, PodUnreadable

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from berth.core.model import PodInfo
+from berth.core import PodInfo
 from berth.extender.store import ClusterStore
 
 log = logging.getLogger("berth.extender.binder")

@@ -27,17 +27,39 @@ from typing import Any
 
 import orjson
 
-from berth.core.capacity import capacity_report, node_allocations
-from berth.core.decision import DECISION_ANNOTATION, Decision, Refusal, Refused, refusal_cause
-from berth.core.drain_hold import NO_STEER, Steer, honour_target
-from berth.core.errors import ErrorCode, PlacementError
-from berth.core.evaluate import Evaluation, evaluate_pod, score_runs, scores
-from berth.core.kube import ObjectError, node_from_object, parse_time, pod_from_object
-from berth.core.model import LabelSelector, NodeInfo, PodInfo
-from berth.core.plan import plan_round
-from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy
-from berth.core.settings import Settings
-from berth.core.view import ClusterView, Overlay, label_index
+from berth.core import (
+    DECISION_ANNOTATION,
+    NO_STEER,
+    ROUND_STRATEGIES,
+    ClusterView,
+    Decision,
+    ErrorCode,
+    Evaluation,
+    LabelSelector,
+    NodeInfo,
+    ObjectError,
+    Overlay,
+    PlacementError,
+    PlacementPolicy,
+    PodInfo,
+    Refusal,
+    Refused,
+    Settings,
+    Steer,
+    Strategy,
+    capacity_report,
+    evaluate_pod,
+    honour_target,
+    label_index,
+    node_allocations,
+    node_from_object,
+    parse_time,
+    plan_round,
+    pod_from_object,
+    refusal_cause,
+    score_runs,
+    scores,
+)
 from berth.extender.binder import Binder, BindError, EventQueue
 from berth.extender.metrics import Metrics
 from berth.extender.settings import ExtenderSettings

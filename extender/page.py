@@ -23,9 +23,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from berth.core.capacity import node_allocations
-from berth.core.model import PodInfo
-from berth.core.quantity import format_amount
+from berth.core import PodInfo, format_amount, node_allocations
 from berth.extender.authz import Access, ApiGate, Caller, Denied
 from berth.extender.engine import Extender
 from berth.extender.store import ClusterStore

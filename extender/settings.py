@@ -13,8 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, ValidationInfo, ValidatorFunctionWrapHandler, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from berth.core.policy import Strategy
-from berth.core.settings import Settings
+from berth.core import Settings, Strategy
 
 log = logging.getLogger("berth.extender.settings")
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from berth.core.kube import ObjectError, lease_renew_seconds
+from berth.core import ObjectError, lease_renew_seconds
 from berth.extender.store import LEASE_NAMESPACE, ClusterStore
 from berth.snapshot import SnapshotError, read_objects
 

@@ -34,15 +34,31 @@ from typing import Any
 
 import orjson
 
-from berth.core.decision import DECISION_ANNOTATION
-from berth.core.drain import InvalidDrain, PodState
-from berth.core.drain_hold import HOLD_UID_PREFIX, NO_STEER, Hold, Steer, Workload, steer
-from berth.core.errors import InvalidPolicy
-from berth.core.kube import ObjectError, is_terminal, lease_renew_seconds, node_from_object, pod_from_object
-from berth.core.model import NodeInfo, Owner, PodInfo
-from berth.core.nodedrain import DrainMode, nodedrain_spec
-from berth.core.policy import PlacementPolicy, policy_from_manifest
-from berth.core.view import ClusterView
+from berth.core import (
+    DECISION_ANNOTATION,
+    HOLD_UID_PREFIX,
+    NO_STEER,
+    ClusterView,
+    DrainMode,
+    Hold,
+    InvalidDrain,
+    InvalidPolicy,
+    NodeInfo,
+    ObjectError,
+    Owner,
+    PlacementPolicy,
+    PodInfo,
+    PodState,
+    Steer,
+    Workload,
+    is_terminal,
+    lease_renew_seconds,
+    node_from_object,
+    nodedrain_spec,
+    pod_from_object,
+    policy_from_manifest,
+    steer,
+)
 
 _ParsedPod = tuple[PodInfo, tuple[str, dict[str, int] | None, float | None] | None, str | None]
 """A pod as read from the API: the pod, its round record when bound, its nominated node when pending."""
@@ -823,7 +839,7 @@ def _round_annotation(obj: Mapping[str, Any]) -> tuple[str, dict[str, int] | Non
                 if isinstance(data.get("plan"), dict):
                     plan = {str(k): int(v) for k, v in data["plan"].items()}
                 if isinstance(data.get("time"), str):
-                    from berth.core.kube import parse_time
+                    from berth.core import parse_time
 
                     when = parse_time(data["time"])
         except (orjson.JSONDecodeError, ValueError, TypeError):

@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from berth.core.errors import InvalidPolicy
-from berth.core.policy import API_VERSION, KIND, spec_from_dict
+from berth.core import API_VERSION, POLICY_KIND, InvalidPolicy, spec_from_dict
 
 REFUSAL_CODE = 422  # Unprocessable Entity, as the apiserver answers a schema violation
 
@@ -24,7 +23,7 @@ def admission_problem(new: Mapping[str, Any] | None, old: Mapping[str, Any] | No
         return None
     if operation == "UPDATE" and old is not None and old.get("spec") == new.get("spec"):
         return None
-    if new.get("apiVersion") not in (None, API_VERSION) or new.get("kind") not in (None, KIND):
+    if new.get("apiVersion") not in (None, API_VERSION) or new.get("kind") not in (None, POLICY_KIND):
         return None  # another version or kind: not ours to judge
     try:
         spec_from_dict(new.get("spec"))

@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from berth.core.decision import DECISION_ANNOTATION
-from berth.core.model import PodInfo
+from berth.core import DECISION_ANNOTATION, PodInfo
 from berth.extender.live_view import LiveView, WatchSource
 from berth.extender.store import ClusterStore
 from berth.operator.records import PodRecord

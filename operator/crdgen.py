@@ -29,10 +29,17 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from berth.core import nodedrain as nd
-from berth.core import placement_rules as pr
-from berth.core.decision import decision_record_schema
-from berth.core.policy import API_VERSION, KIND, PlacementPolicySpec
+from berth.core import (
+    API_VERSION,
+    NODEDRAIN_KIND,
+    POLICY_KIND,
+    RULE_LIMITS,
+    NodeDrainSpec,
+    PlacementPolicySpec,
+    RuleOperator,
+    RuleResource,
+    decision_record_schema,
+)
 from berth.operator.drain_status import REFUSED_LIMIT, NodeDrainStatus
 from berth.operator.status_model import PolicyStatus
 
@@ -128,35 +135,35 @@ def rule_node_schema(depth: int) -> Schema:
     """One node of ``placementRules`` at ``depth`` (1 = an item of the top-level list)."""
     labels: Schema = {
         "description": f"Labels the resource must carry, every pair on the same resource; "
-                       f"1 to {pr.MAX_PAIRS} pairs, keys of 1 to {pr.MAX_KEY} characters, values of at "
-                       f"most {pr.MAX_VALUE}, keys unique after trimming.",
+                       f"1 to {RULE_LIMITS.pairs} pairs, keys of 1 to {RULE_LIMITS.key} characters, values of at "
+                       f"most {RULE_LIMITS.value}, keys unique after trimming.",
         "type": "object",
         "minProperties": 1,
-        "maxProperties": pr.MAX_PAIRS,
-        "additionalProperties": {"type": "string", "maxLength": pr.MAX_VALUE},
+        "maxProperties": RULE_LIMITS.pairs,
+        "additionalProperties": {"type": "string", "maxLength": RULE_LIMITS.value},
     }
     properties: Schema = {
         "resource": {"description": "Node reads the labels of the candidate node; Pod reads the labels "
                                     "of the pods of the policy's namespace on it.",
-                     "type": "string", "enum": [r.value for r in pr.Resource]},
+                     "type": "string", "enum": [r.value for r in RuleResource]},
         "operator": {"description": "Has: a resource carries every pair; HasNot: the opposite.",
-                     "type": "string", "enum": [o.value for o in pr.Operator]},
+                     "type": "string", "enum": [o.value for o in RuleOperator]},
         "labels": labels,
         "within": {"description": "Pod rules only: a node label key; the rule reads the pods on every node "
                                   "sharing the candidate's value for it (e.g. rack).",
-                   "type": "string", "minLength": 1, "maxLength": pr.MAX_WITHIN},
+                   "type": "string", "minLength": 1, "maxLength": RULE_LIMITS.within},
     }
     node: Schema = {
         "description": "A rule (resource, operator, labels, within) or a group: an object with exactly one "
-                       "key, anyOf or allOf." if depth <= pr.MAX_DEPTH else
-                       f"A rule: groups nest at most {pr.MAX_DEPTH} deep.",
+                       "key, anyOf or allOf." if depth <= RULE_LIMITS.depth else
+                       f"A rule: groups nest at most {RULE_LIMITS.depth} deep.",
         "type": "object",
     }
-    if depth <= pr.MAX_DEPTH:
+    if depth <= RULE_LIMITS.depth:
         member = rule_node_schema(depth + 1)
         for key, word in (("anyOf", "at least one"), ("allOf", "every")):
             properties[key] = {"description": f"A group that holds when {word} member holds.",
-                               "type": "array", "minItems": 1, "maxItems": pr.MAX_RULES, "items": member}
+                               "type": "array", "minItems": 1, "maxItems": RULE_LIMITS.rules, "items": member}
     else:
         node["required"] = ["resource", "operator", "labels"]
     node["properties"] = properties
@@ -196,8 +203,8 @@ DESCRIPTIONS: dict[str, str] = {
     "spec.nodeFilter.labels": "Labels a node must carry.",
     "spec.nodeFilter.all": "Keep nodes that are down (not Ready, lease expired, cordoned, bypassed).",
     "spec.topologySpreadConstraints": "Kubernetes' TopologySpreadConstraint, with kube-scheduler's semantics.",
-    "spec.placementRules": f"Affinity rules, every one must hold; at most {pr.MAX_RULES} rules "
-                           f"in total, groups included; groups nest at most {pr.MAX_DEPTH} deep.",
+    "spec.placementRules": f"Affinity rules, every one must hold; at most {RULE_LIMITS.rules} rules "
+                           f"in total, groups included; groups nest at most {RULE_LIMITS.depth} deep.",
     "spec.affinityMatching": "Enforced: no node meeting the rules with room fails the placement; Preferred: "
                              "the rules are then ignored.",
     "spec.capacity": "Overrides of the cluster's capacity settings for this policy's pods; unset fields "
@@ -233,7 +240,7 @@ def _selector_rules(selector: Schema) -> None:
 
 def spec_schema() -> Schema:
     spec = model_schema(PlacementPolicySpec)
-    spec["properties"]["placementRules"] = {"type": "array", "maxItems": pr.MAX_RULES,
+    spec["properties"]["placementRules"] = {"type": "array", "maxItems": RULE_LIMITS.rules,
                                             "items": rule_node_schema(1)}
     _selector_rules(_at(spec, "selector"))
     constraint = _at(spec, "topologySpreadConstraints[]")
@@ -326,7 +333,7 @@ def crd() -> dict[str, Any]:
         "spec": {
             "group": GROUP,
             "scope": "Namespaced",
-            "names": {"kind": KIND, "listKind": f"{KIND}List", "plural": PLURAL, "singular": SINGULAR,
+            "names": {"kind": POLICY_KIND, "listKind": f"{POLICY_KIND}List", "plural": PLURAL, "singular": SINGULAR,
                       "shortNames": list(SHORT_NAMES), "categories": ["berth"]},
             "versions": [{
                 "name": VERSION,
@@ -369,7 +376,7 @@ DRAIN_DESCRIPTIONS: dict[str, str] = {
 
 
 def drain_spec_schema() -> Schema:
-    spec = model_schema(nd.NodeDrainSpec)
+    spec = model_schema(NodeDrainSpec)
     for name in ("nodeSelector", "podSelector", "destinationSelector"):
         _selector_rules(_at(spec, name))
     spec["x-kubernetes-validations"] = [
@@ -439,7 +446,7 @@ def nodedrain_crd() -> dict[str, Any]:
         "spec": {
             "group": GROUP,
             "scope": "Cluster",
-            "names": {"kind": nd.KIND, "listKind": f"{nd.KIND}List", "plural": DRAIN_PLURAL,
+            "names": {"kind": NODEDRAIN_KIND, "listKind": f"{NODEDRAIN_KIND}List", "plural": DRAIN_PLURAL,
                       "singular": "nodedrain", "shortNames": ["ndrain"], "categories": ["berth"]},
             "versions": [{
                 "name": VERSION,

@@ -30,11 +30,22 @@ from typing import Any
 
 import kopf
 
-from berth.core.drain import DrainPlan, InvalidDrain, PodPlan, PodState, PolicyLookup, plan_drain
-from berth.core.nodedrain import KIND, DrainMode, nodedrain_spec
-from berth.core.policy import API_VERSION, PlacementPolicy, policy_from_manifest
-from berth.core.settings import Settings
-from berth.core.view import ClusterView
+from berth.core import (
+    API_VERSION,
+    NODEDRAIN_KIND,
+    ClusterView,
+    DrainMode,
+    DrainPlan,
+    InvalidDrain,
+    PlacementPolicy,
+    PodPlan,
+    PodState,
+    PolicyLookup,
+    Settings,
+    nodedrain_spec,
+    plan_drain,
+    policy_from_manifest,
+)
 from berth.operator import conditions as cond
 from berth.operator.admission import REFUSAL_CODE
 from berth.operator.crdgen import DRAIN_PLURAL, GROUP, PLURAL, VERSION
@@ -71,7 +82,7 @@ def admission_problem(new: Mapping[str, Any] | None, old: Mapping[str, Any] | No
         return None
     if operation == "UPDATE" and old is not None and old.get("spec") == new.get("spec"):
         return None
-    if new.get("apiVersion") not in (None, API_VERSION) or new.get("kind") not in (None, KIND):
+    if new.get("apiVersion") not in (None, API_VERSION) or new.get("kind") not in (None, NODEDRAIN_KIND):
         return None
     try:
         nodedrain_spec(new.get("spec"))

@@ -33,10 +33,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
-from berth.core.drain import PodState, PolicyLookup
-from berth.core.nodedrain import nodedrain_spec
-from berth.core.settings import Settings
-from berth.core.view import ClusterView
+from berth.core import ClusterView, PodState, PolicyLookup, Settings, nodedrain_spec
 from berth.operator import conditions as cond
 from berth.operator.drain_status import CONDITION_DRAINED, PODS_LIMIT, validated
 from berth.operator.reconcile import Event, rfc3339

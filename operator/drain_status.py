@@ -8,8 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from berth.core.drain import PodState
-from berth.core.errors import ERROR_CODES
+from berth.core import ERROR_CODES, PodState
 from berth.operator.status_model import Condition, _Model
 
 CONDITION_VALID = "Valid"

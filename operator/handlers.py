@@ -37,12 +37,7 @@ from typing import Any
 
 import kopf
 
-from berth.core.errors import PlacementError
-from berth.core.model import PodInfo
-from berth.core.plan import plan_round
-from berth.core.policy import PlacementPolicy
-from berth.core.settings import Settings
-from berth.core.view import ClusterView
+from berth.core import ClusterView, PlacementError, PlacementPolicy, PodInfo, Settings, plan_round
 from berth.operator import drain
 from berth.operator.admission import REFUSAL_CODE, admission_problem
 from berth.operator.cluster import OperatorStore

@@ -29,7 +29,7 @@ from typing import Any
 
 import kopf
 
-from berth.core.settings import Settings
+from berth.core import Settings
 from berth.operator.cluster import OperatorStore, live_view
 from berth.operator.drain_execute import KubeDrainApi
 from berth.operator.handlers import STATUS_WRITES_BOUNDS, STATUS_WRITES_PER_SECOND, OperatorConfig, build_registry

@@ -24,14 +24,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from berth.core.errors import InvalidPolicy, PlacementError
-from berth.core.kube import ObjectError, parse_time
-from berth.core.model import PodInfo
-from berth.core.node_filter import unknown_includes
-from berth.core.plan import plan_round
-from berth.core.policy import PlacementPolicy, policy_from_manifest
-from berth.core.settings import Settings
-from berth.core.view import ClusterView
+from berth.core import (
+    ClusterView,
+    InvalidPolicy,
+    ObjectError,
+    PlacementError,
+    PlacementPolicy,
+    PodInfo,
+    Settings,
+    parse_time,
+    plan_round,
+    policy_from_manifest,
+    unknown_includes,
+)
 from berth.operator import conditions as cond
 from berth.operator.records import PodRecord
 from berth.operator.status_model import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from berth.core.model import PodInfo
+from berth.core import PodInfo
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from berth.core.errors import ERROR_CODES
+from berth.core import ERROR_CODES
 
 CONDITION_VALID = "Valid"
 CONDITION_SATISFIED = "Satisfied"

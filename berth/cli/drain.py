@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from berth.core.drain import DrainPlan, PodState
+from berth.core import DrainPlan, PodState
 
 _HEADERS = ("POD", "SOURCE", "STATE", "DESTINATION", "WHY")
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from berth.core.decision import DECISION_ANNOTATION
+from berth.core import DECISION_ANNOTATION
 
 DEFAULT_EXTENDER = "http://127.0.0.1:8080"
 PORT_FORWARD_HINT = "kubectl -n berth-system port-forward svc/berth-extender 8080"

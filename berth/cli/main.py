@@ -36,12 +36,16 @@ from dataclasses import replace
 from typing import Any, NoReturn
 
 from berth import __version__
-from berth.core.capacity import capacity_report
-from berth.core.drain import DrainRequest, InvalidDrain, plan_drain
-from berth.core.kube import parse_label_selector
-from berth.core.plan import plan_round
-from berth.core.policy import PlacementPolicy
-from berth.core.settings import Settings
+from berth.core import (
+    DrainRequest,
+    InvalidDrain,
+    PlacementPolicy,
+    Settings,
+    capacity_report,
+    parse_label_selector,
+    plan_drain,
+    plan_round,
+)
 from berth.snapshot import STDIN, Snapshot, SnapshotError, load_pod, load_policy, load_snapshot, parse_rfc3339
 
 EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from berth.cli.simulate import Simulation, StrategyResult
-from berth.core.quantity import format_amount
+from berth.core import format_amount
 from berth.snapshot import format_rfc3339
 
 CHART_FORMATS = ("png", "svg", "pdf")

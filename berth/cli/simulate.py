@@ -42,16 +42,26 @@ from queue import Empty
 from typing import Any
 
 from berth.cli.workloads import Workload, WorkloadMix
-from berth.core.candidates import collect_candidates
-from berth.core.capacity import capacity_table
-from berth.core.errors import ErrorCode, PlacementError
-from berth.core.fit import check_fit, demand
-from berth.core.model import PodInfo
-from berth.core.plan import place_pods, plan_round
-from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy
-from berth.core.quantity import CPU, DISK, MEMORY, PODS
-from berth.core.settings import Settings
-from berth.core.view import ClusterView
+from berth.core import (
+    CPU,
+    DISK,
+    MEMORY,
+    PODS,
+    ROUND_STRATEGIES,
+    ClusterView,
+    ErrorCode,
+    PlacementError,
+    PlacementPolicy,
+    PodInfo,
+    Settings,
+    Strategy,
+    capacity_table,
+    check_fit,
+    collect_candidates,
+    demand,
+    place_pods,
+    plan_round,
+)
 from berth.snapshot import Snapshot
 
 ZONE_LABEL = "topology.kubernetes.io/zone"

@@ -8,9 +8,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from berth.core.errors import InvalidPolicy
-from berth.core.model import SLEEPY_ANNOTATION, PodInfo
-from berth.core.policy import API_VERSION, PlacementPolicy, Strategy, policy_from_manifest
+from berth.core import (
+    API_VERSION,
+    SLEEPY_ANNOTATION,
+    InvalidPolicy,
+    PlacementPolicy,
+    PodInfo,
+    Strategy,
+    policy_from_manifest,
+)
 from berth.snapshot import SnapshotError, parse_documents, pod_from_manifest, read_text
 
 KIND = "WorkloadMix"

@@ -1,6 +1,135 @@
 """The placement core: plain typed data in, decisions out.
 
 Nothing in this package performs I/O, reads a clock or draws random numbers: the
-extender, the operator and the CLI hand it everything it needs. One place decides
-placement, so every shell calls :mod:`berth.core.evaluate` and :mod:`berth.core.plan`.
+extender, the operator and the CLI hand it everything it needs. This module is the one
+door the shells use: they import from ``berth.core`` only, never a module beneath it (a
+test holds them to it), so what is below can change without touching them.
+
+- Judging one pod: :func:`evaluate_pod` (filter, prioritize, bind recheck, preview), which
+  gives an :class:`Evaluation` holding the :class:`Decision` (considered, refused with reasons,
+  ranking, warnings, error); :func:`scores` turns a ranking into the extender's 0..10.
+- Planning a round: :func:`plan_round`; placing its pods on the view: :func:`place_pods`.
+- Room rather than places: :func:`capacity_report`, :func:`capacity_table`, :func:`node_allocations`.
+- Drains: :func:`plan_drain` and its :class:`DrainPlan`; while one executes, :func:`steer` and
+  :class:`Hold` keep the room of each drained pod for its replacement.
+- The cluster as the core sees it: :class:`ClusterView` (and an :class:`Overlay` over it for
+  what-ifs) of :class:`NodeInfo` and :class:`PodInfo`, read from Kubernetes objects by
+  :func:`node_from_object` and :func:`pod_from_object`.
+- Policies and settings: :func:`policy_from_manifest` gives a :class:`PlacementPolicy`;
+  :class:`Settings` are the cluster's.
 """
+
+from berth.core.candidates import collect_candidates
+from berth.core.capacity import capacity_report, capacity_table, node_allocations
+from berth.core.decision import DECISION_ANNOTATION, Decision, Refusal, Refused, decision_record_schema, refusal_cause
+from berth.core.drain import DrainPlan, DrainRequest, InvalidDrain, PodPlan, PodState, PolicyLookup, plan_drain
+from berth.core.drain_hold import HOLD_UID_PREFIX, NO_STEER, Hold, Steer, Workload, honour_target, steer
+from berth.core.errors import ERROR_CODES, ErrorCode, InvalidPolicy, PlacementError
+from berth.core.evaluate import Evaluation, evaluate_pod, score_runs, scores
+from berth.core.fit import check_fit, demand
+from berth.core.kube import (
+    ObjectError,
+    is_terminal,
+    lease_renew_seconds,
+    node_from_object,
+    parse_label_selector,
+    parse_time,
+    pod_from_object,
+)
+from berth.core.model import SLEEPY_ANNOTATION, LabelSelector, NodeInfo, Owner, PodInfo
+from berth.core.node_filter import unknown_includes
+from berth.core.nodedrain import KIND as NODEDRAIN_KIND
+from berth.core.nodedrain import DrainMode, NodeDrainSpec, nodedrain_spec
+from berth.core.placement_rules import RULE_LIMITS
+from berth.core.placement_rules import Operator as RuleOperator
+from berth.core.placement_rules import Resource as RuleResource
+from berth.core.plan import place_pods, plan_round
+from berth.core.policy import (
+    API_VERSION,
+    ROUND_STRATEGIES,
+    PlacementPolicy,
+    PlacementPolicySpec,
+    Strategy,
+    policy_from_manifest,
+    spec_from_dict,
+)
+from berth.core.policy import KIND as POLICY_KIND
+from berth.core.quantity import CPU, DISK, MEMORY, PODS, format_amount
+from berth.core.settings import Settings
+from berth.core.view import ClusterView, Overlay, label_index
+
+__all__ = [
+    "API_VERSION",
+    "CPU",
+    "DECISION_ANNOTATION",
+    "DISK",
+    "ERROR_CODES",
+    "HOLD_UID_PREFIX",
+    "MEMORY",
+    "NODEDRAIN_KIND",
+    "NO_STEER",
+    "PODS",
+    "POLICY_KIND",
+    "ROUND_STRATEGIES",
+    "RULE_LIMITS",
+    "SLEEPY_ANNOTATION",
+    "ClusterView",
+    "Decision",
+    "DrainMode",
+    "DrainPlan",
+    "DrainRequest",
+    "ErrorCode",
+    "Evaluation",
+    "Hold",
+    "InvalidDrain",
+    "InvalidPolicy",
+    "LabelSelector",
+    "NodeDrainSpec",
+    "NodeInfo",
+    "ObjectError",
+    "Overlay",
+    "Owner",
+    "PlacementError",
+    "PlacementPolicy",
+    "PlacementPolicySpec",
+    "PodInfo",
+    "PodPlan",
+    "PodState",
+    "PolicyLookup",
+    "Refusal",
+    "Refused",
+    "RuleOperator",
+    "RuleResource",
+    "Settings",
+    "Steer",
+    "Strategy",
+    "Workload",
+    "capacity_report",
+    "capacity_table",
+    "check_fit",
+    "collect_candidates",
+    "decision_record_schema",
+    "demand",
+    "evaluate_pod",
+    "format_amount",
+    "honour_target",
+    "is_terminal",
+    "label_index",
+    "lease_renew_seconds",
+    "node_allocations",
+    "node_from_object",
+    "nodedrain_spec",
+    "parse_label_selector",
+    "parse_time",
+    "place_pods",
+    "plan_drain",
+    "plan_round",
+    "pod_from_object",
+    "policy_from_manifest",
+    "refusal_cause",
+    "score_runs",
+    "scores",
+    "spec_from_dict",
+    "steer",
+    "unknown_includes",
+]

@@ -24,6 +24,21 @@ MAX_KEY = 128
 MAX_VALUE = 1000
 MAX_WITHIN = 128
 
+
+@dataclass(frozen=True, slots=True)
+class RuleLimits:
+    """The limits parsing enforces, as one value for what states them elsewhere (the CRD's schema)."""
+
+    rules: int = MAX_RULES  # rules in total, those in groups included
+    depth: int = MAX_DEPTH  # how deep groups nest
+    pairs: int = MAX_PAIRS  # label pairs of one rule
+    key: int = MAX_KEY  # characters of a label key, after trimming
+    value: int = MAX_VALUE  # characters of a label value, after trimming
+    within: int = MAX_WITHIN  # characters of a within key, after trimming
+
+
+RULE_LIMITS = RuleLimits()
+
 _RULE_FIELDS = frozenset({"resource", "operator", "labels", "within"})
 
 
