@@ -191,7 +191,7 @@ class PodInfo:
         affinity = self.node_affinity
         return (self.tolerations, tuple(sorted(affinity.node_selector.items())), affinity.required_terms)
 
-    def tolerates_all(self, taints: tuple[Taint, ...], effects: frozenset[str]) -> Taint | None:
+    def untolerated_taint(self, taints: tuple[Taint, ...], effects: frozenset[str]) -> Taint | None:
         """The first taint with one of ``effects`` that this pod does not tolerate, if any."""
         for taint in taints:
             if taint.effect in effects and not any(t.tolerates(taint) for t in self.tolerations):

@@ -14,9 +14,9 @@ UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule"
 
 def pod_constraint_refusal(pod: PodInfo, node: NodeInfo) -> str | None:
     """What kube-scheduler's own filters would say: cordon, untolerated taints, node selector."""
-    if node.unschedulable and pod.tolerates_all((UNSCHEDULABLE_TAINT,), SCHEDULING_EFFECTS):
+    if node.unschedulable and pod.untolerated_taint((UNSCHEDULABLE_TAINT,), SCHEDULING_EFFECTS) is not None:
         return "node is cordoned (spec.unschedulable)"
-    taint = pod.tolerates_all(node.taints, SCHEDULING_EFFECTS)
+    taint = pod.untolerated_taint(node.taints, SCHEDULING_EFFECTS)
     if taint is not None:
         return f"untolerated taint {taint}"
     if not pod.node_affinity.matches(node.name, node.labels):

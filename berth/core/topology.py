@@ -185,4 +185,4 @@ def _counts_for_domains(spec: TopologySpreadConstraint, node: NodeInfo, pod: Pod
     if spec.node_affinity_policy == "Honor" and not (
             pod.node_affinity.matches(node.name, node.labels) and in_node_filter(policy.spec.node_filter, node)):
         return False
-    return not (spec.node_taints_policy == "Honor" and pod.tolerates_all(node.taints, SCHEDULING_EFFECTS))
+    return spec.node_taints_policy != "Honor" or pod.untolerated_taint(node.taints, SCHEDULING_EFFECTS) is None
