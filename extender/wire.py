@@ -160,10 +160,6 @@ def scheduler_text(text: str) -> str:
                         text)
 
 
-def dumps(data: object) -> bytes:
-    return orjson.dumps(data)
-
-
 def pod_identity(pod: dict[str, Any]) -> tuple[str, str, str]:
     """(namespace, name, uid) of a raw pod, with empty strings for what is missing."""
     meta = pod.get("metadata")

@@ -127,10 +127,6 @@ def _cel(rule: str, message: str, **extra: str) -> dict[str, str]:
 
 # -- the rule tree (docs/behaviour.md#placement-rules) ----------------------------------------
 
-RULE_FIELDS = ("resource", "operator", "labels", "within")
-GROUP_FIELDS = ("anyOf", "allOf")
-
-
 def rule_node_schema(depth: int) -> Schema:
     """One node of ``placementRules`` at ``depth`` (1 = an item of the top-level list)."""
     labels: Schema = {

@@ -161,7 +161,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--liveness", default=env("BERTH_OPERATOR_LIVENESS") or None,
                    help="health endpoint, e.g. http://0.0.0.0:8080/healthz")
     w = p.add_argument_group("admission webhook (see berth.operator.webhook)")
-    w.add_argument("--webhook", choices=MODES, default=env("BERTH_WEBHOOK_MODE") or "off")
+    w.add_argument("--webhook", choices=MODES, type=str.lower, default=env("BERTH_WEBHOOK_MODE") or "off")
     w.add_argument("--webhook-listen", default=env("BERTH_WEBHOOK_LISTEN") or None)
     w.add_argument("--webhook-port", type=int, default=int(env("BERTH_WEBHOOK_PORT") or DEFAULT_PORT))
     w.add_argument("--webhook-host", default=env("BERTH_WEBHOOK_HOST") or None,

@@ -18,7 +18,6 @@ from berth.core import ERROR_CODES
 CONDITION_VALID = "Valid"
 CONDITION_SATISFIED = "Satisfied"
 CONDITION_READY = "Ready"
-CONDITION_TYPES = (CONDITION_VALID, CONDITION_SATISFIED, CONDITION_READY)
 
 REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 TYPE_PATTERN = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"

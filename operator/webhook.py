@@ -30,7 +30,6 @@ import atexit
 import datetime
 import ipaddress
 import logging
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass, replace
@@ -198,32 +197,10 @@ class WebhookOptions:
     def enabled(self) -> bool:
         return self.mode != "off"
 
-    @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> WebhookOptions:
-        """``BERTH_WEBHOOK_{MODE,LISTEN,PORT,HOST,CERT,KEY,CA,CONFIG,FAIL_CLOSED}``."""
-        env = dict(os.environ if env is None else env)
-        mode = env.get("BERTH_WEBHOOK_MODE", "off").strip().lower() or "off"
-        if mode not in MODES:
-            raise WebhookConfigError(f"BERTH_WEBHOOK_MODE={mode!r}: use one of {', '.join(MODES)}")
-        try:
-            port = int(env.get("BERTH_WEBHOOK_PORT", DEFAULT_PORT))
-        except ValueError:
-            raise WebhookConfigError(f"BERTH_WEBHOOK_PORT={env['BERTH_WEBHOOK_PORT']!r} is not a port") from None
-        config = env.get("BERTH_WEBHOOK_CONFIG", DEFAULT_CONFIG_NAME)
-        return cls(
-            mode=mode,
-            listen=env.get("BERTH_WEBHOOK_LISTEN") or None,
-            port=port,
-            host=env.get("BERTH_WEBHOOK_HOST") or None,
-            cert_file=env.get("BERTH_WEBHOOK_CERT") or None,
-            key_file=env.get("BERTH_WEBHOOK_KEY") or None,
-            ca_file=env.get("BERTH_WEBHOOK_CA") or None,
-            config_name=config or None,
-            fail_closed=env.get("BERTH_WEBHOOK_FAIL_CLOSED", "").strip().lower() in ("1", "true", "yes"),
-        )
-
     def checked(self) -> WebhookOptions:
         """These options with the mode's defaults filled in; raises when they cannot work."""
+        if self.mode not in MODES:
+            raise WebhookConfigError(f"webhook mode {self.mode!r}: use one of {', '.join(MODES)}")
         if not 0 < self.port < 65536:
             raise WebhookConfigError(f"webhook port {self.port} is not a port")
         if self.mode == "dev":

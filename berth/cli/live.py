@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
@@ -250,10 +249,6 @@ def render_policies(rows: Sequence[Mapping[str, Any]]) -> str:
 def _table(rows: Sequence[Sequence[str]]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
-
-
-def terminal_width() -> int:
-    return shutil.get_terminal_size((100, 24)).columns
 
 
 def extender_url(given: str | None) -> str:

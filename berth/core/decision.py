@@ -233,22 +233,6 @@ class Decision:
             "plan": dict(self.plan) if self.plan is not None else None,
         }
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Decision:
-        error = data.get("error")
-        return cls(
-            pod=str(data.get("pod", "")),
-            policy=data.get("policy"),
-            strategy=str(data.get("strategy", "")),
-            considered=list(data.get("considered") or []),
-            refused=Refused({n: Refusal(str(r)) for n, r in (data.get("refused") or {}).items()}),
-            ranking=list(data.get("ranking") or []),
-            warnings=list(data.get("warnings") or []),
-            error=PlacementError(ErrorCode(error["code"]), str(error["message"])) if error else None,
-            trigger=str(data.get("trigger", "preview")),
-            time=data.get("time"),
-            plan={str(k): int(v) for k, v in data["plan"].items()} if data.get("plan") else None,
-        )
 
 
 def refusal_groups(refused: Refused, listed: Mapping[str, Refusal]) -> list[RefusalGroup]:

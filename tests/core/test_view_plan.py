@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from berth.core import view as view_module
-from berth.core.decision import Decision, Refusal, Refused
+from berth.core.decision import Decision, DecisionRecord, Refusal, Refused
 from berth.core.errors import ErrorCode, InvalidPolicy, PlacementError
 from berth.core.model import LabelSelector, Requirement
 from berth.core.policy import Strategy, policy_from_manifest
@@ -157,13 +157,17 @@ def test_scores_give_the_winner_ten_and_the_rest_at_most_four() -> None:
     assert [evaluation.scores[n] for n in rest] == sorted((evaluation.scores[n] for n in rest), reverse=True)
 
 
-def test_decision_round_trips_through_json_form() -> None:
+def test_decision_json_form_reads_back_as_its_record() -> None:
     d = Decision(pod="shop/p", policy="shop/web", strategy="Auto", considered=["a", "b"],
                  refused=Refused({"b": Refusal("not Ready", False)}), ranking=["a"], warnings=["w"],
                  error=None, trigger="bind", time="2026-01-01T00:00:00Z", plan={"a": 1})
-    again = Decision.from_dict(d.to_dict())
-    assert again.to_dict() == d.to_dict()
-    assert again.winner == "a"
+    record = DecisionRecord.read(d.to_dict())
+    assert record is not None
+    assert (record.pod, record.policy, record.strategy, record.trigger, record.time) == (
+        "shop/p", "shop/web", "Auto", "bind", "2026-01-01T00:00:00Z")
+    assert record.considered == ["a", "b"] and record.refusals() == {"b": "not Ready"}
+    assert record.winner is not None and record.winner.node == "a" and record.ranking == ["a"]
+    assert record.warnings == ["w"] and record.error is None and record.round.plan == {"a": 1}
 
 
 def test_decision_with_error_has_no_winner() -> None:

@@ -56,6 +56,22 @@ def test_environment(calls: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatc
     assert call["track_leases"] is False
 
 
+def test_webhook_environment(calls: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {"MODE": "Cluster", "PORT": "8443", "HOST": "svc", "CERT": "/c", "KEY": "/k", "CONFIG": "",
+                        "FAIL_CLOSED": "true"}.items():
+        monkeypatch.setenv(f"BERTH_WEBHOOK_{name}", value)
+    operator_main.main([])
+    (call,) = calls
+    assert call["webhook"] == WebhookOptions(mode="cluster", port=8443, host="svc", cert_file="/c", key_file="/k",
+                                             config_name=None, fail_closed=True)
+
+
+def test_an_unknown_webhook_mode_in_the_environment_exits_2(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BERTH_WEBHOOK_MODE", "sideways")
+    monkeypatch.setattr(kopf, "run", lambda **_: pytest.fail("kopf must not start"))
+    assert operator_main.main([]) == 2
+
+
 def test_status_write_bound_by_flag_and_environment(calls: list[dict[str, Any]],
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     operator_main.main(["--status-writes-per-second", "200"])

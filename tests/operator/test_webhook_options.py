@@ -9,7 +9,6 @@ import kopf
 import pytest
 
 from berth.operator.webhook import (
-    DEFAULT_CONFIG_NAME,
     WebhookConfigError,
     WebhookOptions,
     self_signed_certificate,
@@ -19,7 +18,6 @@ from berth.operator.webhook import (
 
 def test_off_by_default() -> None:
     assert WebhookOptions().server() is None
-    assert WebhookOptions.from_env({}).mode == "off"
 
 
 def test_dev_mode_makes_a_certificate_the_server_can_load() -> None:
@@ -68,13 +66,6 @@ def test_cluster_mode_with_a_managed_configuration_needs_the_service_name() -> N
     assert WebhookOptions(mode="cluster", cert_file=cert, key_file=key, config_name=None).checked().listen == "0.0.0.0"
 
 
-def test_from_env() -> None:
-    options = WebhookOptions.from_env({"BERTH_WEBHOOK_MODE": "Cluster", "BERTH_WEBHOOK_PORT": "8443",
-                                       "BERTH_WEBHOOK_HOST": "svc", "BERTH_WEBHOOK_CERT": "/c",
-                                       "BERTH_WEBHOOK_KEY": "/k", "BERTH_WEBHOOK_CONFIG": "",
-                                       "BERTH_WEBHOOK_FAIL_CLOSED": "true"})
-    assert options == WebhookOptions(mode="cluster", port=8443, host="svc", cert_file="/c", key_file="/k",
-                                     config_name=None, fail_closed=True)
-    assert WebhookOptions.from_env({"BERTH_WEBHOOK_MODE": "dev"}).config_name == DEFAULT_CONFIG_NAME
-    with pytest.raises(WebhookConfigError):
-        WebhookOptions.from_env({"BERTH_WEBHOOK_MODE": "sideways"})
+def test_an_unknown_mode_is_refused_naming_the_modes() -> None:
+    with pytest.raises(WebhookConfigError, match="'sideways': use one of off, dev, cluster"):
+        WebhookOptions(mode="sideways").checked()  # type: ignore[arg-type]
