@@ -442,3 +442,68 @@ def test_a_disruption_budget_paces_the_evictions_of_a_deployment_drain(
     assert len(refusals) >= replicas - max_unavailable, refusals
     assert {p["state"] for p in done["pods"]} == {"Moved"} and done["moved"] == replicas
     assert sorted(p.spec.node_name for p in landed) == sorted(plans.values())
+
+
+def test_a_pod_with_no_room_stays_blocked_and_moves_once_a_node_is_added(
+        control_plane: ControlPlane, drain_stack: DrainStack, e2e_namespace: str,  # noqa: F811
+        kube_api: Any, make_nodes: Callable[..., list[str]]) -> None:  # noqa: F811
+    """Two Deployments drained onto the nodes of a label: the small pods move, the big one fits
+    no destination and stays on its node, reported Blocked with the destination's per-resource
+    shortfall; a node with the label added later is a destination the next plan finds, and the
+    big pod moves there."""
+    run = drain_stack.scheduler_name.removeprefix("berth-")
+    core, apps = k8s.CoreV1Api(kube_api), k8s.AppsV1Api(kube_api)
+    dest_label = {"berth.e2e/room": run}
+    (a,) = make_nodes(NodeSpec(f"room-{run}-a", cpu="8"))
+    _deployment(apps, e2e_namespace, "web", 2, {"app": f"web-{run}"}, drain_stack.scheduler_name)
+    _deployment(apps, e2e_namespace, "big", 1, {"app": f"big-{run}"}, drain_stack.scheduler_name, cpu="3")
+
+    def running() -> list[Any]:
+        _act_as_kubelet(core, e2e_namespace)
+        return _live(core, e2e_namespace)
+
+    first = wait_for(running, lambda ps: len(ps) == 3 and all(p.spec.node_name == a and _ready(p) for p in ps),
+                     timeout=90, what="the pods running on the node to drain",
+                     describe=lambda ps: str([(p.metadata.name, p.spec.node_name) for p in ps]))
+    (big,) = [p for p in first if p.metadata.labels["app"] == f"big-{run}"]
+    (b,) = make_nodes(NodeSpec(f"room-{run}-b", cpu="2", labels=dest_label))
+    operator = drain_stack.operator.start()
+    name = f"room-{run}"
+    drain = {"apiVersion": "berth.dev/v1alpha1", "kind": "NodeDrain", "metadata": {"name": name},
+             "spec": {"nodes": [a], "destinationSelector": {"matchLabels": dest_label}, "mode": "Execute"}}
+    control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(drain))
+
+    def status() -> dict[str, Any]:
+        _act_as_kubelet(core, e2e_namespace)
+        return _drain_status(kube_api, name)
+
+    def by_pod(s: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        return {p["pod"].split("/")[1]: p for p in s.get("pods") or ()}
+
+    blocked = wait_for(status, lambda s: s.get("phase") == "Blocked", timeout=120, interval=0.5,
+                       what="the small pods moved, the big one blocked",
+                       describe=lambda s: json.dumps(s) + operator.log()[-2000:])
+    assert (blocked["moved"], blocked["blocked"]) == (2, 1)
+    stays = by_pod(blocked)[big.metadata.name]
+    assert (stays["state"], stays["source"], stays["code"]) == ("Blocked", a, "insufficient_resource")
+    # b's 2 CPUs hold the two moved pods (500m each): the big pod's shortfall is counted with them
+    assert stays["refused"] == {b: "insufficient capacity: cpu: needs 3, 1 free of 2 allocatable (short by 2)"}
+    assert "destination" not in stays
+    still = core.read_namespaced_pod(big.metadata.name, e2e_namespace)
+    assert (still.spec.node_name, still.metadata.deletion_timestamp) == (a, None)
+    conditions = {c["type"]: c for c in blocked["conditions"]}
+    assert (conditions["Drained"]["status"], conditions["Drained"]["reason"]) == ("False", "PodsBlocked")
+    assert big.metadata.name in conditions["Planned"]["message"]
+
+    (c,) = make_nodes(NodeSpec(f"room-{run}-c", cpu="4", labels=dest_label))
+    done = wait_for(status, lambda s: s.get("phase") == "Drained", timeout=120, interval=0.5,
+                    what="the big pod planned on the new node and moved",
+                    describe=lambda s: json.dumps(s) + operator.log()[-2000:])
+    moved = by_pod(done)[big.metadata.name]
+    assert (moved["state"], moved["destination"]) == ("Moved", c)
+    assert "refused" not in moved
+    landed = wait_for(running, lambda ps: len(ps) == 3 and all(p.spec.node_name for p in ps), timeout=90,
+                      what="the replacements bound",
+                      describe=lambda ps: str([(p.metadata.name, p.spec.node_name) for p in ps]))
+    assert sorted((p.metadata.labels["app"], p.spec.node_name) for p in landed) == \
+        sorted([(f"big-{run}", c), (f"web-{run}", b), (f"web-{run}", b)])
