@@ -99,7 +99,9 @@ class Step:
 def plan_step(planned: Iterable[Mapping[str, Any]], previous_pods: Iterable[Mapping[str, Any]], view: ClusterView,
               limit: int, now: float) -> Step:
     """Merge this tick's plan entries (``planned``, with uids) with the previous status: evictions
-    in flight stay ``Evicting``; an evicted pod that is gone is ``Moved``; then choose the pods to
+    in flight stay ``Evicting``; an evicted pod that is gone is ``Moved``; a pod keeping its
+    destination keeps the warnings its plan gave it (such as an explicit target berth's checks
+    refuse); then choose the pods to
     evict: refused evictions whose backoff passed, and planned pods while fewer than ``limit`` are
     in flight. A planned pod is evicted only once the previous status published it with the same
     destination: the extender reads the status to hold that room for the pod's replacement, which
@@ -111,6 +113,9 @@ def plan_step(planned: Iterable[Mapping[str, Any]], previous_pods: Iterable[Mapp
         out = dict(entry)
         seen.add(str(out["uid"]))
         before = previous.get(str(out["uid"]))
+        if before is not None and "warnings" not in out and before.get("warnings") \
+                and before.get("destination") == out.get("destination"):
+            out["warnings"] = before["warnings"]  # a pod on its way is not judged again: its plan's warnings stay
         if out["state"] == PodState.PLANNED.value and before is not None \
                 and before.get("state") == PodState.EVICTING.value:
             out["state"] = PodState.EVICTING.value

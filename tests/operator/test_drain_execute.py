@@ -225,6 +225,22 @@ def test_a_pod_on_its_way_keeps_its_destination_and_its_room() -> None:
     assert api.evicted == ["w2"] and states(again.status)["w2"] == "Evicting"
 
 
+def test_a_pod_on_its_way_keeps_the_warnings_of_its_plan() -> None:
+    """A held pod is not judged again, so the warnings its plan gave it (an explicit target
+    berth's checks refuse) are kept from the status, through Evicting to Moved."""
+    api = FakeApi()
+    warning = ("node-b: berth's checks refuse it (excluded by nodeFilter.excludes); honoured as the move's "
+               "explicit target")
+    state = view(nodes(cordoned=True), web("w1"))
+    previous = {"pods": [{"pod": "shop/w1", "uid": "uid-shop-w1", "source": "node-a", "state": "Planned",
+                          "destination": "node-b", "warnings": [warning]}]}
+    evicting = tick(state, api, previous)
+    assert api.evicted == ["w1"]
+    assert [(p["state"], p.get("warnings")) for p in evicting.status["pods"]] == [("Evicting", [warning])]
+    moved = tick(view(nodes(cordoned=True), []), api, evicting.status, now=NOW + 5)
+    assert [(p["state"], p.get("warnings")) for p in moved.status["pods"]] == [("Moved", [warning])]
+
+
 def test_the_status_lists_pods_on_their_way_first_when_capped(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(drain_execute, "PODS_LIMIT", 2)
     previous = {"pods": [{"pod": "shop/w3", "uid": "uid-shop-w3", "source": "node-a", "state": "Evicting",
