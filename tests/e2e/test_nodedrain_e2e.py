@@ -507,3 +507,84 @@ def test_a_pod_with_no_room_stays_blocked_and_moves_once_a_node_is_added(
                       describe=lambda ps: str([(p.metadata.name, p.spec.node_name) for p in ps]))
     assert sorted((p.metadata.labels["app"], p.spec.node_name) for p in landed) == \
         sorted([(f"big-{run}", c), (f"web-{run}", b), (f"web-{run}", b)])
+
+
+def test_a_move_of_one_workload_to_a_named_node_honours_it_over_berths_checks(
+        control_plane: ControlPlane, drain_stack: DrainStack, e2e_namespace: str,  # noqa: F811
+        kube_api: Any, make_nodes: Callable[..., list[str]]) -> None:  # noqa: F811
+    """A NodeDrain with a pod selector and one named destination moves that workload alone to
+    that node although its PlacementPolicy excludes it: the plan and each replacement's recorded
+    decision carry a warning saying so. kube-scheduler's own check still applies: the third pod,
+    for which the node has no room left, stays Blocked. The other workload on the node is not
+    touched."""
+    run = drain_stack.scheduler_name.removeprefix("berth-")
+    core, apps = k8s.CoreV1Api(kube_api), k8s.AppsV1Api(kube_api)
+    custom = k8s.CustomObjectsApi(kube_api)
+    web, other = {"app": f"web-{run}"}, {"app": f"other-{run}"}
+    (a,) = make_nodes(NodeSpec(f"target-{run}-a", cpu="8"))
+    _deployment(apps, e2e_namespace, "web", 3, web, drain_stack.scheduler_name, cpu="1")
+    _deployment(apps, e2e_namespace, "other", 1, other, drain_stack.scheduler_name)
+
+    def running() -> list[Any]:
+        _act_as_kubelet(core, e2e_namespace)
+        return _live(core, e2e_namespace)
+
+    first = wait_for(running, lambda ps: len(ps) == 4 and all(p.spec.node_name == a and _ready(p) for p in ps),
+                     timeout=90, what="the pods running on the node to drain",
+                     describe=lambda ps: str([(p.metadata.name, p.spec.node_name) for p in ps]))
+    target, roomy = make_nodes(NodeSpec(f"target-{run}-t", cpu="2"), NodeSpec(f"target-{run}-roomy", cpu="16"))
+    operator = drain_stack.operator.start()
+    custom.create_namespaced_custom_object("berth.dev", "v1alpha1", e2e_namespace, "placementpolicies", {
+        "apiVersion": "berth.dev/v1alpha1", "kind": "PlacementPolicy", "metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": web}, "nodeFilter": {"excludes": [target]}}})
+    wait_for(lambda: custom.get_namespaced_custom_object("berth.dev", "v1alpha1", e2e_namespace,
+                                                         "placementpolicies", "web"),
+             lambda p: (p.get("status") or {}).get("observedGeneration") == 1, timeout=60,
+             what="the operator read the policy", describe=lambda p: json.dumps(p) + operator.log()[-2000:])
+    name = f"target-{run}"
+    drain = {"apiVersion": "berth.dev/v1alpha1", "kind": "NodeDrain", "metadata": {"name": name},
+             "spec": {"nodes": [a], "podSelector": {"matchLabels": web}, "destinations": [target],
+                      "mode": "Execute"}}
+    control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(drain))
+
+    def status() -> dict[str, Any]:
+        _act_as_kubelet(core, e2e_namespace)
+        return _drain_status(kube_api, name)
+
+    done = wait_for(status, lambda s: s.get("phase") == "Blocked", timeout=120, interval=0.5,
+                    what="two pods moved to the target, the third blocked",
+                    describe=lambda s: json.dumps(s) + operator.log()[-2000:])
+    entries = done["pods"]
+    assert all(e["pod"].startswith(f"{e2e_namespace}/web-") for e in entries), entries  # the workload alone
+    moved = [e for e in entries if e["state"] == "Moved"]
+    (blocked,) = [e for e in entries if e["state"] == "Blocked"]
+    assert len(moved) == 2 and {e["destination"] for e in moved} == {target}
+    for entry in moved:
+        assert entry["policy"] == f"{e2e_namespace}/web"
+        assert entry["warnings"] == [f"{target}: berth's checks refuse it (excluded by nodeFilter.excludes); "
+                                     "honoured as the move's explicit target"]
+    assert blocked["reason"] == (f"kube-scheduler would refuse the move target {target}: insufficient capacity: "
+                                 "cpu: needs 1, 0 free of 2 allocatable (short by 1)")
+    assert list(blocked["refused"]) == [target]
+
+    def pods() -> list[Any]:
+        _act_as_kubelet(core, e2e_namespace)
+        return _live(core, e2e_namespace)
+
+    landed = wait_for(pods, lambda ps: len(ps) == 4 and all(p.spec.node_name for p in ps), timeout=90,
+                      what="the replacements bound",
+                      describe=lambda ps: str([(p.metadata.name, p.spec.node_name) for p in ps]))
+    where = sorted((p.metadata.labels["app"], p.spec.node_name) for p in landed)
+    assert where == sorted([(web["app"], target), (web["app"], target), (web["app"], a), (other["app"], a)])
+    assert roomy not in {p.spec.node_name for p in landed}
+    original = {p.metadata.uid for p in first}
+    stayed = {p.metadata.uid for p in landed if p.spec.node_name == a}
+    assert stayed <= original  # the blocked pod and the other workload's pod were never evicted
+    for pod in landed:
+        if pod.spec.node_name != target:
+            continue
+        record = json.loads(pod.metadata.annotations["berth.dev/decision"])
+        assert (record["winner"], record["policy"]) == (target, f"{e2e_namespace}/web")
+        assert any(w.startswith(f"{target}: berth's checks refuse it (excluded by nodeFilter.excludes)")
+                   and w.endswith(f"honoured as the explicit target of NodeDrain {name}")
+                   for w in record["warnings"]), record["warnings"]
