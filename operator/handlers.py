@@ -30,14 +30,14 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Container, Mapping
+from collections.abc import Callable, Container, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
 
-from berth.core import ClusterView, PlacementError, PlacementPolicy, PodInfo, Settings, plan_round
+from berth.core import ClusterView, PlacementError, PlacementPolicy, PodInfo, Settings, plan_round, shared_plan_key
 from berth.operator import drain
 from berth.operator.admission import REFUSAL_CODE, admission_problem
 from berth.operator.cluster import OperatorStore
@@ -125,6 +125,7 @@ class OperatorState:
     comparison."""
 
     DELETED_KEPT = 10000
+    SHARED_PLANS_KEPT = 1024
 
     def __init__(self, config: OperatorConfig, store: OperatorStore | None = None) -> None:
         self.config = config
@@ -142,6 +143,7 @@ class OperatorState:
         self._computer = ThreadPoolExecutor(1, thread_name_prefix="berth-status")
         self._computing: set[str] = set()  # policies whose computation is queued or running
         self._plans: dict[str, tuple[object, float, _Plan]] = {}  # uid -> (round, when, (plan, error))
+        self._shared_plans: OrderedDict[Hashable, tuple[float, _Plan]] = OrderedDict()  # see planner
         self._poller: asyncio.Task[None] | None = None
 
     # -- marks -------------------------------------------------------------------------------
@@ -203,18 +205,38 @@ class OperatorState:
         def planner(shape: PodInfo, policy: PlacementPolicy, count: int) -> _Plan:
             """A plan of the same round (generation, shape, count) younger than ``plan_period`` is
             reused: pods placed elsewhere in a busy namespace update the counts at once, and the
-            plan, which reads the whole cluster, at most every period."""
+            plan, which reads the whole cluster, at most every period. So is a plan younger than
+            that of another policy whose plan does not depend on the pods it selects
+            (:func:`shared_plan_key`): a thousand policies alike but for their selectors cost one
+            plan, not a thousand."""
             key = (meta.get("generation"), shape.uid, count)
+            period = self.config.plan_period
             kept = self._plans.get(uid)
-            if kept is not None and kept[0] == key and now - kept[1] < self.config.plan_period:
+            if kept is not None and kept[0] == key and now - kept[1] < period:
                 return kept[2]
-            result = plan_round(store.view, shape, policy, self.config.settings, now, count)
-            kept = self._plans[uid] = (key, now, (dict(result.plan), result.error))  # not its decision: 5,000 names
-            return kept[2]
+            shared = shared_plan_key(shape, policy, count)
+            if shared is not None:
+                shared = (shared, store.view.nodes_version)  # a node added, changed or gone: planned afresh
+            made = self._shared_plans.get(shared) if shared is not None else None
+            if made is None or not 0 <= now - made[0] < period:
+                result = plan_round(store.view, shape, policy, self.config.settings, now, count)
+                made = (now, (dict(result.plan), result.error))  # not its decision: 5,000 names
+                if shared is not None:
+                    self._share(shared, made)
+            self._plans[uid] = (key, made[0], made[1])
+            return made[1]
 
         with store.lock:
             return compute_status(body, store.records(namespace), lambda: store.view, self.config.settings, now,
                                   planner=planner)
+
+    def _share(self, key: Hashable, made: tuple[float, _Plan]) -> None:
+        """Keep a plan for the policies alike (the least recently made go first)."""
+        plans = self._shared_plans
+        plans[key] = made
+        plans.move_to_end(key)
+        while len(plans) > self.SHARED_PLANS_KEPT:
+            plans.popitem(last=False)
 
     def _stale(self, memo: _Memo | None, raw: Mapping[str, Any], uid: str, current: Mapping[str, Any],
                now: float) -> bool:

@@ -8,7 +8,8 @@ test holds them to it), so what is below can change without touching them.
 - Judging one pod: :func:`evaluate_pod` (filter, prioritize, bind recheck, preview), which
   gives an :class:`Evaluation` holding the :class:`Decision` (considered, refused with reasons,
   ranking, warnings, error); :func:`scores` turns a ranking into the extender's 0..10.
-- Planning a round: :func:`plan_round`; placing its pods on the view: :func:`place_pods`.
+- Planning a round: :func:`plan_round` (:func:`shared_plan_key`: when policies alike share one
+  plan); placing its pods on the view: :func:`place_pods`.
 - Room rather than places: :func:`capacity_report`, :func:`capacity_table`, :func:`node_allocations`.
 - Drains: :func:`plan_drain` and its :class:`DrainPlan`; while one executes, :func:`steer` and
   :class:`Hold` keep the room of each drained pod for its replacement.
@@ -43,7 +44,7 @@ from berth.core.nodedrain import DrainMode, NodeDrainSpec, nodedrain_spec
 from berth.core.placement_rules import RULE_LIMITS
 from berth.core.placement_rules import Operator as RuleOperator
 from berth.core.placement_rules import Resource as RuleResource
-from berth.core.plan import place_pods, plan_round
+from berth.core.plan import place_pods, plan_round, shared_plan_key
 from berth.core.policy import (
     API_VERSION,
     ROUND_STRATEGIES,
@@ -129,6 +130,7 @@ __all__ = [
     "refusal_cause",
     "score_runs",
     "scores",
+    "shared_plan_key",
     "spec_from_dict",
     "steer",
     "unknown_includes",

@@ -12,7 +12,7 @@ extender's filter would put it (``berth simulate`` replays a workload mix with i
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 
@@ -63,6 +63,23 @@ def plan_round(state: ClusterView, pod: PodInfo, policy: PlacementPolicy | None,
         decision.plan, decision.error = dict(fixed.plan), fixed.error
         return PlanResult(dict(fixed.plan), decision, fixed.error, dict(fixed.plan), fixed.error)
     return _greedy(state, pod, policy, strategy, settings, now, 1 if count is None else count)
+
+
+def shared_plan_key(pod: PodInfo, policy: PlacementPolicy, count: int) -> Hashable | None:
+    """What :func:`plan_round`'s plan and error for ``count`` pods shaped like ``pod`` depend on
+    besides the cluster, the settings and the time, when they do not depend on which pods the
+    policy selects: policies with the same key get the same plan on the same cluster. None when
+    the plan reads the workload: topology spread and placement rules read the pods it selects,
+    Auto and the round strategies count them per node.
+
+    Otherwise the workload enters no check and no ranking (its per-node count goes only to the
+    strategies named above), so the key is the spec without its selector and the pod's shape."""
+    spec = policy.spec
+    if spec.strategy in ROUND_STRATEGIES or spec.strategy is Strategy.AUTO \
+            or spec.topology_spread_constraints or spec.placement_rules:
+        return None
+    return (spec.model_dump_json(exclude={"selector"}), tuple(sorted(pod.requests.items())), pod.sleepy,
+            pod.constraint_signature(), count)
 
 
 def _decision(pod: PodInfo, policy: PlacementPolicy | None, strategy: Strategy | None, considered: list[str],

@@ -10,7 +10,8 @@ import pytest
 from berth.core import view as view_module
 from berth.core.decision import Decision, DecisionRecord, Refusal, Refused
 from berth.core.errors import ErrorCode, InvalidPolicy, PlacementError
-from berth.core.model import LabelSelector, Requirement
+from berth.core.model import LabelSelector, Requirement, Toleration
+from berth.core.plan import shared_plan_key
 from berth.core.policy import Strategy, policy_from_manifest
 from berth.core.settings import Settings
 from berth.core.view import ClusterView
@@ -354,3 +355,79 @@ def test_read_only_caches_add_nothing_the_scheduling_path_keeps() -> None:
     assert dict(view._counts) == counted and list(view._memos) == tables
     view.matching_counts("shop", LabelSelector({"app": "new"}))
     assert len(view._counts) == len(counted) + 1  # added again once the block ends
+
+
+# --- plans shared by policies alike -----------------------------------------------------------------
+
+def _two_workloads() -> ClusterView:
+    """Three nodes; the ``web`` workload of shop on ``a``, the ``api`` workload of other on ``c``:
+    a plan that counted either workload per node would tell them apart."""
+    nodes = [node("a", cpu="4"), node("b", cpu="3"), node("c", cpu="4")]
+    pods = [*spread_pods({"a": 3}),
+            *(pod(f"api-{i}", namespace="other", labels={"app": "api"}, node="c") for i in range(3))]
+    return cluster(nodes, pods)
+
+
+SHARED_SPECS = [
+    ("default", {}),
+    ("global", {"strategy": "Global"}),
+    ("drained", {"strategy": "Drained"}),
+    ("balanced", {"strategy": "Balanced"}),
+    ("spread_strategy", {"strategy": "Spread"}),
+    ("best_fit", {"strategy": "BestFit"}),
+    ("node_filter", {"nodeFilter": {"excludes": ["b"]}}),
+    ("capacity_override", {"capacity": {"cpuOvercommitPercent": 50}}),
+]
+
+
+@pytest.mark.parametrize(("name", "spec"), SHARED_SPECS, ids=[f"shared_{n}" for n, _ in SHARED_SPECS])
+def test_policies_alike_but_for_their_selector_share_one_plan(name: str, spec: dict[str, Any]) -> None:
+    view = _two_workloads()
+    web_policy = policy("shop", "web", **spec)
+    api_policy = policy("other", "api", **{**spec, "selector": {"matchLabels": {"app": "api"}}})
+    web_pod = web("new-web")
+    api_pod = pod("new-api", namespace="other", labels={"app": "api"})
+    key = shared_plan_key(web_pod, web_policy, 6)
+    assert key is not None and key == shared_plan_key(api_pod, api_policy, 6)
+    web_plan, api_plan = plan(view, web_pod, web_policy, count=6), plan(view, api_pod, api_policy, count=6)
+    assert (web_plan.plan, web_plan.error) == (api_plan.plan, api_plan.error)
+
+
+NOT_SHARED_SPECS = [
+    ("auto_counts_the_workload", {"strategy": "Auto"}),
+    ("fill_plans_its_own_round", {"strategy": "Fill", "count": 2}),
+    ("each_plans_its_own_round", {"strategy": "Each", "count": 1}),
+    ("spread_reads_the_pods", {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname"}]}),
+    ("rules_read_the_pods", {"placementRules": [{"resource": "Pod", "operator": "HasNot",
+                                                 "labels": {"app": "api"}}]}),
+]
+
+
+@pytest.mark.parametrize(("name", "spec"), NOT_SHARED_SPECS, ids=[n for n, _ in NOT_SHARED_SPECS])
+def test_a_plan_that_reads_the_workload_is_not_shared(name: str, spec: dict[str, Any]) -> None:
+    assert shared_plan_key(web("new"), policy(**spec), 6) is None
+
+
+DIFFERENT_PLANS = [
+    ("count", lambda: (web("new"), policy(), 7)),
+    ("shape", lambda: (web("new", cpu="200m"), policy(), 6)),
+    ("sleepy", lambda: (web("new", sleepy=True), policy(), 6)),
+    ("tolerations", lambda: (web("new", tolerations=[Toleration(key="gpu", operator="Exists")]), policy(), 6)),
+    ("strategy", lambda: (web("new"), policy(strategy="BestFit"), 6)),
+    ("node_filter", lambda: (web("new"), policy(nodeFilter={"labels": {"disk": "ssd"}}), 6)),
+]
+
+
+@pytest.mark.parametrize(("name", "case"), DIFFERENT_PLANS, ids=[f"differs_by_{n}" for n, _ in DIFFERENT_PLANS])
+def test_what_the_plan_depends_on_tells_shared_plans_apart(name: str, case: Any) -> None:
+    assert shared_plan_key(web("new"), policy(), 6) != shared_plan_key(*case())
+
+
+def test_the_two_workloads_give_a_strategy_that_counts_them_two_plans() -> None:
+    """What makes the sharing test above able to fail: on this cluster, a plan that counted the
+    workload per node (Auto does) differs between the two policies."""
+    view = _two_workloads()
+    web_plan = plan(view, web("new-web"), policy("shop", "web", strategy="Auto"), count=6)
+    api_plan = plan(view, pod("new-api", namespace="other", labels={"app": "api"}),
+                    policy("other", "api", strategy="Auto", selector={"matchLabels": {"app": "api"}}), count=6)
+    assert web_plan.plan != api_plan.plan

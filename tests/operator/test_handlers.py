@@ -227,6 +227,43 @@ def test_a_pod_change_updates_the_counts_at_once_and_the_plan_at_most_every_peri
     assert body["status"]["pending"] == 2 and plans == [1, 1, 2]
 
 
+# (case, the second policy's spec, plans made for the two)
+SHARING: list[tuple[str, dict[str, Any], int]] = [
+    ("policies alike but for their selectors share one plan", {"selector": {"matchLabels": {"app": "api"}}}, 1),
+    ("a strategy that counts the workload plans each policy",
+     {"selector": {"matchLabels": {"app": "api"}}, "strategy": "Auto"}, 2),
+    ("another strategy plans again", {"selector": {"matchLabels": {"app": "api"}}, "strategy": "BestFit"}, 2),
+]
+
+
+@pytest.mark.parametrize(("case", "spec", "plans"), SHARING, ids=[c[0] for c in SHARING])
+def test_policies_alike_share_a_plan_within_the_period(monkeypatch: pytest.MonkeyPatch, case: str,
+                                                       spec: dict[str, Any], plans: int,
+                                                       events: list[tuple[str, str, str]]) -> None:
+    from berth.operator import handlers
+
+    made: list[str] = []
+
+    def counted(view: Any, pod: Any, policy: Any, settings: Any, now: float, count: int) -> Any:
+        made.append(policy.key)
+        return plan_round(view, pod, policy, settings, now, count)
+
+    monkeypatch.setattr(handlers, "plan_round", counted)
+    store = store_of([o.node("node-a"), o.node("node-b")],
+                     [o.pod("p1"), o.pod("q1", namespace="other", labels={"app": "api"})])
+    state = OperatorState(OperatorConfig(track_leases=False, plan_period=10.0), store)
+    web = o.policy(name="web")
+    api = o.policy(spec, name="api", namespace="other")
+    refresh(state, web, 100.0)
+    refresh(state, api, 101.0)
+    assert len(made) == plans
+    assert api["status"]["plan"] == web["status"]["plan"] and api["status"]["selected"] == 1
+    store.apply_node(o.node("node-c"))  # a node added: planned afresh, once a period is over for each
+    refresh(state, web, 111.0)
+    refresh(state, api, 112.0)
+    assert len(made) == 2 * plans
+
+
 WEB = {"selector": {"matchLabels": {"app": "web"}}}
 DB = {"selector": {"matchLabels": {"app": "db"}}}
 INVALID = {"selector": {"matchLabels": {"app": "web"}},
