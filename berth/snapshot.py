@@ -35,13 +35,19 @@ from typing import Any, TypeVar
 import yaml
 
 from berth.core.errors import InvalidPolicy
-from berth.core.kube import ObjectError, is_terminal, lease_renew_seconds, node_from_object, pod_from_object
+from berth.core.kube import (
+    LEASE_NAMESPACE,
+    ObjectError,
+    is_terminal,
+    lease_renew_seconds,
+    node_from_object,
+    pod_from_object,
+)
 from berth.core.model import NodeInfo, PodInfo
 from berth.core.policy import PlacementPolicy, policy_from_manifest
 from berth.core.quantity import QuantityError, to_base_units
 from berth.core.view import ClusterView
 
-NODE_LEASE_NAMESPACE = "kube-node-lease"
 SNAPSHOT_KINDS = ("Node", "Pod", "Lease", "PlacementPolicy")
 STDIN = "-"
 
@@ -473,7 +479,7 @@ def _check_pod_spec(spec: Mapping[str, Any], source: str, label: str | None) -> 
 def _lease(obj: Mapping[str, Any], source: str, label: str) -> tuple[str, float | None] | None:
     _check_meta(obj, source, label)
     meta = obj["metadata"]
-    if meta.get("namespace") != NODE_LEASE_NAMESPACE:
+    if meta.get("namespace") != LEASE_NAMESPACE:
         return None  # leader-election and other leases say nothing about nodes
     spec = _need_mapping(obj, "spec", source, label)
     renew = spec.get("renewTime")

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
-from berth.core import ERROR_CODES, ObjectError, PodInfo, pod_from_object
+from berth.core import API_GROUP, ERROR_CODES, NODEDRAIN_PLURAL, POLICY_PLURAL, ObjectError, PodInfo, pod_from_object
 from berth.extender.authz import Access, ApiGate, Caller, Denied, Reviewer
 from berth.extender.binder import Binder, MemoryBinder
 from berth.extender.engine import Extender, PodUnreadable
@@ -360,7 +360,7 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
     async def shape_allowed(caller: Caller | None, pod: PodInfo) -> Response | None:
         """A preview or a capacity table shows the policies of the pod's namespace and every node."""
         try:
-            await gate.require(caller, (Access("list", "placementpolicies", "berth.dev", pod.namespace),
+            await gate.require(caller, (Access("list", POLICY_PLURAL, API_GROUP, pod.namespace),
                                         Access("list", "nodes")))
         except Denied as exc:
             return _denied(exc)
@@ -393,7 +393,7 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
     async def drain_plan(name: str, request: Request) -> Response:
         if len(name) > 253 or not DRAIN_NAME.fullmatch(name):
             return _json({"error": f"name: {name[:64]!r} is not a NodeDrain name (a DNS subdomain)"}, 400)
-        refusal = await allowed(request, (Access("get", "nodedrains", "berth.dev"),))
+        refusal = await allowed(request, (Access("get", NODEDRAIN_PLURAL, API_GROUP),))
         if refusal is not None:
             return refusal  # before the NodeDrain is read with berth's rights
         try:
@@ -490,7 +490,7 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
         started = time.perf_counter()
         # a decision of a pod of the namespace, and a preview: what both of those answers need
         refusal = await allowed(request, (Access("get", "pods", namespace=namespace),
-                                          Access("list", "placementpolicies", "berth.dev", namespace),
+                                          Access("list", POLICY_PLURAL, API_GROUP, namespace),
                                           Access("list", "nodes")))
         if refusal is not None:
             return refusal
@@ -507,7 +507,7 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
     async def allocations(request: Request) -> Response:
         started = time.perf_counter()
         refusal = await allowed(request, (Access("list", "nodes"),
-                                          Access("list", "placementpolicies", "berth.dev")))  # every namespace's
+                                          Access("list", POLICY_PLURAL, API_GROUP)))  # every namespace's
         if refusal is not None:
             return refusal
         result = engine.allocations()

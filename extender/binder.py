@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from berth.core import PodInfo
+from berth.core import API_GROUP, CRD_VERSION, NODEDRAIN_PLURAL, PodInfo
 from berth.extender.store import ClusterStore
 
 log = logging.getLogger("berth.extender.binder")
@@ -247,7 +247,7 @@ class KubeBinder:
 
         try:
             resp = client.CustomObjectsApi(self.core.api_client).get_cluster_custom_object(
-                "berth.dev", "v1alpha1", "nodedrains", name, _preload_content=False)
+                API_GROUP, CRD_VERSION, NODEDRAIN_PLURAL, name, _preload_content=False)
         except ApiException as exc:
             if exc.status == 404:
                 return None

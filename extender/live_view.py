@@ -24,14 +24,13 @@ from typing import Any, Protocol
 
 import orjson
 
+from berth.core import API_GROUP, CRD_VERSION, LEASE_NAMESPACE, NODEDRAIN_PLURAL, POLICY_PLURAL
 from berth.extender.heap import collector_paused, settle
 from berth.extender.metrics import Metrics
-from berth.extender.store import LEASE_NAMESPACE, WATCHED_KINDS, ClusterStore
+from berth.extender.store import WATCHED_KINDS, ClusterStore
 
 log = logging.getLogger("berth.extender.live_view")
 
-POLICY_GROUP, POLICY_VERSION, POLICY_PLURAL = "berth.dev", "v1alpha1", "placementpolicies"
-DRAIN_PLURAL = "nodedrains"
 OPTIONAL_KINDS = {"policies": "PlacementPolicy", "nodedrains": "NodeDrain"}
 """Kinds whose CRD may be missing: then none of them, and the list is tried again later."""
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
@@ -84,9 +83,9 @@ class KubeSource:
         if kind == "leases":
             return self.coordination.list_namespaced_lease(LEASE_NAMESPACE, **kwargs)
         if kind == "policies":
-            return self.custom.list_cluster_custom_object(POLICY_GROUP, POLICY_VERSION, POLICY_PLURAL, **kwargs)
+            return self.custom.list_cluster_custom_object(API_GROUP, CRD_VERSION, POLICY_PLURAL, **kwargs)
         if kind == "nodedrains":
-            return self.custom.list_cluster_custom_object(POLICY_GROUP, POLICY_VERSION, DRAIN_PLURAL, **kwargs)
+            return self.custom.list_cluster_custom_object(API_GROUP, CRD_VERSION, NODEDRAIN_PLURAL, **kwargs)
         raise ValueError(f"unknown kind {kind!r}")
 
     def list_pages(self, kind: str) -> Iterator[Page]:

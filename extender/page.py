@@ -23,7 +23,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from berth.core import PodInfo, format_amount, node_allocations
+from berth.core import API_GROUP, NODEDRAIN_PLURAL, POLICY_PLURAL, PodInfo, format_amount, node_allocations
 from berth.extender.authz import Access, ApiGate, Caller, Denied
 from berth.extender.engine import Extender
 from berth.extender.store import ClusterStore
@@ -47,7 +47,7 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 
-NODE_ACCESS = (Access("list", "nodes"), Access("list", "placementpolicies", "berth.dev"))
+NODE_ACCESS = (Access("list", "nodes"), Access("list", POLICY_PLURAL, API_GROUP))
 """What the Nodes view shows is what ``/api/v1/nodes/allocations`` shows."""
 
 
@@ -285,7 +285,7 @@ def page_router(engine: Extender, store: ClusterStore, gate: ApiGate, *,
 
     @router.get("/policies")
     async def policies(request: Request, namespace: str = Query("", max_length=253)) -> Response:
-        accesses = (Access("list", "placementpolicies", "berth.dev", namespace),
+        accesses = (Access("list", POLICY_PLURAL, API_GROUP, namespace),
                     Access("list", "pods", namespace=namespace))
         caller = await authorize(request, accesses)
         if isinstance(caller, Response):
@@ -302,7 +302,7 @@ def page_router(engine: Extender, store: ClusterStore, gate: ApiGate, *,
     @router.get("/pods/{namespace}/{name}")
     async def placement(request: Request, namespace: str, name: str) -> Response:
         accesses = (Access("get", "pods", namespace=namespace),
-                    Access("list", "placementpolicies", "berth.dev", namespace), Access("list", "nodes"))
+                    Access("list", POLICY_PLURAL, API_GROUP, namespace), Access("list", "nodes"))
         caller = await authorize(request, accesses)
         if isinstance(caller, Response):
             return caller
@@ -324,7 +324,7 @@ def page_router(engine: Extender, store: ClusterStore, gate: ApiGate, *,
     async def drains(request: Request, name: str = Query("", max_length=300)) -> Response:
         if name:
             return RedirectResponse(f"/ui/drains/{quote(name, safe='')}", status_code=303, headers=SECURITY_HEADERS)
-        caller = await authorize(request, (Access("get", "nodedrains", "berth.dev"),))
+        caller = await authorize(request, (Access("get", NODEDRAIN_PLURAL, API_GROUP),))
         if isinstance(caller, Response):
             return caller
         return render("drain.html", name="", drain=None)
@@ -335,7 +335,7 @@ def page_router(engine: Extender, store: ClusterStore, gate: ApiGate, *,
 
         if len(name) > 253 or not DRAIN_NAME.fullmatch(name):
             return problem(400, f"name: {name[:64]!r} is not a NodeDrain name (a DNS subdomain)")
-        caller = await authorize(request, (Access("get", "nodedrains", "berth.dev"),))
+        caller = await authorize(request, (Access("get", NODEDRAIN_PLURAL, API_GROUP),))
         if isinstance(caller, Response):
             return caller  # before the NodeDrain is read with berth's rights
         try:

@@ -15,13 +15,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from berth.core import ObjectError, lease_renew_seconds
-from berth.extender.store import LEASE_NAMESPACE, ClusterStore
+from berth.core import API_GROUP, LEASE_NAMESPACE, ObjectError, lease_renew_seconds
+from berth.extender.store import ClusterStore
 from berth.snapshot import SnapshotError, read_objects
 
 __all__ = ["SnapshotError", "load_snapshot"]
 
-POLICY_GROUP = "berth.dev/"
 
 
 def load_snapshot(path: str | Path, *, store: ClusterStore | None = None,
@@ -38,7 +37,7 @@ def load_snapshot(path: str | Path, *, store: ClusterStore | None = None,
             kinds["pods"].append(obj)
         elif kind == "Lease":
             kinds["leases"].append(obj)
-        elif kind == "PlacementPolicy" and str(obj.get("apiVersion", "")).startswith(POLICY_GROUP):
+        elif kind == "PlacementPolicy" and str(obj.get("apiVersion", "")).startswith(f"{API_GROUP}/"):
             kinds["policies"].append(obj)
     has_leases = track_leases and any(_lease_ns(o) == LEASE_NAMESPACE for o in kinds["leases"])
     if store is None:

@@ -37,6 +37,7 @@ import orjson
 from berth.core import (
     DECISION_ANNOTATION,
     HOLD_UID_PREFIX,
+    LEASE_NAMESPACE,
     NO_STEER,
     ClusterView,
     DrainMode,
@@ -68,7 +69,6 @@ log = logging.getLogger("berth.extender.store")
 ROUND_ANNOTATION = "berth.dev/round"
 """``<policy namespace>/<policy name>@<round opened, epoch ms>`` on every pod berth binds in a round."""
 
-LEASE_NAMESPACE = "kube-node-lease"
 
 ROUND_RECORDS_KEPT = 4096
 """Rounds rebuilt from pod annotations, kept per policy (the least recently active dropped): the

@@ -30,9 +30,12 @@ import yaml
 from pydantic import BaseModel
 
 from berth.core import (
-    API_VERSION,
+    API_GROUP,
+    CRD_VERSION,
     NODEDRAIN_KIND,
+    NODEDRAIN_PLURAL,
     POLICY_KIND,
+    POLICY_PLURAL,
     RULE_LIMITS,
     NodeDrainSpec,
     PlacementPolicySpec,
@@ -43,11 +46,9 @@ from berth.core import (
 from berth.operator.drain_status import REFUSED_LIMIT, NodeDrainStatus
 from berth.operator.status_model import PolicyStatus
 
-GROUP, VERSION = API_VERSION.split("/")
-PLURAL = "placementpolicies"
 SINGULAR = "placementpolicy"
 SHORT_NAMES = ["ppol", "pp"]
-CRD_NAME = f"{PLURAL}.{GROUP}"
+CRD_NAME = f"{POLICY_PLURAL}.{API_GROUP}"
 
 CEL_RULE_DEPTH = 4
 """Rule-tree levels that carry CEL rules. A rule at level d can have 16**d instances, and each
@@ -327,12 +328,12 @@ def crd() -> dict[str, Any]:
         "kind": "CustomResourceDefinition",
         "metadata": {"name": CRD_NAME},
         "spec": {
-            "group": GROUP,
+            "group": API_GROUP,
             "scope": "Namespaced",
-            "names": {"kind": POLICY_KIND, "listKind": f"{POLICY_KIND}List", "plural": PLURAL, "singular": SINGULAR,
-                      "shortNames": list(SHORT_NAMES), "categories": ["berth"]},
+            "names": {"kind": POLICY_KIND, "listKind": f"{POLICY_KIND}List", "plural": POLICY_PLURAL,
+                      "singular": SINGULAR, "shortNames": list(SHORT_NAMES), "categories": ["berth"]},
             "versions": [{
-                "name": VERSION,
+                "name": CRD_VERSION,
                 "served": True,
                 "storage": True,
                 "subresources": {"status": {}},
@@ -345,8 +346,7 @@ def crd() -> dict[str, Any]:
 
 # -- NodeDrain ----------------------------------------------------------------------------------
 
-DRAIN_PLURAL = "nodedrains"
-DRAIN_CRD_NAME = f"{DRAIN_PLURAL}.{GROUP}"
+DRAIN_CRD_NAME = f"{NODEDRAIN_PLURAL}.{API_GROUP}"
 
 DRAIN_DESCRIPTIONS: dict[str, str] = {
     "spec": "Which nodes to drain, which of their pods to move, and where the pods may go. Every "
@@ -440,12 +440,12 @@ def nodedrain_crd() -> dict[str, Any]:
         "kind": "CustomResourceDefinition",
         "metadata": {"name": DRAIN_CRD_NAME},
         "spec": {
-            "group": GROUP,
+            "group": API_GROUP,
             "scope": "Cluster",
-            "names": {"kind": NODEDRAIN_KIND, "listKind": f"{NODEDRAIN_KIND}List", "plural": DRAIN_PLURAL,
+            "names": {"kind": NODEDRAIN_KIND, "listKind": f"{NODEDRAIN_KIND}List", "plural": NODEDRAIN_PLURAL,
                       "singular": "nodedrain", "shortNames": ["ndrain"], "categories": ["berth"]},
             "versions": [{
-                "name": VERSION,
+                "name": CRD_VERSION,
                 "served": True,
                 "storage": True,
                 "subresources": {"status": {}},
@@ -487,12 +487,12 @@ def render_decision_record() -> str:
     return json.dumps(decision_record_schema(), indent=2, ensure_ascii=False) + "\n"
 
 
-RENDERERS = {PLURAL: render, DRAIN_PLURAL: render_nodedrain, "decision-record": render_decision_record}
+RENDERERS = {POLICY_PLURAL: render, NODEDRAIN_PLURAL: render_nodedrain, "decision-record": render_decision_record}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    which = args[0] if args else PLURAL
+    which = args[0] if args else POLICY_PLURAL
     if len(args) > 1 or which not in RENDERERS:
         sys.stderr.write(f"usage: python -m berth.operator.crdgen [{' | '.join(RENDERERS)}]\n")
         return 2

@@ -31,8 +31,12 @@ from typing import Any
 import kopf
 
 from berth.core import (
+    API_GROUP,
     API_VERSION,
+    CRD_VERSION,
     NODEDRAIN_KIND,
+    NODEDRAIN_PLURAL,
+    POLICY_PLURAL,
     ClusterView,
     DrainMode,
     DrainPlan,
@@ -48,7 +52,6 @@ from berth.core import (
 )
 from berth.operator import conditions as cond
 from berth.operator.admission import REFUSAL_CODE
-from berth.operator.crdgen import DRAIN_PLURAL, GROUP, PLURAL, VERSION
 from berth.operator.drain_execute import DrainApi, execute
 from berth.operator.drain_status import (
     CONDITION_PLANNED,
@@ -62,7 +65,7 @@ from berth.operator.reconcile import Event, rfc3339, transition_events
 
 log = logging.getLogger("berth.operator")
 
-NODEDRAIN = (GROUP, VERSION, DRAIN_PLURAL)
+NODEDRAIN = (API_GROUP, CRD_VERSION, NODEDRAIN_PLURAL)
 WEBHOOK_ID = "validate-nodedrain"
 TIMER_ID = "nodedrain-replan"
 POLICIES_INDEX = "berth_drain_policies"
@@ -208,7 +211,7 @@ def register(registry: kopf.OperatorRegistry, *, settings: Settings, resync_seco
     cannot run. ``guard`` is held while a plan reads the view (the lock of a view that watch
     threads change)."""
 
-    @kopf.index(GROUP, VERSION, PLURAL, id=POLICIES_INDEX, registry=registry)
+    @kopf.index(API_GROUP, CRD_VERSION, POLICY_PLURAL, id=POLICIES_INDEX, registry=registry)
     async def index_policy(body: kopf.Body, namespace: str | None, **_: Any) -> dict[str, Any]:
         try:
             policy = policy_from_manifest({k: body[k] for k in body}, default_namespace=namespace or "default")

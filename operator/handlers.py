@@ -37,11 +37,21 @@ from typing import Any
 
 import kopf
 
-from berth.core import ClusterView, PlacementError, PlacementPolicy, PodInfo, Settings, plan_round, shared_plan_key
+from berth.core import (
+    API_GROUP,
+    CRD_VERSION,
+    POLICY_PLURAL,
+    ClusterView,
+    PlacementError,
+    PlacementPolicy,
+    PodInfo,
+    Settings,
+    plan_round,
+    shared_plan_key,
+)
 from berth.operator import drain
 from berth.operator.admission import REFUSAL_CODE, admission_problem
 from berth.operator.cluster import OperatorStore
-from berth.operator.crdgen import GROUP, PLURAL, VERSION
 from berth.operator.drain_execute import DrainApi
 from berth.operator.patches import merge_patch
 from berth.operator.reconcile import Outcome, compute_status
@@ -50,7 +60,7 @@ from berth.operator.webhook import WEBHOOK_ID, WebhookOptions
 log = logging.getLogger("berth.operator")
 
 TIMER_ID = "status-refresh"
-POLICY = (GROUP, VERSION, PLURAL)
+POLICY = (API_GROUP, CRD_VERSION, POLICY_PLURAL)
 
 STATUS_WRITES_PER_SECOND = 100.0
 STATUS_WRITES_BOUNDS = (1.0, 1000.0)

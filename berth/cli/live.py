@@ -21,11 +21,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from berth.core import DECISION_ANNOTATION
+from berth.core import API_GROUP, CRD_VERSION, DECISION_ANNOTATION, POLICY_PLURAL
 
 DEFAULT_EXTENDER = "http://127.0.0.1:8080"
 PORT_FORWARD_HINT = "kubectl -n berth-system port-forward svc/berth-extender 8080"
-GROUP, VERSION, PLURAL = "berth.dev", "v1alpha1", "placementpolicies"
 
 
 class LiveError(Exception):
@@ -103,10 +102,11 @@ class Kube:
     def list_policies(self, namespace: str | None) -> list[dict[str, Any]]:
         if namespace:
             data = self._call(lambda: self.custom.list_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, _preload_content=False), f"PlacementPolicies in {namespace}")
+                API_GROUP, CRD_VERSION, namespace, POLICY_PLURAL, _preload_content=False),
+                f"PlacementPolicies in {namespace}")
         else:
             data = self._call(lambda: self.custom.list_cluster_custom_object(
-                GROUP, VERSION, PLURAL, _preload_content=False), "PlacementPolicies")
+                API_GROUP, CRD_VERSION, POLICY_PLURAL, _preload_content=False), "PlacementPolicies")
         items = data.get("items") or []
         return [item for item in items if isinstance(item, dict)]
 

@@ -29,6 +29,7 @@ from berth.core.errors import ERROR_CODES, ErrorCode, InvalidPolicy, PlacementEr
 from berth.core.evaluate import Evaluation, evaluate_pod, score_runs, scores
 from berth.core.fit import check_fit, demand
 from berth.core.kube import (
+    LEASE_NAMESPACE,
     ObjectError,
     is_terminal,
     lease_renew_seconds,
@@ -40,13 +41,16 @@ from berth.core.kube import (
 from berth.core.model import SLEEPY_ANNOTATION, LabelSelector, NodeInfo, Owner, PodInfo
 from berth.core.node_filter import unknown_includes
 from berth.core.nodedrain import KIND as NODEDRAIN_KIND
+from berth.core.nodedrain import PLURAL as NODEDRAIN_PLURAL
 from berth.core.nodedrain import DrainMode, NodeDrainSpec, nodedrain_spec
 from berth.core.placement_rules import RULE_LIMITS
 from berth.core.placement_rules import Operator as RuleOperator
 from berth.core.placement_rules import Resource as RuleResource
 from berth.core.plan import place_pods, plan_round, shared_plan_key
 from berth.core.policy import (
+    API_GROUP,
     API_VERSION,
+    CRD_VERSION,
     ROUND_STRATEGIES,
     PlacementPolicy,
     PlacementPolicySpec,
@@ -55,22 +59,28 @@ from berth.core.policy import (
     spec_from_dict,
 )
 from berth.core.policy import KIND as POLICY_KIND
+from berth.core.policy import PLURAL as POLICY_PLURAL
 from berth.core.quantity import CPU, DISK, MEMORY, PODS, format_amount
 from berth.core.settings import Settings
 from berth.core.view import ClusterView, Overlay, label_index
 
 __all__ = [
+    "API_GROUP",
     "API_VERSION",
     "CPU",
+    "CRD_VERSION",
     "DECISION_ANNOTATION",
     "DISK",
     "ERROR_CODES",
     "HOLD_UID_PREFIX",
+    "LEASE_NAMESPACE",
     "MEMORY",
     "NODEDRAIN_KIND",
+    "NODEDRAIN_PLURAL",
     "NO_STEER",
     "PODS",
     "POLICY_KIND",
+    "POLICY_PLURAL",
     "ROUND_STRATEGIES",
     "RULE_LIMITS",
     "SLEEPY_ANNOTATION",

@@ -29,6 +29,8 @@ from berth.core.podshape import effective_requests
 from berth.core.quantity import QuantityError, to_base_units
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+LEASE_NAMESPACE = "kube-node-lease"
+"""Where the kubelets keep their nodes' Leases (a node's liveness)."""
 
 
 class ObjectError(ValueError):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import heapq
 from typing import Literal
 
+from berth.core.kube import LEASE_NAMESPACE
 from berth.core.model import BYPASS_ANNOTATION, NodeInfo
 from berth.core.settings import Settings
 from berth.core.view import ClusterState, ClusterView
@@ -41,7 +42,7 @@ def lease_down_reason(name: str, state: ClusterState, settings: Settings, now: f
         return None
     renewed = state.leases.get(name)
     if renewed is None:
-        return "node is down: no Lease in kube-node-lease"
+        return f"node is down: no Lease in {LEASE_NAMESPACE}"
     age = now - renewed
     if age > settings.liveness_threshold_seconds:
         return (f"node is down: Lease not renewed for {age:.0f}s "

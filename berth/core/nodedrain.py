@@ -18,6 +18,7 @@ from berth.core.drain import DrainRequest, InvalidDrain
 from berth.core.policy import API_VERSION, Selector, _path, _problem
 
 KIND = "NodeDrain"
+PLURAL = "nodedrains"
 MAX_NODES = 500
 """Nodes named in ``nodes`` or ``destinations``, at most (a selector names more)."""
 NODE_NAME_MAX = 253

@@ -19,8 +19,13 @@ from berth.core.labels import LabelKey, LabelKeyField, LabelValue
 from berth.core.model import LabelSelector, Requirement
 from berth.core.placement_rules import RuleNode, parse_rules
 
-API_VERSION = "berth.dev/v1alpha1"
+API_GROUP = "berth.dev"
+"""The API group of berth's custom resources (PlacementPolicy, NodeDrain)."""
+CRD_VERSION = "v1alpha1"
+"""The version of berth's custom resources in that group."""
+API_VERSION = f"{API_GROUP}/{CRD_VERSION}"
 KIND = "PlacementPolicy"
+PLURAL = "placementpolicies"
 
 
 class Strategy(StrEnum):

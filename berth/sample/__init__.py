@@ -14,6 +14,8 @@ from datetime import UTC, datetime, timedelta
 from importlib import resources
 from typing import Any
 
+from berth.core.kube import LEASE_NAMESPACE
+
 SOURCE = "(built-in sample cluster)"
 WORKLOADS_SOURCE = "(built-in workload mix)"
 ZONES = ("a", "b", "c")
@@ -111,7 +113,7 @@ def _lease(node: str, renewed: datetime) -> dict[str, Any]:
     return {
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
-        "metadata": {"name": node, "namespace": "kube-node-lease"},
+        "metadata": {"name": node, "namespace": LEASE_NAMESPACE},
         "spec": {"holderIdentity": node, "leaseDurationSeconds": 40, "renewTime": _time(renewed)},
     }
 
