@@ -502,18 +502,3 @@ def _core(build: Callable[[Mapping[str, Any]], T], obj: Mapping[str, Any], sourc
         raise SnapshotError(f"{source}: {label + ': ' if label else ''}{exc}") from None
     except (AttributeError, TypeError, ValueError) as exc:
         raise SnapshotError(f"{source}: {label + ': ' if label else ''}malformed object: {exc}") from None
-
-
-def parse_rfc3339(text: str) -> float:
-    """An RFC 3339 time (``2024-05-01T12:00:00Z``) as epoch seconds; a naive time is taken as UTC."""
-    try:
-        stamp = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(f"not an RFC 3339 time: {text!r}") from None
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=UTC)
-    return stamp.timestamp()
-
-
-def format_rfc3339(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")

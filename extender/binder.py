@@ -21,12 +21,11 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import orjson
 
-from berth.core import API_GROUP, CRD_VERSION, NODEDRAIN_PLURAL, PodInfo
+from berth.core import API_GROUP, CRD_VERSION, NODEDRAIN_PLURAL, PodInfo, format_time
 from berth.extender.store import ClusterStore
 
 log = logging.getLogger("berth.extender.binder")
@@ -201,7 +200,7 @@ class KubeBinder:
     def _event(self, pod: PodInfo, reason: str, kind: str, message: str) -> None:
         from kubernetes.client.exceptions import ApiException
 
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = format_time(time.time())
         event = {
             "apiVersion": "v1",
             "kind": "Event",

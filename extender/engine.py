@@ -22,7 +22,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -49,6 +48,7 @@ from berth.core import (
     Strategy,
     capacity_report,
     evaluate_pod,
+    format_time,
     honour_target,
     label_index,
     node_allocations,
@@ -229,10 +229,6 @@ def refused_message(record: Mapping[str, Any]) -> str:
     return message if len(message) <= EVENT_LIMIT else message[:EVENT_LIMIT - 4] + " ..."
 
 
-def rfc3339(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
-
-
 def decision_record(decision: Decision, *, limit: int = RECORD_LIMIT) -> dict[str, Any]:
     """``Decision.to_dict()`` with ``considered`` and ``refused`` cut to the first ``limit`` nodes in the
     order considered (and their totals), without first building the whole record of a large cluster."""
@@ -353,7 +349,7 @@ class Extender:
 
     def _stamp(self, decision: Decision, trigger: str) -> Decision:
         decision.trigger = trigger
-        decision.time = rfc3339(self.clock())
+        decision.time = format_time(self.clock(), digits=3)
         return decision
 
     # -- rounds (Fill, Each) ---------------------------------------------------------------
@@ -754,7 +750,7 @@ class Extender:
         first = (earlier or {}).get("ranking") or []
         if first and first[0] != node:
             warnings.append(f"kube-scheduler chose {node}; berth ranked {first[0]} first")
-        base.update(trigger="bind", time=rfc3339(self.clock()), winner=node, ranking=ranking[:10],
+        base.update(trigger="bind", time=format_time(self.clock(), digits=3), winner=node, ranking=ranking[:10],
                     warnings=warnings, error=None, plan=dict(rnd.plan) if rnd is not None else base.get("plan"))
         return limit_record(base, ANNOTATION_LIMIT)
 

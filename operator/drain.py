@@ -46,6 +46,7 @@ from berth.core import (
     PodState,
     PolicyLookup,
     Settings,
+    format_time,
     nodedrain_spec,
     plan_drain,
     policy_from_manifest,
@@ -61,7 +62,7 @@ from berth.operator.drain_status import (
     validated,
 )
 from berth.operator.patches import merge_patch
-from berth.operator.reconcile import Event, rfc3339, transition_events
+from berth.operator.reconcile import Event, transition_events
 
 log = logging.getLogger("berth.operator")
 
@@ -111,7 +112,7 @@ def compute_drain_status(body: Mapping[str, Any], view: ClusterView, policy_for:
     meta = body.get("metadata") or {}
     generation = int(meta.get("generation") or 0)
     previous = body.get("status") or {}
-    stamp = rfc3339(now)
+    stamp = format_time(now)
     try:
         spec = nodedrain_spec(body.get("spec"))
         plan = plan_drain(view, spec.to_request(), policy_for, settings, now, held)

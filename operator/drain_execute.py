@@ -29,14 +29,13 @@ import asyncio
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
-from berth.core import ClusterView, PodState, PolicyLookup, Settings, nodedrain_spec
+from berth.core import ClusterView, PodState, PolicyLookup, Settings, format_time, nodedrain_spec, parse_time
 from berth.operator import conditions as cond
 from berth.operator.drain_status import CONDITION_DRAINED, PODS_LIMIT, validated
-from berth.operator.reconcile import Event, rfc3339
+from berth.operator.reconcile import Event
 
 if TYPE_CHECKING:
     from berth.operator.drain import DrainOutcome
@@ -85,7 +84,7 @@ def held_destinations(previous_pods: Iterable[Mapping[str, Any]]) -> dict[str, s
 
 def _retry_due(entry: Mapping[str, Any], now: float) -> bool:
     retry = entry.get("retryAt")
-    return retry is None or datetime.fromisoformat(str(retry)).timestamp() <= now
+    return retry is None or parse_time(str(retry)) <= now
 
 
 @dataclass
@@ -150,7 +149,7 @@ def record_eviction(entry: dict[str, Any], result: EvictionResult, now: float) -
     """Write one eviction request's result on its entry; the Event it deserves, if any."""
     where = f"{entry['pod']} from {entry['source']} (planned destination {entry.get('destination')})"
     if result.outcome is Evicted.ACCEPTED:
-        entry.update(state=PodState.EVICTING.value, evictedAt=rfc3339(now))
+        entry.update(state=PodState.EVICTING.value, evictedAt=format_time(now))
         entry.pop("retryAt", None)
         entry.pop("refusal", None)
         return Event("Normal", "Evicting", f"evicting {where}")
@@ -159,7 +158,7 @@ def record_eviction(entry: dict[str, Any], result: EvictionResult, now: float) -
         entry.pop("retryAt", None)
         return None
     attempts = int(entry.get("attempts") or 0) + 1
-    entry.update(attempts=attempts, retryAt=rfc3339(now + backoff(attempts)), refusal=result.message[:512])
+    entry.update(attempts=attempts, retryAt=format_time(now + backoff(attempts)), refusal=result.message[:512])
     if result.outcome is Evicted.REFUSED:
         entry["state"] = PodState.EVICTING.value
         if attempts == 1:
@@ -222,7 +221,7 @@ async def execute(body: Mapping[str, Any], view: ClusterView, policy_for: Policy
             outcome.events.append(event)
     status = dict(outcome.status)
     phase, drained = _drained_condition(step.pods)
-    stamp = rfc3339(now)
+    stamp = format_time(now)
     generation = int(status.get("observedGeneration") or 0)
     status["conditions"] = cond.apply(status.get("conditions"), [drained], generation, stamp)
     counts = {s: sum(1 for e in step.pods if e["state"] == s.value) for s in PodState}

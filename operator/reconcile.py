@@ -21,7 +21,6 @@ import json
 import logging
 from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 from berth.core import (
@@ -32,6 +31,7 @@ from berth.core import (
     PlacementPolicy,
     PodInfo,
     Settings,
+    format_time,
     parse_time,
     plan_round,
     policy_from_manifest,
@@ -68,10 +68,6 @@ class Outcome:
     invalid: InvalidPolicy | None = None
 
 
-def rfc3339(now: float) -> str:
-    return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 Planner = Callable[[PodInfo, PlacementPolicy, int], tuple[dict[str, int], PlacementError | None]]
 """Plans a round of ``count`` pods shaped like the pod, for the policy: (node -> count, the error);
 the shell may reuse a recent plan of the same round instead of planning again."""
@@ -89,7 +85,7 @@ def compute_status(body: Mapping[str, Any], pods: Iterable[PodRecord], view: Cal
     meta = body.get("metadata") or {}
     generation = int(meta.get("generation") or 0)
     previous = body.get("status") or {}
-    stamp = rfc3339(now)
+    stamp = format_time(now)
     try:
         policy = policy_from_manifest(body, default_namespace=str(meta.get("namespace") or "default"))
     except InvalidPolicy as exc:

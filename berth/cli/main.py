@@ -43,10 +43,11 @@ from berth.core import (
     Settings,
     capacity_report,
     parse_label_selector,
+    parse_time,
     plan_drain,
     plan_round,
 )
-from berth.snapshot import STDIN, Snapshot, SnapshotError, load_pod, load_policy, load_snapshot, parse_rfc3339
+from berth.snapshot import STDIN, Snapshot, SnapshotError, load_pod, load_policy, load_snapshot
 
 EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 # The extender's log levels (its settings' log_level; a test keeps the two equal).
@@ -125,7 +126,7 @@ def now_from(args: argparse.Namespace, snapshot: Snapshot) -> float:
     if text is None:
         return snapshot.now()
     try:
-        return snapshot.now(parse_rfc3339(text))
+        return snapshot.now(parse_time(text))
     except ValueError as exc:
         raise UsageError(f"--now: {exc}") from None
 

@@ -8,8 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from berth.cli.simulate import Simulation, StrategyResult
-from berth.core import format_amount
-from berth.snapshot import format_rfc3339
+from berth.core import format_amount, format_time
 
 CHART_FORMATS = ("png", "svg", "pdf")
 REPORT_FORMATS = (*CHART_FORMATS, "html")
@@ -39,7 +38,7 @@ def describe(sim: Simulation) -> list[str]:
     bound = ", ".join(f"{k} {v}" for k, v in sorted(sim.lower_bound_by.items())) or "no pool node"
     return [
         f"cluster: {sim.cluster}: {sim.nodes} nodes, {sim.pool} in the pool (up, schedulable, untainted), "
-        f"{sim.zones} zones; judged at {format_rfc3339(sim.now)}",
+        f"{sim.zones} zones; judged at {format_time(sim.now)}",
         f"workloads: {sim.workloads}: {len(sim.results[0].outcomes) if sim.results else 0} workloads, "
         f"{sim.pods} pods; reference pod: {ref.namespace}/{ref.name} ({shape})",
         f"lower bound on nodes used: {sim.lower_bound} (ceil of the mix's total / largest pool node, per resource: "

@@ -31,6 +31,7 @@ from berth.core.fit import check_fit, demand
 from berth.core.kube import (
     LEASE_NAMESPACE,
     ObjectError,
+    format_time,
     is_terminal,
     lease_renew_seconds,
     node_from_object,
@@ -123,6 +124,7 @@ __all__ = [
     "demand",
     "evaluate_pod",
     "format_amount",
+    "format_time",
     "honour_target",
     "is_terminal",
     "label_index",

@@ -7,7 +7,7 @@ A malformed object raises :class:`ObjectError` naming the object and the field.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from berth.core.labels import go_int, label_key_problem, label_value_problem
@@ -256,9 +256,24 @@ def lease_renew_seconds(obj: Mapping[str, Any]) -> tuple[str, float | None]:
 
 
 def parse_time(text: str) -> float:
-    """RFC 3339 (with or without fractional seconds) to epoch seconds."""
-    value = text.replace("Z", "+00:00")
+    """An RFC 3339 time (``2026-05-01T12:00:00Z``, fractional seconds allowed) as epoch seconds.
+    A time without an offset is taken as UTC, as Kubernetes writes every time in UTC: the
+    machine's own time zone never changes what a snapshot or an annotation says."""
     try:
-        return datetime.fromisoformat(value).timestamp()
+        stamp = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         raise ObjectError(f"not an RFC 3339 time: {text!r}") from None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=UTC)
+    return stamp.timestamp()
+
+
+def format_time(seconds: float, *, digits: int = 0) -> str:
+    """Epoch ``seconds`` as RFC 3339 in UTC, the way Kubernetes writes times: whole seconds (a
+    ``metav1.Time``: conditions, Events), or with ``digits`` (1 to 6) of a second (6: a
+    ``MicroTime``, such as a Lease's renewTime)."""
+    if not 0 <= digits <= 6:
+        raise ValueError(f"digits must be 0 to 6, not {digits}")
+    stamp = datetime.fromtimestamp(seconds, UTC)
+    fraction = f".{stamp.microsecond:06d}"[:digits + 1] if digits else ""
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S") + fraction + "Z"

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from importlib import resources
 from typing import Any
 
-from berth.core.kube import LEASE_NAMESPACE
+from berth.core.kube import LEASE_NAMESPACE, format_time
 
 SOURCE = "(built-in sample cluster)"
 WORKLOADS_SOURCE = "(built-in workload mix)"
@@ -119,7 +119,7 @@ def _lease(node: str, renewed: datetime) -> dict[str, Any]:
 
 
 def _time(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.000000Z")
+    return format_time(moment.timestamp(), digits=6)
 
 
 def sample_objects() -> dict[str, Any]:

@@ -13,7 +13,14 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from berth.core.kube import ObjectError, lease_renew_seconds, node_from_object, parse_time, pod_from_object
+from berth.core.kube import (
+    ObjectError,
+    format_time,
+    lease_renew_seconds,
+    node_from_object,
+    parse_time,
+    pod_from_object,
+)
 from berth.core.model import NodeAffinity, NodeSelectorTerm, Requirement, Taint, Toleration
 from berth.core.podshape import effective_requests
 from berth.core.quantity import MAX_AMOUNT, QuantityError, format_amount, to_base_units
@@ -357,6 +364,35 @@ def test_lease_and_time_parsing() -> None:
     assert lease_renew_seconds({"metadata": {"name": "n"}, "spec": {}}) == ("n", None)
     with pytest.raises(ObjectError):
         parse_time("yesterday")
+
+
+JAN_1 = 1767225600.0  # 2026-01-01T00:00:00Z
+
+
+@pytest.mark.parametrize(("case", "text", "seconds"), [
+    ("utc_designator", "2026-01-01T00:00:00Z", JAN_1),
+    ("fraction_of_a_second", "2026-01-01T00:00:10.500000Z", JAN_1 + 10.5),
+    ("offset", "2026-01-01T01:00:00+01:00", JAN_1),
+    ("no_offset_is_utc_whatever_the_machine_zone", "2026-01-01T00:00:00", JAN_1),
+    ("surrounding_space", " 2026-01-01T00:00:00Z ", JAN_1),
+])
+def test_parse_time_reads_rfc_3339(case: str, text: str, seconds: float) -> None:
+    assert parse_time(text) == seconds, case
+
+
+@pytest.mark.parametrize(("case", "seconds", "digits", "text"), [
+    ("whole_seconds_like_metav1_time", JAN_1 + 10.5, 0, "2026-01-01T00:00:10Z"),
+    ("milliseconds", JAN_1 + 10.5, 3, "2026-01-01T00:00:10.500Z"),
+    ("microseconds_like_micro_time", JAN_1 + 10.25, 6, "2026-01-01T00:00:10.250000Z"),
+])
+def test_format_time_writes_what_parse_time_reads(case: str, seconds: float, digits: int, text: str) -> None:
+    assert format_time(seconds, digits=digits) == text, case
+    assert parse_time(text) == (seconds if digits else int(seconds)), case
+
+
+def test_format_time_refuses_more_digits_than_a_microsecond() -> None:
+    with pytest.raises(ValueError, match="digits must be 0 to 6"):
+        format_time(JAN_1, digits=7)
 
 
 @settings(max_examples=400, deadline=None)

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 import yaml
 
+from berth.core import format_time
 from berth.core.settings import Settings
 from berth.operator.cluster import store_of
 from berth.operator.patches import apply_merge_patch, merge_patch
-from berth.operator.reconcile import Outcome, compute_status, rfc3339
+from berth.operator.reconcile import Outcome, compute_status
 from berth.operator.status_model import LIST_LIMIT, PolicyStatus
 from tests.crd.schema_check import check
 from tests.operator import objects as o
@@ -98,7 +99,8 @@ def test_status(name: str, spec: dict[str, Any], pods: list[dict[str, Any]], exp
     assert outcome.invalid is None and outcome.policy is not None
     assert status["observedGeneration"] == 7
     assert [c["type"] for c in status["conditions"]] == ["Valid", "Satisfied", "Ready"]
-    assert all(c["observedGeneration"] == 7 and c["lastTransitionTime"] == rfc3339(NOW) for c in status["conditions"])
+    assert all(c["observedGeneration"] == 7 and c["lastTransitionTime"] == format_time(NOW)
+               for c in status["conditions"])
     got = conditions(status)
     for kind, want in expected.get("conditions", {}).items():
         assert got[kind] == want, kind
@@ -183,9 +185,9 @@ def test_transition_times_move_only_on_status_changes() -> None:
     first = compute(o.policy(WEB), [o.pod("w1")], TWO_NODES).status
     second = compute(o.policy(WEB, status=first), [o.pod("w1", "node-a")], TWO_NODES, now=NOW + 30)
     times = {c["type"]: c["lastTransitionTime"] for c in second.status["conditions"]}
-    assert times["Valid"] == rfc3339(NOW)  # still True
-    assert times["Satisfied"] == rfc3339(NOW)  # True (Planned) -> True (NoPendingPods)
-    assert times["Ready"] == rfc3339(NOW + 30)  # False -> True
+    assert times["Valid"] == format_time(NOW)  # still True
+    assert times["Satisfied"] == format_time(NOW)  # True (Planned) -> True (NoPendingPods)
+    assert times["Ready"] == format_time(NOW + 30)  # False -> True
     assert [(e.type, e.reason) for e in second.events] == [("Normal", "AllPodsPlaced")]
 
 
