@@ -26,6 +26,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from berth.core import API_GROUP, NODEDRAIN_PLURAL, POLICY_PLURAL, PodInfo, format_amount, node_allocations
 from berth.extender.authz import Access, ApiGate, Caller, Denied
 from berth.extender.engine import Extender
+from berth.extender.routes.explain import DRAIN_NAME
 from berth.extender.store import ClusterStore
 from berth.extender.wire import BadRequest
 
@@ -331,8 +332,6 @@ def page_router(engine: Extender, store: ClusterStore, gate: ApiGate, *,
 
     @router.get("/drains/{name}")
     async def drain(request: Request, name: str) -> Response:
-        from berth.extender.app import DRAIN_NAME
-
         if len(name) > 253 or not DRAIN_NAME.fullmatch(name):
             return problem(400, f"name: {name[:64]!r} is not a NodeDrain name (a DNS subdomain)")
         caller = await authorize(request, (Access("get", NODEDRAIN_PLURAL, API_GROUP),))

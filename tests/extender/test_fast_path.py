@@ -15,8 +15,8 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from berth.extender import app as app_module
 from berth.extender import wire
+from berth.extender.routes import scheduler
 from berth.extender.wire import ExtenderArgs
 from tests.extender.helpers import Harness, args, bind_args, harness, node, pod, policy
 from tests.extender.test_bad_input import CASES
@@ -80,7 +80,7 @@ def test_an_internal_error_is_the_verbs_own_reply_on_both_paths(monkeypatch: pyt
     for h in (fast, routed):
         monkeypatch.setattr(h.app.state.engine, "filter", _broken)
     body = orjson.dumps(args(pod("web-1", labels=WEB), ["a"]))
-    with caplog.at_level(logging.ERROR, logger="berth.extender.app"):
+    with caplog.at_level(logging.ERROR, logger="berth.extender.routes.scheduler"):
         mine = fast.client.post("/filter", content=body)
         theirs = TestClient(_through_fastapi(routed.app)).post("/filter", content=body)
     assert mine.status_code == theirs.status_code == 200
@@ -181,10 +181,57 @@ def test_the_decoded_request_is_freed_after_the_reply_went_out(monkeypatch: pyte
     def decode(body: bytes, model: type[Any]) -> Any:
         return Tracked.model_validate(orjson.loads(body)) if model is ExtenderArgs else wire.decode(body, model)
 
-    monkeypatch.setattr(app_module, "decode", decode)
+    monkeypatch.setattr(scheduler, "decode", decode)
     h = _cluster()
     body = orjson.dumps(args(pod("web-1", labels=WEB), nodes=[node("a"), node("b")]))
     sent = asyncio.run(_asgi(h.app, "/filter", [{"type": "http.request", "body": body, "more_body": False}],
                              on_send=lambda message: events.append(message["type"])))
     assert [n["metadata"]["name"] for n in orjson.loads(sent[1]["body"])["Nodes"]["items"]] == ["a", "b"]
     assert events == ["http.response.start", "http.response.body", "request freed"]
+
+
+@pytest.mark.parametrize("verb", scheduler.VERBS, ids=lambda verb: verb.name)
+def test_each_verb_answers_its_own_failure_policy_when_berth_errs(verb: scheduler.Verb,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    fast, routed = _cluster(), _cluster()
+    for h in (fast, routed):
+        monkeypatch.setattr(h.app.state.engine, verb.name, _broken)
+    body = next(body for path, body in _requests() if path == verb.path)  # a good request
+    mine = fast.client.post(verb.path, content=body)
+    theirs = TestClient(_through_fastapi(routed.app)).post(verb.path, content=body)
+    assert mine.status_code == theirs.status_code == verb.failure.status
+    assert mine.json() == theirs.json() == {**verb.failure.body, "Error": "berth internal error: the core broke"}
+
+
+def test_every_verb_of_the_table_has_one_route_and_nothing_else_is_a_verb() -> None:
+    schema = _cluster().client.get("/openapi.json").json()["paths"]
+    posted = sorted(path for path, item in schema.items() if "scheduler" in item.get("post", {}).get("tags", ()))
+    assert posted == sorted(verb.path for verb in scheduler.VERBS) == sorted(f"/{verb}" for verb in VERBS)
+    for verb in scheduler.VERBS:
+        assert schema[verb.path]["post"]["requestBody"]["content"]["application/json"]["schema"] == {
+            "$ref": f"#/components/schemas/{verb.request.__name__}"}
+
+
+class _Engine:
+    """An engine that answers every filter with its one node, counting the calls."""
+
+    def __init__(self, metrics: Any) -> None:
+        self.metrics = metrics
+        self.calls: list[str] = []
+
+    def filter(self, request: ExtenderArgs, _: float) -> dict[str, Any]:
+        self.calls.append(request.Pod["metadata"]["name"])
+        return {"NodeNames": ["elsewhere"], "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": ""}
+
+
+def test_an_overridden_engine_answers_the_verbs() -> None:
+    from berth.extender.routes import deps
+
+    h = _cluster()
+    fake = _Engine(h.app.state.metrics)
+    h.app.dependency_overrides[deps.engine] = lambda: fake
+    reply = h.client.post("/filter", content=orjson.dumps(args(pod("web-1", labels=WEB), ["a", "b"])))
+    assert reply.json()["NodeNames"] == ["elsewhere"] and fake.calls == ["web-1"]
+    h.app.dependency_overrides.clear()
+    reply = h.client.post("/filter", content=orjson.dumps(args(pod("web-2", labels=WEB), ["a", "b"])))
+    assert reply.json()["NodeNames"] == ["a", "b"] and fake.calls == ["web-1"]
