@@ -10,22 +10,24 @@ plan leave it room, does topology spread allow it, does it fit, and do the place
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from functools import cache
 from itertools import filterfalse
 from operator import attrgetter
+from typing import Protocol
 
 from berth.core.decision import Refusal, Refused
 from berth.core.errors import ErrorCode, PlacementError
-from berth.core.fit import SHARE_DIMENSIONS, Fit, check_fit, demand, unverified_warning
+from berth.core.fit import demand, unverified_warning
 from berth.core.liveness import ALIVE, ASK_LEASE, lease_down_reason, lease_suspects, node_liveness
 from berth.core.model import LabelSelector, NodeInfo, PodInfo
 from berth.core.node_filter import node_filter_refusal, pod_constraint_refusal, unknown_includes
 from berth.core.node_verdicts import Judged, VerdictTable
+from berth.core.plugins import fit as fit_check
+from berth.core.plugins.fit import Candidate, Fitted, NodeUse, SortKey, weighed_dimensions
 from berth.core.policy import AffinityMatching, NodeFilter, PlacementPolicy, Strategy
-from berth.core.quantity import CPU, DISK, MEMORY, PODS
 from berth.core.rule_matching import rule_context
 from berth.core.settings import Settings
 from berth.core.topology import SpreadContext, spread_context
@@ -34,42 +36,7 @@ from berth.core.view import ClusterState
 CONTROLLER_LABELS = frozenset({"pod-template-hash", "controller-revision-hash",
                                "statefulset.kubernetes.io/pod-name", "apps.kubernetes.io/pod-index"})
 
-
-@dataclass(slots=True)
-class Candidate:
-    name: str
-    capacity: int  # how many more pods of this shape fit
-    count: int  # pods of this workload already there, bound + assumed (+ planned)
-    usage: float  # requested / allocatable, averaged over the resources the pod asks for (weighed_dimensions)
-    rate: float  # what this pod adds, same averaging
-    free_share_after: float  # free share of the tightest resource after placing (the default ranking)
-    pod_count: int  # all pods on the node
-    cpu_after: float
-    memory_after: float
-    memory_after_discounted: float  # sleepy memory divided by the factor (Balanced, ranking only)
-    disk_after: float
-    sleepy_memory: int
-    projected_use: float  # the dominant projected share of cpu and memory the pod asks for (Spread, BestFit)
-    unverified: tuple[str, ...] = ()
-    spread_score: int = 0  # ScheduleAnyway score, 0..100
-    keys: dict[Callable[[Candidate], tuple[object, ...]], tuple[object, ...]] = field(
-        default_factory=dict, repr=False, compare=False)  # strategy sort keys worked out (candidates are shared)
-
-    def with_spread_score(self, score: int) -> Candidate:
-        """A copy for one evaluation (memoised candidates are shared and never changed)."""
-        return Candidate(self.name, self.capacity, self.count, self.usage, self.rate, self.free_share_after,
-                         self.pod_count, self.cpu_after, self.memory_after, self.memory_after_discounted,
-                         self.disk_after, self.sleepy_memory, self.projected_use, self.unverified, score)
-
-    def sort_key(self, strategy_key: Callable[[Candidate], tuple[object, ...]]) -> tuple[object, ...]:
-        """``strategy_key(self)``, worked out once: a candidate outlives evaluations until its node changes."""
-        hit = self.keys.get(strategy_key)
-        if hit is None:
-            hit = self.keys[strategy_key] = strategy_key(self)
-        return hit
-
-
-SortKey = Callable[[Candidate], tuple[object, ...]]
+__all__ = ["CONTROLLER_LABELS", "Candidate", "CandidateSet", "SortKey", "collect_candidates", "weighed_dimensions"]
 
 
 @dataclass
@@ -82,6 +49,15 @@ class CandidateSet:
     order: Callable[[SortKey], Sequence[str] | None] | None = field(default=None, repr=False)
     """Every node of the view sorted by a strategy's sort key (kept between cycles), when the
     candidates are the view's own; ranking them is then a filter of that order."""
+
+
+class FitReading(Protocol):
+    """Each node's fit, as the rules and the error read it (a verdict table's reading, or the
+    plain path's)."""
+
+    def __getitem__(self, name: str) -> Fitted: ...
+
+    def among(self, tag: str, nodes: Collection[str]) -> set[str]: ...
 
 
 def workload_selector(pod: PodInfo, policy: PlacementPolicy | None) -> LabelSelector:
@@ -105,7 +81,15 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
     only on the node and the policy (the pod's own constraints, the node filter, the node's own
     liveness) and what depends only on the node's pods and the pod's shape (the fit and the
     per-node figures) come from verdict tables kept on the view (:mod:`berth.core.node_verdicts`),
-    so a scheduling cycle re-judges only the nodes that changed since the last one."""
+    so a scheduling cycle re-judges only the nodes that changed since the last one.
+
+    With the index off (``settings.indexed``), :func:`berth.core.framework.run` judges instead,
+    every check over every node with nothing kept."""
+    if not settings.indexed:
+        from berth.core.framework import run  # it builds on this module
+
+        return run(state, pod, policy, settings, now, nodes=nodes, quota=quota, strategy=strategy,
+                   require_fit=require_fit, spread_context=spread, room_only=room_only)
     names = sorted(state.nodes) if nodes is None else list(nodes)
     result = CandidateSet(considered=names, candidates=[])
     workload = workload_selector(pod, policy)
@@ -119,7 +103,7 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
 
     considered = set(names)
     out: set[str] = set()  # refused, or breaking a rule: each check judges only the nodes not yet out
-    refused = _Refusals(result.refused, out)
+    refused = Refusals(result.refused, out)
 
     def refuse_unknown() -> None:
         refused.group(considered.difference(state.nodes), "unknown node: berth has not seen it", False)
@@ -176,19 +160,19 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
         passing = standing()
     result.order = lambda key: fit.order(_by_candidate(key))
     if broken:
-        passing = _apply_rules(result, passing, broken, policy, fit, require_fit, refused)
+        passing = apply_rules(result, passing, broken, policy, fit, require_fit, refused)
     if spread is not None and spread.soft:
         scores = spread.scores(state.nodes[c.name] for c in passing)
         passing = [c.with_spread_score(scores.get(c.name, 0)) for c in passing]
     result.candidates = passing
     result.warnings.extend(unverified_warning(c.name, c.unverified) for c in filter(is_unverified, passing))
     if not result.candidates and result.error is None:
-        result.error = _no_node_error(result, held, failing, fit)
+        result.error = no_node_error(result, held, failing, fit)
     return result
 
 
-def _no_node_error(result: CandidateSet, held: list[AbstractSet[str]], failing: list[AbstractSet[str]],
-                   fit: Judged[_Fitted]) -> PlacementError:
+def no_node_error(result: CandidateSet, held: Sequence[AbstractSet[str]], failing: Sequence[AbstractSet[str]],
+                   fit: FitReading) -> PlacementError:
     """Why no node can take the pod: spread_unsatisfied when topology spread refuses nodes that
     have room for it and meet the rules (spread alone holds the pod back), else a lack of room."""
     roomy = set().union(*held)
@@ -218,7 +202,7 @@ def shared_refusals(state: ClusterState, pod: PodInfo, policy: PlacementPolicy |
     return groups
 
 
-class _Refusals:
+class Refusals:
     """Records refusals and adds the refused nodes to ``out``. Thousands of nodes share a
     handful of reasons, so they share the objects."""
 
@@ -281,29 +265,23 @@ def _static_reading(state: ClusterState, pod: PodInfo, node_filter: NodeFilter |
     return table.reading(fresh)
 
 
-@dataclass(frozen=True, slots=True)
-class _Fitted:
-    """A node's verdict that depends only on its pods and the pod's shape."""
-
-    fit: Fit
-    candidate: Candidate
-
-
 def _fit_reading(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | None, settings: Settings,
-                 counts: Mapping[str, int], considered: set[str]) -> Judged[_Fitted]:
+                 counts: Mapping[str, int], considered: set[str]) -> Judged[Fitted]:
     need = demand(pod)
     reject_unknown = settings.reject_unknown_capacity
 
-    def tags(v: _Fitted) -> tuple[str, ...]:
+    def tags(v: Fitted) -> tuple[str, ...]:
         if v.fit.refusal is None:
             return ()
         if v.fit.unverified and reject_unknown:
             return ("refused", "refused-anyway")  # refused even where the caller judges capacity itself
         return ("refused",)
 
-    def judge_in(where: ClusterState, where_counts: Mapping[str, int]) -> Callable[[NodeInfo], _Fitted]:
-        def judge(node: NodeInfo) -> _Fitted:
-            return _Fitted(*_fit_and_figures(where, node, need, pod, settings, where_counts.get(node.name, 0)))
+    def judge_in(where: ClusterState, where_counts: Mapping[str, int]) -> Callable[[NodeInfo], Fitted]:
+        def judge(node: NodeInfo) -> Fitted:
+            name = node.name
+            use = NodeUse(where.requested(name), where.pod_count(name), where.sleepy_memory(name))
+            return fit_check.judge(node, use, need, pod, settings, where_counts.get(name, 0))
         return judge
 
     workload = workload_selector(pod, policy)
@@ -324,22 +302,12 @@ spread_scored = attrgetter("spread_score")
 
 
 @cache
-def _by_candidate(key: SortKey) -> Callable[[_Fitted], tuple[object, ...]]:
+def _by_candidate(key: SortKey) -> Callable[[Fitted], tuple[object, ...]]:
     """A strategy's sort key as a key of fit verdicts: one function per strategy key, so that the
     fit table keeps one order per strategy (:meth:`VerdictTable.order`)."""
-    def fitted_key(v: _Fitted) -> tuple[object, ...]:
+    def fitted_key(v: Fitted) -> tuple[object, ...]:
         return v.candidate.sort_key(key)
     return fitted_key
-
-
-def _fit_and_figures(state: ClusterState, node: NodeInfo, need: Mapping[str, int], pod: PodInfo,
-                     settings: Settings, count: int) -> tuple[Fit, Candidate]:
-    requested = state.requested(node.name)
-    fit = check_fit(node.allocatable, requested, need, settings)
-    proto = _candidate(node, requested, need, fit.capacity if fit.refusal is None else 0, count,
-                       state.pod_count(node.name), state.sleepy_memory(node.name), pod, settings)
-    proto.unverified = fit.unverified
-    return fit, proto
 
 
 LISTED = 10
@@ -356,10 +324,10 @@ def no_node_message(result: CandidateSet, leave_out: AbstractSet[str] = frozense
     return f"0/{len(result.considered)} nodes can take the pod: " + "; ".join(lines)
 
 
-def _apply_rules(result: CandidateSet, passing: list[Candidate],
-                 broken: list[tuple[AbstractSet[str], tuple[str, bool]]],
-                 policy: PlacementPolicy | None, fit: Judged[_Fitted], require_fit: bool,
-                 refused: _Refusals) -> list[Candidate]:
+def apply_rules(result: CandidateSet, passing: list[Candidate],
+                 broken: Sequence[tuple[AbstractSet[str], tuple[str, bool]]],
+                 policy: PlacementPolicy | None, fit: FitReading, require_fit: bool,
+                 refused: Refusals) -> list[Candidate]:
     """When a node that meets the rules has room, the others go; when none does,
     Preferred ignores the rules and Enforced refuses: affinity_unsatisfied when nodes that break
     the rules have room, insufficient_resource (with the shortfall of the nodes that meet them)
@@ -395,60 +363,3 @@ def _apply_rules(result: CandidateSet, passing: list[Candidate],
         ErrorCode.AFFINITY_UNSATISFIED,
         "no node that meets placementRules has room: " + "; ".join(f"{n}: {reasons[n][0]}" for n in in_order))
     return []
-
-
-def _share(used: int, total: int | None) -> float:
-    return used / total if total else 1.0
-
-
-def weighed_dimensions(need: Mapping[str, int], among: AbstractSet[str] | None = None) -> list[str]:
-    """The resources a strategy weighs for a pod (a resource the pod does not ask for is
-    ignored): those it asks for (``among`` them, when given), or cpu and memory for a pod
-    that asks for none."""
-    asked = [d for d in need if d != PODS and (among is None or d in among)]
-    return asked or [CPU, MEMORY]
-
-
-_PROJECTED = frozenset({CPU, MEMORY})
-
-
-def _candidate(node: NodeInfo, requested: Mapping[str, int], need: Mapping[str, int], capacity: int,
-               count: int, pod_count: int, sleepy_memory: int, pod: PodInfo, settings: Settings) -> Candidate:
-    alloc = node.allocatable
-    usage = rate = 0.0
-    known = 0
-    for dim in weighed_dimensions(need):
-        total = alloc.get(dim)
-        if total:  # a resource the node does not report is unknown: not weighed, never full
-            known += 1
-            usage += requested.get(dim, 0) / total
-            rate += need.get(dim, 0) / total
-    if known:
-        usage, rate = usage / known, rate / known
-    projected = max((((requested.get(d, 0) + need.get(d, 0)) / alloc[d])
-                     for d in weighed_dimensions(need, _PROJECTED) if alloc.get(d)), default=0.0)
-    free_after = min(
-        ((alloc[d] - requested.get(d, 0) - need.get(d, 0)) / alloc[d]
-         for d in (*SHARE_DIMENSIONS, *(d for d in need if d not in SHARE_DIMENSIONS and d != PODS))
-         if alloc.get(d)),
-        default=0.0)
-    mem_total = alloc.get(MEMORY)
-    mem_used = requested.get(MEMORY, 0)
-    mem_need = need.get(MEMORY, 0)
-    factor = settings.sleepy_memory_factor
-    discounted = mem_used - sleepy_memory + sleepy_memory / factor + (mem_need / factor if pod.sleepy else mem_need)
-    return Candidate(
-        name=node.name,
-        capacity=capacity,
-        count=count,
-        usage=usage,
-        rate=rate,
-        free_share_after=free_after,
-        pod_count=pod_count,
-        cpu_after=_share(requested.get(CPU, 0) + need.get(CPU, 0), alloc.get(CPU)),
-        memory_after=_share(mem_used + mem_need, mem_total),
-        memory_after_discounted=discounted / mem_total if mem_total else 1.0,
-        disk_after=_share(requested.get(DISK, 0) + need.get(DISK, 0), alloc.get(DISK)),
-        sleepy_memory=sleepy_memory,
-        projected_use=projected,
-    )

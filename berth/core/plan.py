@@ -144,7 +144,8 @@ def place_in_turn(overlay: Overlay, pods: Sequence[PodInfo], policy: PlacementPo
     When no spread constraint or pod-reading rule is in force and the pods share one shape,
     placing a pod changes only its own node, so only that node is judged again."""
     count = len(pods) if try_pods is None else try_pods
-    local_only = (policy is None or not (policy.spec.topology_spread_constraints or reads_pods(policy.rules))) \
+    local_only = settings.indexed and (policy is None or not (policy.spec.topology_spread_constraints
+                                                             or reads_pods(policy.rules))) \
         and len({_shape(p) for p in pods}) == 1
     first = collect_candidates(overlay, pods[0], policy, settings, now, nodes=nodes, strategy=strategy)
     out = Placed(nodes=[], first=first, refusals={}, warnings=[])
@@ -236,8 +237,8 @@ def place_pods(view: ClusterView, pod: PodInfo, policy: PlacementPolicy | None, 
         raise ValueError(f"{strategy.value} places pods only within a round's plan (quota)")
     left = dict(quota) if quota is not None else None
     result = Placement()
-    spread = spread_context(view, pod, policy)
-    incremental = spread is None or not spread.soft
+    # Incremental while no ScheduleAnyway spread scores every node anew, and the index is on.
+    incremental = settings.indexed and ((spread := spread_context(view, pod, policy)) is None or not spread.soft)
     key = rank_key(strategy, pod) if left is None else _in_plan_order(left)
     heap: list[tuple[tuple[object, ...], str]] = []
     keys: dict[str, tuple[object, ...]] = {}  # each node's entry in the heap that still holds

@@ -6,6 +6,7 @@ values with the safe defaults: docs/behaviour.md#overcommit); the CLI takes them
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar
 
@@ -22,6 +23,9 @@ class Settings:
     liveness_threshold_seconds: float = 40.0  # a node Lease older than this means the node is down
     sleepy_memory_factor: float = 2.0  # sleepy memory divided by this when ranking (Balanced)
     default_strategy: Strategy | None = None  # for pods no policy selects; None lets them pass through
+    # False runs every check plainly over every node, with no cache, table or kept order: the
+    # reference the indexed path must answer like. None: the environment decides (BERTH_INDEX=off)
+    index: bool | None = None
 
     def for_policy(self, policy: PlacementPolicy | None) -> Settings:
         if policy is None:
@@ -35,12 +39,26 @@ class Settings:
             reject_unknown_capacity=_pick(c.reject_unknown_capacity, self.reject_unknown_capacity),
         )
 
+    @property
+    def indexed(self) -> bool:
+        """Whether evaluation reads the index (:mod:`berth.core.index`) or judges plainly."""
+        return self.index if self.index is not None else index_from_environment()
+
     def overcommit_percent(self, resource: str) -> int:
         if resource == "cpu":
             return self.cpu_overcommit_percent
         if resource == "memory":
             return self.memory_overcommit_percent
         return 100
+
+
+INDEX_VARIABLE = "BERTH_INDEX"
+_OFF = frozenset({"off", "false", "0", "no"})
+
+
+def index_from_environment() -> bool:
+    """Whether the index is on: unless ``BERTH_INDEX`` says off (``off``, ``false``, ``0``, ``no``)."""
+    return os.environ.get(INDEX_VARIABLE, "on").strip().lower() not in _OFF
 
 
 T = TypeVar("T")

@@ -26,7 +26,7 @@ MAX_SCORE = 100
 
 
 @dataclass(frozen=True, slots=True)
-class _Constraint:
+class Constraint:
     spec: TopologySpreadConstraint
     selector: LabelSelector
     self_match: int
@@ -41,8 +41,8 @@ class _Constraint:
 class SpreadContext:
     """The spread constraints of one pod, with domain counts taken once per evaluation."""
 
-    hard: tuple[_Constraint, ...]
-    soft: tuple[_Constraint, ...]
+    hard: tuple[Constraint, ...]
+    soft: tuple[Constraint, ...]
     node_counts: tuple[Mapping[str, int], ...]  # per soft constraint: matching pods per node
 
     def refusals(self, state: ClusterState) -> Iterator[tuple[AbstractSet[str], tuple[str, bool]]]:
@@ -97,11 +97,11 @@ def spread_context(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | 
         return None
     specs = policy.spec.topology_spread_constraints
     hard_keys = [c.topology_key for c in specs if c.when_unsatisfiable == "DoNotSchedule"]
-    hard: list[_Constraint] = []
-    soft: list[_Constraint] = []
+    hard: list[Constraint] = []
+    soft: list[Constraint] = []
     node_counts: list[Mapping[str, int]] = []
     for index, spec in enumerate(specs):
-        selector = _selector(spec, pod, policy)
+        selector = constraint_selector(spec, pod, policy)
         per_node = state.matching_counts(pod.namespace, selector)
         is_hard = spec.when_unsatisfiable == "DoNotSchedule"
         domain_of = _domains(state, index, pod, policy, hard_keys if is_hard else [spec.topology_key])
@@ -109,7 +109,7 @@ def spread_context(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | 
         global_min = min(counts.values()) if counts else 0
         if spec.min_domains is not None and len(counts) < spec.min_domains:
             global_min = 0
-        c = _Constraint(spec, selector, int(selector.matches(pod.labels)), counts, global_min)
+        c = Constraint(spec, selector, int(selector.matches(pod.labels)), counts, global_min)
         if is_hard:
             hard.append(c)
         else:
@@ -156,7 +156,7 @@ def _domain_counts(state: ClusterState, namespace: str, selector: LabelSelector,
     return out
 
 
-def _selector(spec: TopologySpreadConstraint, pod: PodInfo, policy: PlacementPolicy) -> LabelSelector:
+def constraint_selector(spec: TopologySpreadConstraint, pod: PodInfo, policy: PlacementPolicy) -> LabelSelector:
     """The constraint's selector (the policy's own when absent), with matchLabelKeys from the pod."""
     base = spec.label_selector.to_core() if spec.label_selector is not None else policy.selector
     extra = {k: pod.labels[k] for k in spec.match_label_keys if k in pod.labels}
@@ -173,12 +173,12 @@ def _domains(state: ClusterState, index: int, pod: PodInfo, policy: PlacementPol
     if hit is not None and hit[0] == state.nodes_version:
         return hit[1]  # type: ignore[no-any-return]
     domain_of = {node.name: node.labels[spec.topology_key] for node in state.nodes.values()
-                 if _counts_for_domains(spec, node, pod, policy, keys)}
+                 if counts_for_domains(spec, node, pod, policy, keys)}
     memo["map"] = (state.nodes_version, domain_of)
     return domain_of
 
 
-def _counts_for_domains(spec: TopologySpreadConstraint, node: NodeInfo, pod: PodInfo,
+def counts_for_domains(spec: TopologySpreadConstraint, node: NodeInfo, pod: PodInfo,
                         policy: PlacementPolicy, keys: list[str]) -> bool:
     if any(k not in node.labels for k in keys):
         return False

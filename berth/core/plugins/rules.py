@@ -1,0 +1,65 @@
+"""The policy's placement rules: every top-level rule must hold on the node.
+
+A Node rule reads the node's labels. A Pod rule reads the live pods of the pod's namespace on
+the node (the pod being placed not counted), or with ``within`` on every node sharing the node's
+value for that label key; a node without the key breaks both operators. ``anyOf`` holds where
+one member holds, ``allOf`` where every member does. What the framework does with a node that
+breaks a rule depends on the other nodes (Preferred matching, room elsewhere): :func:`filter`
+says only which rule it breaks (docs/behaviour.md#placement-rules, #affinity-matching).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from berth.core.decision import Refusal
+from berth.core.model import NodeInfo
+from berth.core.placement_rules import Group, Operator, Resource, RuleNode
+from berth.core.plugins import Depends, PodContext, live_pods
+from berth.core.rule_matching import reads_pods
+
+DEPENDS = Depends.NODE | Depends.NODE_PODS | Depends.DOMAIN_PODS
+
+
+def refusal(index: int, rule: RuleNode) -> Refusal:
+    """Why a node breaking top-level rule ``index`` is refused (resolvable when the rule reads pods)."""
+    return Refusal(f"placementRules[{index}] not met: {rule.describe()}", reads_pods((rule,)))
+
+
+def first_broken(ctx: PodContext, node: NodeInfo) -> int | None:
+    """The index of the first top-level rule the node breaks."""
+    rules = ctx.policy.rules if ctx.policy is not None else ()
+    return next((i for i, rule in enumerate(rules) if not holds(ctx, rule, node)), None)
+
+
+def filter(ctx: PodContext, node: NodeInfo) -> Refusal | None:
+    """The first top-level rule the node breaks."""
+    index = first_broken(ctx, node)
+    return None if index is None else refusal(index, ctx.policy.rules[index])  # type: ignore[union-attr]
+
+
+def holds(ctx: PodContext, rule: RuleNode, node: NodeInfo) -> bool:
+    if isinstance(rule, Group):
+        members = (holds(ctx, m, node) for m in rule.members)
+        return any(members) if rule.any else all(members)
+    if rule.resource is Resource.NODE:
+        has = _carries(node.labels, rule.labels)
+    elif rule.within is None:
+        has = _holds_pod(ctx, node.name, rule.labels)
+    else:
+        value = node.labels.get(rule.within)
+        if value is None:
+            return False  # outside every group of the key: neither Has nor HasNot holds
+        has = any(_holds_pod(ctx, other.name, rule.labels) for other in ctx.state.nodes.values()
+                  if other.labels.get(rule.within) == value)
+    return has if rule.operator is Operator.HAS else not has
+
+
+def _carries(labels: Mapping[str, str], wanted: Mapping[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in wanted.items())
+
+
+def _holds_pod(ctx: PodContext, node: str, labels: Mapping[str, str]) -> bool:
+    """Whether a live pod of the namespace on ``node``, other than the one placed, carries ``labels``."""
+    uid = ctx.pod.uid
+    return any(p.uid != uid and _carries(p.labels, labels) for p in live_pods(ctx.state, node, ctx.pod.namespace))
