@@ -4,10 +4,13 @@
 - the same inputs give the same plan and decision, whatever order nodes and pods were inserted in;
 - a plan sums exactly to the count, or fails with an error and no plan;
 - AUTO ends at the flattest distribution reachable from the current one;
-- a greedy round equals placing its pods one at a time with evaluate_pod + ClusterView.assume;
+- a greedy round equals placing its pods one at a time with evaluate_pod + ClusterView.assume,
+  judged plainly (the index off);
 - place_pods (a round placed through the view's incremental tables) places every pod where
-  evaluate_pod + ClusterView.assume would, and stops at the same pod with the same decision, for
-  every strategy (Fill and Each within their round's plan);
+  evaluate_pod + ClusterView.assume would with the index off, and stops at the same pod with the
+  same decision, for every strategy (Fill and Each within their round's plan);
+- the index answers like the plain path: a long-lived view with its tables, orders and counts
+  caught up through changes, an overlay, a capacity query, a request naming nodes berth has not seen;
 - the refused nodes kept in groups (Refused) read exactly like a plain node -> refusal dict.
 """
 
@@ -257,13 +260,13 @@ def test_auto_ends_at_the_flattest_reachable_distribution(world: World, p: PodIn
 @PROPS
 @given(world=worlds(), p=new_pods(), pol=policies(GREEDY), count=st.integers(0, 15))
 def test_round_equals_pod_by_pod(world: World, p: PodInfo, pol: PlacementPolicy, count: int) -> None:
-    batch = plan_round(world.view(), p, pol, world.settings, NOW, count)
+    batch = plan_round(world.view(), p, pol, _indexed(world.settings), NOW, count)
     view = world.view()
     placed: dict[str, int] = {}
     error = None
     for i in range(count):
         one = p if i == 0 else replace(p, uid=f"{p.uid}~{i}", name=f"{p.name}~{i}")
-        decision = evaluate_pod(view, one, pol, world.settings, NOW).decision
+        decision = evaluate_pod(view, one, pol, _plain(world.settings), NOW).decision
         if decision.error is not None or not decision.ranking:
             error = decision.error
             break
@@ -275,6 +278,15 @@ def test_round_equals_pod_by_pod(world: World, p: PodInfo, pol: PlacementPolicy,
     else:
         assert error is not None, (batch.error, placed)
         assert batch.error.code is error.code  # the round stops for the reason its next pod would
+
+
+def _indexed(s: Settings) -> Settings:
+    return replace(s, index=True)
+
+
+def _plain(s: Settings) -> Settings:
+    """The index off: every check over every node, nothing kept between evaluations."""
+    return replace(s, index=False)
 
 
 def _rebuilt(view: ClusterView) -> ClusterView:
@@ -368,10 +380,11 @@ def test_place_pods_places_where_the_filter_would(world: World, p: PodInfo, pol:
         if fixed.error is not None:
             return
         quota = dict(fixed.plan)
-    want, want_stop = _pod_by_pod(world.view(), p, pol, world.settings, count, quota)
+    want, want_stop = _pod_by_pod(world.view(), p, pol, _plain(world.settings), count, quota)
     view = world.view()
     ticks: list[None] = []
-    got = place_pods(view, p, pol, world.settings, NOW, count, quota=quota, placed=lambda: ticks.append(None))
+    got = place_pods(view, p, pol, _indexed(world.settings), NOW, count, quota=quota,
+                     placed=lambda: ticks.append(None))
     assert list(got.nodes.items()) == list(want.items())
     assert got.placed == len(ticks) == sum(want.values())
     assert (got.stopped.to_dict() if got.stopped is not None else None) == want_stop
@@ -382,28 +395,48 @@ def test_place_pods_places_where_the_filter_would(world: World, p: PodInfo, pol:
 @PROPS
 @given(data=st.data(), world=worlds(min_nodes=2), p=new_pods(), pols=st.lists(policies(ALL_STRATEGIES),
                                                                                min_size=1, max_size=3))
-def test_long_lived_view_answers_like_a_fresh_one(data: st.DataObject, world: World, p: PodInfo,
-                                                  pols: list[PlacementPolicy]) -> None:
-    """Whatever the view keeps between evaluations (verdict tables caught up from its change log,
-    domain sums, stale-lease heaps), a view that lived through changes, and through a clock that
-    moves on and back, gives the same decisions and plans as one built from scratch. The long-lived
-    view ranks through the orders its fit tables keep, the fresh one by sorting."""
+def test_indexed_answers_like_naive(data: st.DataObject, world: World, p: PodInfo,
+                                    pols: list[PlacementPolicy]) -> None:
+    """Whatever the index keeps between evaluations (verdict tables caught up from the view's change
+    log, kept orders, domain sums, stale-lease heaps), a view that lived through changes, and
+    through a clock that moves on and back, gives the same decisions and plans as the plain path,
+    which judges every node afresh, and as the plain path on a view built from scratch. The
+    indexed path ranks through the orders its fit tables keep, the plain one by sorting."""
     view = world.view()
+    s = _indexed(world.settings)
     for pol in pols:
-        evaluate_pod(view, p, pol, world.settings, NOW)
+        evaluate_pod(view, p, pol, s, NOW)
     for kind, arg in data.draw(operations(world)):
-        _mutate(view, kind, arg, p, pols[0], world.settings)
+        _mutate(view, kind, arg, p, pols[0], s)
         fresh = _rebuilt(view)
         at = data.draw(st.sampled_from([NOW, NOW + 30, NOW + 200, NOW - 30]))
         for pol in pols:
             with _ranking(through_order=True):
-                got = evaluate_pod(view, p, pol, world.settings, at).decision.to_dict(ranking_limit=100)
-            with _ranking(through_order=False):
-                want = evaluate_pod(fresh, p, pol, world.settings, at).decision.to_dict(ranking_limit=100)
+                got = evaluate_pod(view, p, pol, s, at).decision.to_dict(ranking_limit=100)
+            want = evaluate_pod(view, p, pol, _plain(s), at).decision.to_dict(ranking_limit=100)
             assert got == want, (kind, pol.spec)
-            got_plan = plan_round(view, p, pol, world.settings, at, 3)
-            want_plan = plan_round(fresh, p, pol, world.settings, at, 3)
+            assert evaluate_pod(fresh, p, pol, _plain(s), at).decision.to_dict(ranking_limit=100) == want
+            got_plan = plan_round(view, p, pol, s, at, 3)
+            want_plan = plan_round(fresh, p, pol, _plain(s), at, 3)
             assert got_plan.to_dict() == want_plan.to_dict(), (kind, pol.spec)
+
+
+@PROPS
+@given(world=worlds(), p=new_pods(), pol=policies(ALL_STRATEGIES), data=st.data())
+def test_indexed_capacity_and_named_nodes_answer_like_naive(world: World, p: PodInfo, pol: PlacementPolicy,
+                                                            data: st.DataObject) -> None:
+    """The capacity query (room only) and an evaluation of some named nodes, among them nodes berth
+    has not seen and names given twice, answer alike with the index on and off."""
+    view = world.view()
+    evaluate_pod(view, p, pol, _indexed(world.settings), NOW)  # tables built before the questions
+    got = capacity_table(view, p, pol, _indexed(world.settings), NOW)
+    want = capacity_table(view, p, pol, _plain(world.settings), NOW)
+    assert got.to_dict() == want.to_dict()
+    names = data.draw(st.lists(st.sampled_from([*NAMES, "gone"]), max_size=10), label="nodes")
+    got_one = evaluate_pod(view, p, pol, _indexed(world.settings), NOW, nodes=names)
+    want_one = evaluate_pod(view, p, pol, _plain(world.settings), NOW, nodes=names)
+    assert got_one.decision.to_dict(ranking_limit=100) == want_one.decision.to_dict(ranking_limit=100)
+    assert got_one.passing == want_one.passing
 
 
 @PROPS
@@ -411,7 +444,8 @@ def test_long_lived_view_answers_like_a_fresh_one(data: st.DataObject, world: Wo
 def test_an_overlay_without_some_pods_judges_like_a_view_without_them(data: st.DataObject, world: World,
                                                                        p: PodInfo, pol: PlacementPolicy) -> None:
     """Preemption judges a node as it would be with its victims gone (``Overlay.remove``): every
-    node must be judged exactly as in a view that never had those pods."""
+    node must be judged through the index exactly as the plain path judges it in a view that
+    never had those pods."""
     gone = data.draw(st.lists(st.sampled_from(world.pods), unique_by=lambda q: q.uid), label="gone") \
         if world.pods else []
     view = world.view()
@@ -427,11 +461,11 @@ def test_an_overlay_without_some_pods_judges_like_a_view_without_them(data: st.D
         assert overlay.requested(node.name) == without.requested(node.name)
         assert overlay.pod_count(node.name) == without.pod_count(node.name)
         assert {q.uid for q in overlay.pods_on(node.name)} == {q.uid for q in without.pods_on(node.name)}
-        ours = evaluate_pod(overlay, p, pol, world.settings, NOW, nodes=[node.name]).decision
-        theirs = evaluate_pod(without, p, pol, world.settings, NOW, nodes=[node.name]).decision
+        ours = evaluate_pod(overlay, p, pol, _indexed(world.settings), NOW, nodes=[node.name]).decision
+        theirs = evaluate_pod(without, p, pol, _plain(world.settings), NOW, nodes=[node.name]).decision
         assert (ours.ranking, ours.refused, ours.error) == (theirs.ranking, theirs.refused, theirs.error), node.name
-    everyone = evaluate_pod(overlay, p, pol, world.settings, NOW).decision
-    assert everyone.to_dict() == evaluate_pod(without, p, pol, world.settings, NOW).decision.to_dict()
+    everyone = evaluate_pod(overlay, p, pol, _indexed(world.settings), NOW).decision
+    assert everyone.to_dict() == evaluate_pod(without, p, pol, _plain(world.settings), NOW).decision.to_dict()
 
 
 REASONS = [Refusal("spread", True), Refusal("rule", False), Refusal("fit", True)]

@@ -66,7 +66,9 @@ def test_defaults_never_overcommit() -> None:
 def test_settings_reach_the_core(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BERTH_CPU_OVERCOMMIT_PERCENT", "200")
     monkeypatch.setenv("BERTH_DEFAULT_STRATEGY", "Spread")
+    monkeypatch.setenv("BERTH_INDEX", "off")
     core = load_settings().core()
     assert core.cpu_overcommit_percent == 200
     assert core.default_strategy is Strategy.SPREAD
     assert core.memory_overcommit_percent == 100
+    assert core.indexed is False
