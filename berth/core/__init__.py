@@ -20,7 +20,6 @@ test holds them to it), so what is below can change without touching them.
   :class:`Settings` are the cluster's.
 """
 
-from berth.core.candidates import collect_candidates
 from berth.core.capacity import capacity_report, capacity_table, node_allocations
 from berth.core.decision import DECISION_ANNOTATION, Decision, Refusal, Refused, decision_record_schema, refusal_cause
 from berth.core.drain import DrainPlan, DrainRequest, InvalidDrain, PodPlan, PodState, PolicyLookup, plan_drain
@@ -28,6 +27,7 @@ from berth.core.drain_hold import HOLD_UID_PREFIX, NO_STEER, Hold, Steer, Worklo
 from berth.core.errors import ERROR_CODES, ErrorCode, InvalidPolicy, PlacementError
 from berth.core.evaluate import Evaluation, evaluate_pod, score_runs, scores
 from berth.core.fit import check_fit, demand
+from berth.core.framework import collect_candidates
 from berth.core.kube import (
     LEASE_NAMESPACE,
     ObjectError,

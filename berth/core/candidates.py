@@ -10,33 +10,25 @@ plan leave it room, does topology spread allow it, does it fit, and do the place
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from functools import cache
-from itertools import filterfalse
 from operator import attrgetter
 from typing import Protocol
 
 from berth.core.decision import Refusal, Refused
 from berth.core.errors import ErrorCode, PlacementError
-from berth.core.fit import demand, unverified_warning
-from berth.core.liveness import ALIVE, ASK_LEASE, lease_down_reason, lease_suspects, node_liveness
-from berth.core.model import LabelSelector, NodeInfo, PodInfo
-from berth.core.node_filter import node_filter_refusal, pod_constraint_refusal, unknown_includes
-from berth.core.node_verdicts import Judged, VerdictTable
-from berth.core.plugins import fit as fit_check
-from berth.core.plugins.fit import Candidate, Fitted, NodeUse, SortKey, weighed_dimensions
-from berth.core.policy import AffinityMatching, NodeFilter, PlacementPolicy, Strategy
+from berth.core.model import LabelSelector, PodInfo
+from berth.core.plugins.fit import Candidate, Fitted, SortKey, weighed_dimensions
+from berth.core.policy import AffinityMatching, PlacementPolicy
 from berth.core.rule_matching import rule_context
-from berth.core.settings import Settings
-from berth.core.topology import SpreadContext, spread_context
+from berth.core.topology import spread_context
 from berth.core.view import ClusterState
 
 CONTROLLER_LABELS = frozenset({"pod-template-hash", "controller-revision-hash",
                                "statefulset.kubernetes.io/pod-name", "apps.kubernetes.io/pod-index"})
 
-__all__ = ["CONTROLLER_LABELS", "Candidate", "CandidateSet", "SortKey", "collect_candidates", "weighed_dimensions"]
+__all__ = ["CONTROLLER_LABELS", "Candidate", "CandidateSet", "SortKey", "weighed_dimensions"]
 
 
 @dataclass
@@ -65,110 +57,6 @@ def workload_selector(pod: PodInfo, policy: PlacementPolicy | None) -> LabelSele
     if policy is not None:
         return policy.selector
     return LabelSelector({k: v for k, v in pod.labels.items() if k not in CONTROLLER_LABELS})
-
-
-def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | None, settings: Settings,
-                       now: float, *, nodes: Sequence[str] | None = None, quota: Mapping[str, int] | None = None,
-                       strategy: Strategy | None = None, require_fit: bool = True,
-                       spread: SpreadContext | None = None, room_only: bool = False) -> CandidateSet:
-    """Judge ``nodes`` (default: every node) for ``pod``. ``settings`` must already carry the policy's
-    overrides. With ``require_fit=False`` nodes that cannot take one pod stay candidates with
-    capacity 0 (round strategies and the capacity query judge capacity themselves). With
-    ``room_only`` topology spread and placement rules are not judged: where the pod may go at
-    all (its own constraints, the node filter, liveness) and how much room it has there.
-
-    Each check takes the set of nodes still standing and refuses a subset of it. What depends
-    only on the node and the policy (the pod's own constraints, the node filter, the node's own
-    liveness) and what depends only on the node's pods and the pod's shape (the fit and the
-    per-node figures) come from verdict tables kept on the view (:mod:`berth.core.node_verdicts`),
-    so a scheduling cycle re-judges only the nodes that changed since the last one.
-
-    With the index off (``settings.indexed``), :func:`berth.core.framework.run` judges instead,
-    every check over every node with nothing kept."""
-    if not settings.indexed:
-        from berth.core.framework import run  # it builds on this module
-
-        return run(state, pod, policy, settings, now, nodes=nodes, quota=quota, strategy=strategy,
-                   require_fit=require_fit, spread_context=spread, room_only=room_only)
-    names = sorted(state.nodes) if nodes is None else list(nodes)
-    result = CandidateSet(considered=names, candidates=[])
-    workload = workload_selector(pod, policy)
-    counts = state.matching_counts(pod.namespace, workload)
-    if spread is None and not room_only:
-        spread = spread_context(state, pod, policy)
-    rules = policy.rules if policy is not None and not room_only else ()
-    node_filter = policy.spec.node_filter if policy is not None else None
-    check_liveness = node_filter is None or not (node_filter.includes or node_filter.all)
-    ceiling = policy.spec.nodes_limit if policy is not None and strategy is Strategy.AUTO else 0
-
-    considered = set(names)
-    out: set[str] = set()  # refused, or breaking a rule: each check judges only the nodes not yet out
-    refused = Refusals(result.refused, out)
-
-    def refuse_unknown() -> None:
-        refused.group(considered.difference(state.nodes), "unknown node: berth has not seen it", False)
-
-    if node_filter is not None and node_filter.includes and (unknown := unknown_includes(node_filter, state.nodes)):
-        result.warnings.append(unknown)
-    static = _static_reading(state, pod, node_filter, considered)
-    for name in static.among("refused", considered):
-        refused.one(name, static[name].reason or "", False)
-    if check_liveness:
-        for name in static.among("down", considered) - out:
-            refused.one(name, static[name].liveness, False)
-        for name in (lease_suspects(state, settings, now) & considered) - out:
-            if static[name].liveness is ASK_LEASE and (reason := lease_down_reason(name, state, settings, now)):
-                refused.one(name, reason, False)
-    if quota is not None:
-        refuse_unknown()  # before the plan, which would claim them too
-        refused.group(considered - {n for n, left in quota.items() if left > 0} - out,
-                      "the round's plan places no more pods here", False)
-    if ceiling:
-        for name in [n for n, count in counts.items() if count >= ceiling and n in considered and n not in out]:
-            refused.one(name, f"nodesLimit: already holds {counts[name]} pods of this workload (per-node ceiling "
-                              f"{ceiling})", False)
-    held: list[AbstractSet[str]] = []  # the nodes topology spread refused, group by group
-    if spread is not None and spread.hard:
-        for group, (reason, resolvable) in spread.refusals(state):
-            group = (group & considered) - out
-            refused.group(group, reason, resolvable)
-            held.append(group)
-    broken: list[tuple[AbstractSet[str], tuple[str, bool]]] = []  # nodes breaking each rule: fitted only if needed
-    failing: list[AbstractSet[str]] = []  # every node each rule refuses, spread-refused ones included
-    if rules:
-        ctx = rule_context(state, pod, policy)
-        for index, rule in enumerate(rules):
-            failing.append(ctx.failing(rule))
-            breaking = (failing[-1] & considered) - out
-            if breaking:
-                broken.append((breaking, ctx.refusal(index, rule)))
-                out |= breaking
-    fit = _fit_reading(state, pod, policy, settings, counts, considered)
-    for name in fit.among("refused" if require_fit else "refused-anyway", considered) - out:
-        refused.one(name, fit[name].fit.refusal or "", True)
-
-    def standing() -> list[Candidate]:
-        return list(map(_CANDIDATE, fit.each(filterfalse(out.__contains__, names))))
-
-    try:
-        passing = standing()
-    except KeyError:
-        # A name the view does not know (a node deleted since the scheduler's snapshot): no check
-        # above refuses it, as their node sets come from the view, so it is found here, when its
-        # verdict is looked up, rather than by one more pass over every name of every request.
-        refuse_unknown()
-        passing = standing()
-    result.order = lambda key: fit.order(_by_candidate(key))
-    if broken:
-        passing = apply_rules(result, passing, broken, policy, fit, require_fit, refused)
-    if spread is not None and spread.soft:
-        scores = spread.scores(state.nodes[c.name] for c in passing)
-        passing = [c.with_spread_score(scores.get(c.name, 0)) for c in passing]
-    result.candidates = passing
-    result.warnings.extend(unverified_warning(c.name, c.unverified) for c in filter(is_unverified, passing))
-    if not result.candidates and result.error is None:
-        result.error = no_node_error(result, held, failing, fit)
-    return result
 
 
 def no_node_error(result: CandidateSet, held: Sequence[AbstractSet[str]], failing: Sequence[AbstractSet[str]],
@@ -229,85 +117,9 @@ class Refusals:
             self._out |= names
 
 
-@dataclass(frozen=True, slots=True)
-class _Static:
-    """A node's verdict that depends only on the node object and the policy."""
-
-    node: NodeInfo
-    reason: str | None  # the pod's own constraints or the node filter refuse the node
-    liveness: str  # ALIVE, ASK_LEASE, or why the node itself says it is down
-
-
-def _static_tags(v: _Static) -> tuple[str, ...]:
-    if v.reason is not None:
-        return ("refused",)
-    if v.liveness is ASK_LEASE:
-        return ("asking",)
-    return () if v.liveness is ALIVE else ("down",)
-
-
-def _static_reading(state: ClusterState, pod: PodInfo, node_filter: NodeFilter | None,
-                    considered: set[str]) -> Judged[_Static]:
-    def judge(node: NodeInfo) -> _Static:
-        reason = pod_constraint_refusal(pod, node)
-        if reason is None and node_filter is not None:
-            reason = node_filter_refusal(node_filter, node, lambda: None)
-        return _Static(node, reason, node_liveness(node))
-
-    # Keyed by what the verdicts read (the pod's own constraints and the node filter), not by the
-    # whole policy: the policies that differ only in what they select share one table.
-    filter_key = node_filter.model_dump_json() if node_filter is not None else None
-    table = state.base.table(("static", pod.constraint_signature(), filter_key), lambda: VerdictTable(_static_tags))
-    table.sync(state.base, judge, keep=lambda v, node: v.node is node)
-    nodes, verdicts = state.nodes, table.verdicts
-    fresh = {n: judge(nodes[n]) for n in state.local_nodes()
-             if n in considered and (n not in verdicts or verdicts[n].node is not nodes[n])}
-    return table.reading(fresh)
-
-
-def _fit_reading(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | None, settings: Settings,
-                 counts: Mapping[str, int], considered: set[str]) -> Judged[Fitted]:
-    need = demand(pod)
-    reject_unknown = settings.reject_unknown_capacity
-
-    def tags(v: Fitted) -> tuple[str, ...]:
-        if v.fit.refusal is None:
-            return ()
-        if v.fit.unverified and reject_unknown:
-            return ("refused", "refused-anyway")  # refused even where the caller judges capacity itself
-        return ("refused",)
-
-    def judge_in(where: ClusterState, where_counts: Mapping[str, int]) -> Callable[[NodeInfo], Fitted]:
-        def judge(node: NodeInfo) -> Fitted:
-            name = node.name
-            use = NodeUse(where.requested(name), where.pod_count(name), where.sleepy_memory(name))
-            return fit_check.judge(node, use, need, pod, settings, where_counts.get(name, 0))
-        return judge
-
-    workload = workload_selector(pod, policy)
-    table = state.base.table(("fit", tuple(sorted(need.items())), pod.sleepy, settings, pod.namespace,
-                              tuple(sorted(workload.match_labels.items())), workload.match_expressions),
-                             lambda: VerdictTable(tags))
-    base = state.base
-    table.sync(base, judge_in(base, base.matching_counts(pod.namespace, workload)))
-    judge_here = judge_in(state, counts)
-    fresh = {n: judge_here(state.nodes[n]) for n in state.local_nodes() if n in considered}
-    return table.reading(fresh)
-
-
-_CANDIDATE = attrgetter("candidate")
 candidate_name = attrgetter("name")
 is_unverified = attrgetter("unverified")  # the dimensions whose capacity is unknown: truthy if any
 spread_scored = attrgetter("spread_score")
-
-
-@cache
-def _by_candidate(key: SortKey) -> Callable[[Fitted], tuple[object, ...]]:
-    """A strategy's sort key as a key of fit verdicts: one function per strategy key, so that the
-    fit table keeps one order per strategy (:meth:`VerdictTable.order`)."""
-    def fitted_key(v: Fitted) -> tuple[object, ...]:
-        return v.candidate.sort_key(key)
-    return fitted_key
 
 
 LISTED = 10

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from berth.core.candidates import collect_candidates
 from berth.core.evaluate import effective_strategy
 from berth.core.fit import SHARE_DIMENSIONS
+from berth.core.framework import collect_candidates
 from berth.core.model import PodInfo
 from berth.core.plan import plan_round
 from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy

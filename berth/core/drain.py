@@ -33,10 +33,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from berth.core.candidates import CandidateSet, collect_candidates
+from berth.core.candidates import CandidateSet
 from berth.core.errors import ErrorCode, PlacementError
 from berth.core.evaluate import effective_strategy
 from berth.core.fit import check_fit, demand
+from berth.core.framework import collect_candidates
 from berth.core.model import LabelSelector, PodInfo
 from berth.core.node_filter import pod_constraint_refusal
 from berth.core.plan import place_in_turn

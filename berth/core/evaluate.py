@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from berth.core.candidates import CandidateSet, candidate_name, collect_candidates
+from berth.core.candidates import CandidateSet, candidate_name
 from berth.core.decision import MAX_PRIORITY as MAX_PRIORITY
 from berth.core.decision import RUNNER_UP_MAX as RUNNER_UP_MAX
 from berth.core.decision import Decision
+from berth.core.framework import collect_candidates
 from berth.core.model import PodInfo
 from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy
 from berth.core.round import plan_fixed_round

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
+from berth.core import index
 from berth.core.candidates import (
     CandidateSet,
     Refusals,
@@ -37,12 +38,31 @@ from berth.core.view import ClusterState
 UNKNOWN = Refusal("unknown node: berth has not seen it", False)
 
 
+def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | None, settings: Settings,
+                       now: float, *, nodes: Sequence[str] | None = None, quota: Mapping[str, int] | None = None,
+                       strategy: Strategy | None = None, require_fit: bool = True,
+                       spread: SpreadContext | None = None, room_only: bool = False) -> CandidateSet:
+    """Judge ``nodes`` (default: every node) for ``pod``. ``settings`` must already carry the policy's
+    overrides. With ``require_fit=False`` nodes that cannot take one pod stay candidates with
+    capacity 0 (round strategies and the capacity query judge capacity themselves). With
+    ``room_only`` topology spread and placement rules are not judged: where the pod may go at
+    all (its own constraints, the node filter, liveness) and how much room it has there.
+    ``spread``: the pod's spread constraints with their domain counts, when the caller has them.
+
+    Through the index (:func:`berth.core.index.judge`) unless ``settings.index`` turns it off;
+    then :func:`run` judges every node plainly."""
+    if settings.indexed:
+        return index.judge(state, pod, policy, settings, now, nodes=nodes, quota=quota, strategy=strategy,
+                           require_fit=require_fit, spread=spread, room_only=room_only)
+    return run(state, pod, policy, settings, now, nodes=nodes, quota=quota, strategy=strategy,
+               require_fit=require_fit, spread_context=spread, room_only=room_only)
+
+
 def run(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | None, settings: Settings, now: float, *,
         nodes: Sequence[str] | None = None, quota: Mapping[str, int] | None = None,
         strategy: Strategy | None = None, require_fit: bool = True, spread_context: SpreadContext | None = None,
         room_only: bool = False) -> CandidateSet:
-    """Judge ``nodes`` (default: every node) for ``pod``, as
-    :func:`~berth.core.candidates.collect_candidates` does (its arguments, the same answer)."""
+    """:func:`collect_candidates`, plainly: every check over every node it reaches."""
     ctx = PodContext(state, pod, policy, settings, now, workload_selector(pod, policy), demand(pod), strategy,
                      quota, require_fit)
     judged = spread_context if spread_context is not None or room_only else spread.pre_filter(ctx)

@@ -44,9 +44,10 @@ from typing import Any
 
 import orjson
 
-from berth.core.candidates import CandidateSet, collect_candidates
+from berth.core.candidates import CandidateSet
 from berth.core.decision import DECISION_ANNOTATION, Decision, Refused
 from berth.core.errors import ErrorCode, PlacementError
+from berth.core.framework import collect_candidates
 from berth.core.kube import ObjectError, parse_time
 from berth.core.model import PodInfo
 from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy

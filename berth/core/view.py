@@ -3,7 +3,7 @@
 One mutable structure, updated by the extender's watches or filled once from a snapshot.
 Per-node requested totals are kept incrementally so that a fit check costs a few dict
 reads, and every change is logged by node name so that per-node verdict tables
-(:mod:`berth.core.node_verdicts`) re-judge only the nodes that changed. Plans simulate pods on
+(:mod:`berth.core.index.verdicts`) re-judge only the nodes that changed. Plans simulate pods on
 an :class:`Overlay`, which reads through to the view and never changes it.
 """
 

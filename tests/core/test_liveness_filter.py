@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from berth.core.index.leases import lease_suspects
 from berth.core.kube import pod_from_object
-from berth.core.liveness import lease_down_reason, lease_suspects
+from berth.core.liveness import lease_down_reason
 from berth.core.model import NodeAffinity, NodeSelectorTerm, PodInfo, Requirement, Taint, Toleration
 from berth.core.settings import Settings
 from berth.core.view import ClusterView

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from berth.core.index.verdicts import VerdictTable
 from berth.core.model import NodeInfo
-from berth.core.node_verdicts import VerdictTable
 from berth.core.view import ClusterView
 
 

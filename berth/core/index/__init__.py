@@ -1,0 +1,17 @@
+"""Everything that exists for speed, behind one seam; ``Settings.index`` (``BERTH_INDEX=off``)
+turns all of it off, and the plain path (:func:`berth.core.framework.run`) must answer alike.
+
+- :func:`judge`: the checks answered for whole node sets (:mod:`.judge`), with
+- verdict tables per evaluation signature, caught up from the view's change log, and the
+  nodes they keep sorted by each strategy's key (:mod:`.verdicts`);
+- the nodes whose Lease may be stale, from a heap of renew times (:mod:`.leases`);
+- kept on the view and read only through this path: domain sums of topology spread
+  (:func:`berth.core.topology.spread_context`), node-label rule sets
+  (:func:`berth.core.rule_matching.rule_context`);
+- the view's own counted selectors, label index and change logs (:mod:`berth.core.view`), and a
+  round's heaps of standing nodes (:func:`berth.core.plan.place_pods`, ``place_in_turn``).
+"""
+
+from berth.core.index.judge import judge
+
+__all__ = ["judge"]
