@@ -12,6 +12,7 @@ from berth.core.decision import RUNNER_UP_MAX as RUNNER_UP_MAX
 from berth.core.decision import Decision
 from berth.core.framework import collect_candidates
 from berth.core.model import PodInfo
+from berth.core.plugins import score as strategy_score
 from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy
 from berth.core.round import plan_fixed_round
 from berth.core.settings import Settings
@@ -71,9 +72,11 @@ def evaluate_pod(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | No
 
 def rank(result: CandidateSet, pod: PodInfo, strategy: Strategy | None,
          quota: Mapping[str, int] | None = None) -> list[str]:
-    if quota is not None:
-        order = {name: i for i, name in enumerate(quota)}
-        return [c.name for c in sorted(result.candidates, key=lambda c: (order.get(c.name, len(order)), c.name))]
+    """The candidates best first: by the strategy's score (:mod:`berth.core.plugins.score`), or
+    when the index keeps every node sorted by the strategy's key (``result.order``), that order
+    filtered to the candidates."""
+    if quota is not None or result.order is None:
+        return strategy_score.rank(result.candidates, strategy, pod, quota)
     return ranked(result.candidates, strategy if strategy not in ROUND_STRATEGIES else None, pod, result.order)
 
 
