@@ -21,9 +21,6 @@ from berth.core.errors import ErrorCode, PlacementError
 from berth.core.model import LabelSelector, PodInfo
 from berth.core.plugins.fit import Candidate, Fitted, SortKey, weighed_dimensions
 from berth.core.policy import AffinityMatching, PlacementPolicy
-from berth.core.rule_matching import rule_context
-from berth.core.topology import spread_context
-from berth.core.view import ClusterState
 
 CONTROLLER_LABELS = frozenset({"pod-template-hash", "controller-revision-hash",
                                "statefulset.kubernetes.io/pod-name", "apps.kubernetes.io/pod-index"})
@@ -74,20 +71,6 @@ def no_node_error(result: CandidateSet, held: Sequence[AbstractSet[str]], failin
     return PlacementError(ErrorCode.SPREAD_UNSATISFIED,
                           f"0/{len(result.considered)} nodes can take the pod; topology spread refuses every node "
                           "with room for it: " + "; ".join(f"{n}: {result.refused[n].reason}" for n in listed) + more)
-
-
-def shared_refusals(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | None) -> list[AbstractSet[str]]:
-    """The node sets that the checks reading other nodes' pods hold against ``pod`` now: each
-    domain topology spread's DoNotSchedule refuses, and the nodes breaking each placement rule
-    (the candidates judged ``room_only`` less these, when one is left, are the full judgement's)."""
-    groups: list[AbstractSet[str]] = []
-    spread = spread_context(state, pod, policy)
-    if spread is not None and spread.hard:
-        groups.extend(group for group, _ in spread.refusals(state))
-    if policy is not None and policy.rules:
-        ctx = rule_context(state, pod, policy)
-        groups.extend(ctx.failing(rule) for rule in policy.rules)
-    return groups
 
 
 class Refusals:

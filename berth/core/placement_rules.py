@@ -172,3 +172,16 @@ def _parse_labels(raw: object, path: str) -> dict[str, str]:
             raise InvalidPolicy(f"{path}.{k}", "duplicate key after trimming")
         labels[k] = v
     return labels
+
+
+def reads_pods(rules: tuple[RuleNode, ...]) -> bool:
+    """Whether any rule reads pods (so placing a pod can change other nodes' verdicts)."""
+    return any(map(_reads_pods, rules))
+
+
+def _reads_pods(rule: RuleNode) -> bool:
+    # Module-level, not nested: a nested recursive function is a reference cycle, left for the
+    # cyclic collector on every call (this runs in every scheduling cycle).
+    if isinstance(rule, Group):
+        return any(map(_reads_pods, rule.members))
+    return rule.resource is Resource.POD

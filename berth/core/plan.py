@@ -16,18 +16,18 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 
-from berth.core.candidates import CONTROLLER_LABELS, Candidate, CandidateSet, shared_refusals
+from berth.core.candidates import CONTROLLER_LABELS, Candidate, CandidateSet
 from berth.core.decision import Decision, Refused
 from berth.core.errors import PlacementError
 from berth.core.evaluate import effective_strategy, evaluate_pod, rank
 from berth.core.framework import collect_candidates
+from berth.core.index import shared_refusals, spread_context
 from berth.core.model import PodInfo
+from berth.core.placement_rules import reads_pods
 from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy
 from berth.core.round import plan_fixed_round
-from berth.core.rule_matching import reads_pods
 from berth.core.settings import Settings
 from berth.core.strategies import rank_key
-from berth.core.topology import spread_context
 from berth.core.view import ClusterView, Overlay
 
 

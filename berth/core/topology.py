@@ -7,19 +7,22 @@ policy's node filter; under ``nodeTaintsPolicy: Honor`` nodes whose taints the p
 DoNotSchedule refuses a node when ``count(domain) + self - globalMin > maxSkew`` (globalMin is
 0 while fewer than ``minDomains`` domains exist); ScheduleAnyway scores nodes, fewer matching
 pods in the domain scoring higher, as kube-scheduler normalises it.
+
+The check over one node is :mod:`berth.core.plugins.spread`; the domain counts kept between
+evaluations are the index's (:mod:`berth.core.index.spread`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from berth.core.model import SCHEDULING_EFFECTS, LabelSelector, NodeInfo, PodInfo
 from berth.core.node_filter import in_node_filter
 from berth.core.policy import PlacementPolicy, TopologySpreadConstraint
-from berth.core.view import ClusterState, selector_key
+from berth.core.view import ClusterState
 
 HOSTNAME_KEY = "kubernetes.io/hostname"
 MAX_SCORE = 100
@@ -92,90 +95,11 @@ class SpreadContext:
         return out
 
 
-def spread_context(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | None) -> SpreadContext | None:
-    if policy is None or not policy.spec.topology_spread_constraints:
-        return None
-    specs = policy.spec.topology_spread_constraints
-    hard_keys = [c.topology_key for c in specs if c.when_unsatisfiable == "DoNotSchedule"]
-    hard: list[Constraint] = []
-    soft: list[Constraint] = []
-    node_counts: list[Mapping[str, int]] = []
-    for index, spec in enumerate(specs):
-        selector = constraint_selector(spec, pod, policy)
-        per_node = state.matching_counts(pod.namespace, selector)
-        is_hard = spec.when_unsatisfiable == "DoNotSchedule"
-        domain_of = _domains(state, index, pod, policy, hard_keys if is_hard else [spec.topology_key])
-        counts = _domain_counts(state, pod.namespace, selector, domain_of, (policy, index, pod.constraint_signature()))
-        global_min = min(counts.values()) if counts else 0
-        if spec.min_domains is not None and len(counts) < spec.min_domains:
-            global_min = 0
-        c = Constraint(spec, selector, int(selector.matches(pod.labels)), counts, global_min)
-        if is_hard:
-            hard.append(c)
-        else:
-            soft.append(c)
-            node_counts.append(per_node)
-    return SpreadContext(tuple(hard), tuple(soft), tuple(node_counts))
-
-
-def _domain_counts(state: ClusterState, namespace: str, selector: LabelSelector, domain_of: Mapping[str, str],
-                   key: Hashable) -> dict[str, int]:
-    """Matching pods per domain. The sums are kept on the view and caught up with the nodes changed
-    since (the view's node log), an overlay's simulated pods added on top: not recounted every time."""
-    base = state.base
-    per_node = base.matching_counts(namespace, selector)
-    log = base.node_log
-    memo = base.memo(("domain-counts", key, namespace, selector_key(selector)))
-    changed = log.since(memo["token"]) if memo.get("domains") is domain_of else None
-    if changed is None:
-        counts = dict.fromkeys(domain_of.values(), 0)
-        for node, n in per_node.items():
-            domain = domain_of.get(node)
-            if domain is not None:
-                counts[domain] += n
-        memo.update(domains=domain_of, counts=counts, seen=dict(per_node))
-    else:
-        counts, seen = memo["counts"], memo["seen"]
-        for node in changed:
-            delta = per_node.get(node, 0) - seen.get(node, 0)
-            if delta:
-                seen[node] = per_node.get(node, 0)
-                domain = domain_of.get(node)
-                if domain is not None:
-                    counts[domain] += delta
-    memo["token"] = log.token
-    out = dict(counts)
-    local = state.local_nodes()
-    if local:
-        here = state.matching_counts(namespace, selector)
-        for node in local:
-            delta = here.get(node, 0) - per_node.get(node, 0)
-            domain = domain_of.get(node)
-            if delta and domain is not None:
-                out[domain] += delta
-    return out
-
-
 def constraint_selector(spec: TopologySpreadConstraint, pod: PodInfo, policy: PlacementPolicy) -> LabelSelector:
     """The constraint's selector (the policy's own when absent), with matchLabelKeys from the pod."""
     base = spec.label_selector.to_core() if spec.label_selector is not None else policy.selector
     extra = {k: pod.labels[k] for k in spec.match_label_keys if k in pod.labels}
     return base.with_labels(extra) if extra else base
-
-
-def _domains(state: ClusterState, index: int, pod: PodInfo, policy: PlacementPolicy,
-             keys: list[str]) -> Mapping[str, str]:
-    """node -> domain for the nodes whose pods count, memoised until a node changes."""
-    spec = policy.spec.topology_spread_constraints[index]
-    shared = state.nodes is state.base.nodes  # not a request's own Node objects
-    memo = state.memo(("domains", policy, index, pod.constraint_signature())) if shared else {}
-    hit = memo.get("map")
-    if hit is not None and hit[0] == state.nodes_version:
-        return hit[1]  # type: ignore[no-any-return]
-    domain_of = {node.name: node.labels[spec.topology_key] for node in state.nodes.values()
-                 if counts_for_domains(spec, node, pod, policy, keys)}
-    memo["map"] = (state.nodes_version, domain_of)
-    return domain_of
 
 
 def counts_for_domains(spec: TopologySpreadConstraint, node: NodeInfo, pod: PodInfo,

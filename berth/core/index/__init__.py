@@ -5,13 +5,13 @@ turns all of it off, and the plain path (:func:`berth.core.framework.run`) must 
 - verdict tables per evaluation signature, caught up from the view's change log, and the
   nodes they keep sorted by each strategy's key (:mod:`.verdicts`);
 - the nodes whose Lease may be stale, from a heap of renew times (:mod:`.leases`);
-- kept on the view and read only through this path: domain sums of topology spread
-  (:func:`berth.core.topology.spread_context`), node-label rule sets
-  (:func:`berth.core.rule_matching.rule_context`);
+- topology spread's domain counts, caught up from the view's node log (:mod:`.spread`);
+- placement rules as node sets, the node-label ones kept until a node changes (:mod:`.rules`);
 - the view's own counted selectors, label index and change logs (:mod:`berth.core.view`), and a
   round's heaps of standing nodes (:func:`berth.core.plan.place_pods`, ``place_in_turn``).
 """
 
-from berth.core.index.judge import judge
+from berth.core.index.judge import judge, shared_refusals
+from berth.core.index.spread import spread_context
 
-__all__ = ["judge"]
+__all__ = ["judge", "shared_refusals", "spread_context"]

@@ -22,6 +22,8 @@ from berth.core.candidates import (
 )
 from berth.core.fit import demand, unverified_warning
 from berth.core.index.leases import lease_suspects
+from berth.core.index.rules import rule_context
+from berth.core.index.spread import spread_context
 from berth.core.index.verdicts import Judged, VerdictTable
 from berth.core.liveness import ALIVE, ASK_LEASE, lease_down_reason, node_liveness
 from berth.core.model import NodeInfo, PodInfo
@@ -31,9 +33,8 @@ from berth.core.plugins import fit as fit_check
 from berth.core.plugins import node_filter as node_filter_check
 from berth.core.plugins.fit import Candidate, Fitted, NodeUse, SortKey
 from berth.core.policy import NodeFilter, PlacementPolicy, Strategy
-from berth.core.rule_matching import rule_context
 from berth.core.settings import Settings
-from berth.core.topology import SpreadContext, spread_context
+from berth.core.topology import SpreadContext
 from berth.core.view import ClusterState
 
 _CANDIDATE = attrgetter("candidate")
@@ -212,3 +213,15 @@ def _by_candidate(key: SortKey) -> Callable[[Fitted], tuple[object, ...]]:
     return fitted_key
 
 
+def shared_refusals(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | None) -> list[AbstractSet[str]]:
+    """The node sets that the checks reading other nodes' pods hold against ``pod`` now: each
+    domain topology spread's DoNotSchedule refuses, and the nodes breaking each placement rule
+    (the candidates judged ``room_only`` less these, when one is left, are the full judgement's)."""
+    groups: list[AbstractSet[str]] = []
+    spread = spread_context(state, pod, policy)
+    if spread is not None and spread.hard:
+        groups.extend(group for group, _ in spread.refusals(state))
+    if policy is not None and policy.rules:
+        ctx = rule_context(state, pod, policy)
+        groups.extend(ctx.failing(rule) for rule in policy.rules)
+    return groups

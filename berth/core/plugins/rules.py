@@ -14,9 +14,8 @@ from collections.abc import Mapping
 
 from berth.core.decision import Refusal
 from berth.core.model import NodeInfo
-from berth.core.placement_rules import Group, Operator, Resource, RuleNode
+from berth.core.placement_rules import Group, Operator, Resource, RuleNode, reads_pods
 from berth.core.plugins import Depends, PodContext, live_pods
-from berth.core.rule_matching import reads_pods
 
 DEPENDS = Depends.NODE | Depends.NODE_PODS | Depends.DOMAIN_PODS
 

@@ -1,4 +1,6 @@
-"""Does a node meet a policy's placement rules (docs/behaviour.md#placement-rules)?
+"""Placement rules judged as node sets (docs/behaviour.md#placement-rules): each rule becomes,
+once per evaluation, the set of nodes where it does not hold, and the rules that read only node
+labels are kept until a node changes. The check over one node is :mod:`berth.core.plugins.rules`.
 
 Node rules read the node's labels. Pod rules read the labels of the live pods of the same
 namespace (the tenant) on the node, or with ``within`` on every node sharing the candidate's
@@ -12,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from berth.core.model import PodInfo
-from berth.core.placement_rules import Group, Operator, Resource, RuleNode
+from berth.core.placement_rules import Group, Operator, Resource, RuleNode, reads_pods
 from berth.core.view import ClusterState
 
 
@@ -94,16 +96,3 @@ def rule_context(state: ClusterState, pod: PodInfo, rules_owner: object) -> Rule
         memo.clear()
         memo["version"] = state.nodes_version
     return RuleContext(state, pod, memo)
-
-
-def reads_pods(rules: tuple[RuleNode, ...]) -> bool:
-    """Whether any rule reads pods (so placing a pod can change other nodes' verdicts)."""
-    return any(map(_reads_pods, rules))
-
-
-def _reads_pods(rule: RuleNode) -> bool:
-    # Module-level, not nested: a nested recursive function is a reference cycle, left for the
-    # cyclic collector on every call (this runs in every scheduling cycle).
-    if isinstance(rule, Group):
-        return any(map(_reads_pods, rule.members))
-    return rule.resource is Resource.POD
