@@ -1,5 +1,5 @@
 """The extender's verbs on the cluster store: every judgement is the core's (``evaluate_pod``,
-``plan_round``, ``capacity_table``, ``node_allocations``); this module only decides *when* to
+``open_round``, ``capacity_table``, ``node_allocations``); this module only decides *when* to
 ask the core, which nodes and quota to hand it, and what to count where.
 
 - **filter** / **prioritize**: one evaluation per pod (prioritize reuses filter's when the
@@ -10,8 +10,9 @@ ask the core, which nodes and quota to hand it, and what to count where.
   decision annotation (a failed one releases the reservation); the Event is queued.
 - Pods no PlacementPolicy selects pass through (all nodes, equal scores of 0), unless a cluster
   default strategy is configured.
-- Fill / Each policies run in *rounds*: the plan is made once for the pending pods of the
-  workload and enforced pod by pod through ``quota``.
+- Fill / Each policies run in *rounds* (:mod:`berth.core.round`: what a round is, its count
+  rule, when it is in force): the store keeps the book of rounds, and each pod is judged within
+  its round's places left (``quota``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import orjson
 from berth.core import (
     DECISION_ANNOTATION,
     NO_STEER,
+    ROUND_ANNOTATION,
     ROUND_STRATEGIES,
     ClusterView,
     Decision,
@@ -43,6 +45,7 @@ from berth.core import (
     PodInfo,
     Refusal,
     Refused,
+    Round,
     Settings,
     Steer,
     Strategy,
@@ -54,16 +57,16 @@ from berth.core import (
     node_allocations,
     node_from_object,
     parse_time,
-    plan_round,
     pod_from_object,
     refusal_cause,
+    rounds,
     score_runs,
     scores,
 )
 from berth.extender.binder import Binder, BindError, EventQueue
 from berth.extender.metrics import Metrics
 from berth.extender.settings import ExtenderSettings
-from berth.extender.store import ROUND_ANNOTATION, Assumption, ClusterStore, Round, round_id_for
+from berth.extender.store import Assumption, ClusterStore
 from berth.extender.wire import (
     BadRequest,
     ExtenderArgs,
@@ -356,37 +359,25 @@ class Extender:
 
     def _round(self, state: ClusterView | RequestNodes, pod: PodInfo, policy: PlacementPolicy | None,
                now: float, eval_now: float, *, open_new: bool = True) -> tuple[Round | None, Decision | None]:
-        """The open round of the pod's policy (opening one if needed), or the failed plan's decision."""
+        """The round in force for the pod's policy (opening one if needed and ``open_new``), or the
+        decision of a round that cannot open."""
         if policy is None or policy.spec.strategy not in ROUND_STRATEGIES:
             return None, None
         store = self.store
-        key = policy.key
-        rnd = store.rounds.get(key)
-        timeout = self.settings.round_timeout_seconds
-        if rnd is not None and (now - rnd.last_activity > timeout or rnd.remaining(pod.uid) == 0):
-            del store.rounds[key]
-            rnd = None
-        if rnd is None:
-            record = store.round_records.get(key)
-            if record is not None and now - record.last_activity <= timeout:
-                resumed = Round(key, record.round_id, dict(record.plan), record.opened, record.last_activity,
-                                {uid: n for uid, n in record.placed.items() if n})
-                if resumed.remaining(pod.uid) > 0:
-                    store.rounds[key] = rnd = resumed
-                    log.info("resumed round %s of %s from the pods' annotations", record.round_id, key)
-        if rnd is None and open_new:
-            # The round is the strategy's own (Fill: top every node up to count; Each: add count to each
-            # node), cut to the pods actually pending when fewer are: pods beyond the round wait for the next.
-            count = max(store.pending_governed(policy) + (0 if pod.uid in store.pending else 1), 1)
-            result = plan_round(state, pod, policy, self.core_settings, eval_now, None)  # type: ignore[arg-type]
-            if result.error is None and count < sum(result.plan.values()):
-                result = plan_round(state, pod, policy, self.core_settings, eval_now, count)  # type: ignore[arg-type]
-            if result.error is not None:
-                return None, result.decision
-            rnd = Round(key, round_id_for(key, now), dict(result.plan), now, now)
-            store.rounds[key] = rnd
-            log.info("opened round %s of %s for %d pending pods: plan %s", rnd.round_id, key, count, rnd.plan)
-        return rnd, None
+        rnd = store.rounds.get(policy.key)
+        if rounds.in_force(rnd, now, self.settings.round_timeout_seconds, pod.uid):
+            return rnd, None
+        if not open_new:
+            return None, None
+        # the pods waiting: the policy's pending pods not placed yet, this one included
+        waiting = store.pending_governed(policy) + (0 if pod.uid in store.pending else 1)
+        opening = rounds.open_round(state, pod, policy, self.core_settings, now, waiting, judged_at=eval_now)
+        if opening.round is None:
+            return None, opening.decision
+        store.rounds[policy.key] = opening.round
+        log.info("opened round %s of %s for %d waiting pods: plan %s", opening.round.id, policy.key, waiting,
+                 dict(opening.round.plan))
+        return opening.round, None
 
     def _evaluate(self, state: ClusterView | RequestNodes, pod: PodInfo, policy: PlacementPolicy | None,
                   strategy: Strategy | None, names: Sequence[str], now: float, eval_now: float,
@@ -394,9 +385,9 @@ class Extender:
         rnd, failed_plan = self._round(state, pod, policy, now, eval_now)
         if failed_plan is not None:
             return self._plan_failure(pod, policy, failed_plan, names), None
-        quota = rnd.quota(pod.uid) if rnd is not None else None
+        left = rounds.quota(rnd, pod.uid) if rnd is not None else None
         ev = evaluate_pod(state, pod, policy, self.core_settings, eval_now,
-                          nodes=names, quota=quota, strategy=strategy)
+                          nodes=names, quota=left, strategy=strategy)
         if rnd is not None:
             ev.decision.plan = dict(rnd.plan)
         return ev, rnd
@@ -454,7 +445,7 @@ class Extender:
             winner = decision.winner
             if winner is not None:  # a candidate, so among the passing nodes
                 store.assume(pod, winner, bound=False, deadline=now + self.settings.tentative_ttl_seconds,
-                             round_key=rnd.policy_key if rnd is not None else None)
+                             round_key=rnd.policy if rnd is not None else None)
             self._recent = _Recent(pod.uid, _resource_version(args.Pod), tuple(passing), ev.decision.ranking,
                                    time.monotonic())
             record = decision_record(decision)
@@ -577,7 +568,7 @@ class Extender:
                 winner = ev.decision.winner
                 if winner is not None:  # a candidate, so among the judged nodes
                     store.assume(pod, winner, bound=False, deadline=now + self.settings.tentative_ttl_seconds,
-                                 round_key=rnd.policy_key if rnd is not None else None)
+                                 round_key=rnd.policy if rnd is not None else None)
                 self._recent = _Recent(pod.uid, _resource_version(args.Pod), judged, ranking, time.monotonic())
                 record = decision_record(self._stamp(ev.decision, "prioritize"))
                 self._remember_filter_decision(pod.uid, store.record_decision(pod.key, record))
@@ -702,9 +693,9 @@ class Extender:
             if failed_plan is not None:
                 message = failed_plan.error.message if failed_plan.error else "the round cannot be planned"
                 return f"berth: {node}: {message}"
-            quota = rnd.quota(pod.uid) if rnd is not None else None
+            left = rounds.quota(rnd, pod.uid) if rnd is not None else None
             ev = evaluate_pod(state, pod, policy, self.core_settings, eval_now,
-                              nodes=[node], quota=quota, strategy=strategy)
+                              nodes=[node], quota=left, strategy=strategy)
             hold = store.claimed_hold(pod.uid) if store.holds else None
             if hold is not None and hold.destination == node:
                 honour_target(state, pod, hold, ev)  # type: ignore[arg-type]
@@ -719,12 +710,12 @@ class Extender:
                 store.record_decision(pod.key, decision_record(decision))
                 return f"berth: {node}: {reason}"
             store.assume(pod, node, bound=True, deadline=now + self.settings.assume_ttl_seconds,
-                         round_key=rnd.policy_key if rnd is not None else None)
+                         round_key=rnd.policy if rnd is not None else None)
             record = self._bind_record(node, earlier, ev.decision, rnd)
             store.record_decision(pod.key, record)
         annotations = {DECISION_ANNOTATION: orjson.dumps(record).decode()}
         if rnd is not None:
-            annotations[ROUND_ANNOTATION] = rnd.round_id
+            annotations[ROUND_ANNOTATION] = rnd.id
         considered = record.get("consideredTotal", len(record["considered"]))
         refused = record.get("refusedTotal", len(record["refused"]))
         message = (f"berth placed the pod on {node} (strategy {record['strategy']}"
@@ -782,11 +773,11 @@ class Extender:
             eval_now = self.eval_clock()
             # The round in force (Fill, Each) limits where the pod may go; preemption never opens one.
             rnd, _ = self._round(view, pod, policy, now, eval_now, open_new=False)
-            quota = rnd.quota(pod.uid) if rnd is not None else None
+            left = rounds.quota(rnd, pod.uid) if rnd is not None else None
             kept: dict[str, dict[str, Any]] = {}
             for node, chosen in given.items():
                 ev = evaluate_pod(self._without(view, pod.uid, node, chosen), pod, policy, self.core_settings,
-                                  eval_now, nodes=[node], quota=quota, strategy=strategy)
+                                  eval_now, nodes=[node], quota=left, strategy=strategy)
                 if ev.passing:
                     kept[node] = chosen
                 else:
@@ -843,17 +834,18 @@ class Extender:
             policy = self._preview_policy(pod, policy_name)
             strategy = None if policy is not None else self.core_settings.default_strategy
             eval_now = self.eval_clock()
-            quota = None
+            left = None
             if policy is not None and policy.spec.strategy in ROUND_STRATEGIES:
                 rnd = self.store.rounds.get(policy.key)
-                if rnd is not None and self.clock() - rnd.last_activity <= self.settings.round_timeout_seconds:
-                    quota = rnd.quota(pod.uid)
+                timeout = self.settings.round_timeout_seconds
+                if rnd is not None and rounds.in_force(rnd, self.clock(), timeout, pod.uid):
+                    left = rounds.quota(rnd, pod.uid)
             # the pod itself counted nowhere: a pod already placed (or held for its bind) is judged
             # as if it were to be placed again now, not against the room it takes itself
             view = self.store.view
             state = self._without(view, pod.uid, "", {}) if view.pod(pod.uid) is not None else view
             ev = evaluate_pod(state, pod, policy, self.core_settings, eval_now, nodes=nodes,
-                              quota=quota, strategy=strategy)
+                              quota=left, strategy=strategy)
         decision = self._stamp(ev.decision, "preview")
         data = decision.to_dict(ranking_limit=len(decision.ranking))
         return {"decision": data, "scores": ev.scores}

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, ValidationInfo, ValidatorFunctionWrapHandler, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from berth.core import Settings, Strategy
+from berth.core import ROUND_TIMEOUT_SECONDS, Settings, Strategy
 
 log = logging.getLogger("berth.extender.settings")
 
@@ -45,7 +45,8 @@ class ExtenderSettings(BaseSettings):
     assume_ttl_seconds: float = Field(default=ASSUME_TTL_SECONDS, gt=0, le=86400)
     # An executing NodeDrain's planned destination keeps room for an evicted pod's replacement this long at most
     drain_hold_seconds: float = Field(default=300.0, gt=0, le=86400)
-    round_timeout_seconds: float = Field(default=120.0, gt=0, le=86400)  # Fill/Each round left idle this long closes
+    # a Fill/Each round left idle this long closes
+    round_timeout_seconds: float = Field(default=ROUND_TIMEOUT_SECONDS, gt=0, le=86400)
     # filter answers a governed pod with berth's winner alone: kube-scheduler then skips scoring
     # (one feasible node) and prioritize; for large clusters (extender/README.md, "Configuration")
     filter_winner_only: bool = False

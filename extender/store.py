@@ -16,9 +16,11 @@ Assumed pods come in two kinds (docs/behaviour.md#assumed-pods):
   bound or deleted, or a full list begun after the bind shows it bound or leaves it out; released
   after ``assume_ttl`` (a long safety bound) only if none of that ever comes.
 
-Nothing here survives only in memory: pods berth bound carry the decision annotation (with the
-round's plan) and the round annotation, so a restarted extender rebuilds bound pods and open
-rounds from the API server alone.
+Rounds (:mod:`berth.core.round`) are kept here only as a book: the round of each Fill / Each
+policy, which the core's functions open, consume, release and judge in force. Nothing here
+survives only in memory: pods berth bound carry the decision annotation (with the round's plan)
+and the round annotation, so a restarted extender rebuilds bound pods and open rounds from the
+API server alone (:func:`berth.core.round.note`).
 """
 
 from __future__ import annotations
@@ -29,13 +31,12 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from berth.core import (
-    DECISION_ANNOTATION,
     HOLD_UID_PREFIX,
     LEASE_NAMESPACE,
     NO_STEER,
@@ -50,6 +51,8 @@ from berth.core import (
     PlacementPolicy,
     PodInfo,
     PodState,
+    Round,
+    RoundMark,
     Steer,
     Workload,
     is_terminal,
@@ -58,21 +61,19 @@ from berth.core import (
     nodedrain_spec,
     pod_from_object,
     policy_from_manifest,
+    rounds,
     steer,
 )
 
-_ParsedPod = tuple[PodInfo, tuple[str, dict[str, int] | None, float | None] | None, str | None]
-"""A pod as read from the API: the pod, its round record when bound, its nominated node when pending."""
+_ParsedPod = tuple[PodInfo, RoundMark | None, str | None]
+"""A pod as read from the API: the pod, the round it records when bound, its nominated node when pending."""
 
 log = logging.getLogger("berth.extender.store")
 
-ROUND_ANNOTATION = "berth.dev/round"
-"""``<policy namespace>/<policy name>@<round opened, epoch ms>`` on every pod berth binds in a round."""
 
-
-ROUND_RECORDS_KEPT = 4096
-"""Rounds rebuilt from pod annotations, kept per policy (the least recently active dropped): the
-annotations are written by berth, but any pod's creator can set them, one policy key each."""
+ROUNDS_KEPT = 4096
+"""Rounds in the book at most (the least recently active dropped): rounds rebuilt from pod
+annotations are kept per policy key, and any pod's creator can set those annotations."""
 
 KINDS = ("nodes", "pods", "leases", "policies")
 """The kinds a full view needs (``/readyz``); NodeDrains are watched too, but a cluster without
@@ -114,58 +115,6 @@ class Assumption:
     made: float = 0.0  # the store's clock when it was made
 
 
-@dataclass
-class Round:
-    """A Fill / Each round: the plan fixed at its start and the pods placed in it so far."""
-
-    policy_key: str
-    round_id: str
-    plan: dict[str, int]
-    opened: float
-    last_activity: float
-    placed: dict[str, str] = field(default_factory=dict)  # pod uid -> node (tentative, bound or confirmed)
-
-    def quota(self, exclude_uid: str = "") -> dict[str, int]:
-        used: dict[str, int] = {}
-        for uid, node in self.placed.items():
-            if uid != exclude_uid:
-                used[node] = used.get(node, 0) + 1
-        out = {}
-        for node, count in self.plan.items():  # the plan's order is the ranking order
-            left = count - used.get(node, 0)
-            if left > 0:
-                out[node] = left
-        return out
-
-    def remaining(self, exclude_uid: str = "") -> int:
-        return sum(self.quota(exclude_uid).values())
-
-
-@dataclass
-class RoundRecord:
-    """A round rebuilt from the annotations of the pods berth bound in it (after a restart)."""
-
-    round_id: str
-    plan: dict[str, int]
-    opened: float
-    last_activity: float
-    placed: dict[str, str] = field(default_factory=dict)
-
-
-def round_id_for(policy_key: str, opened: float) -> str:
-    return f"{policy_key}@{int(opened * 1000)}"
-
-
-def parse_round_id(round_id: str) -> tuple[str, float] | None:
-    key, sep, millis = round_id.rpartition("@")
-    if not sep or "/" not in key:
-        return None
-    try:
-        return key, int(millis) / 1000.0
-    except ValueError:
-        return None
-
-
 class ClusterStore:
     def __init__(self, *, leases_tracked: bool = True, decisions_kept: int = 5000,
                  clock: Callable[[], float] | None = None, kinds: Iterable[str] = KINDS,
@@ -186,8 +135,7 @@ class ClusterStore:
         self.assumed: dict[str, Assumption] = {}
         self._deadlines: list[tuple[float, int, str, Assumption]] = []  # min-heap; stale entries skipped
         self._assumptions_made = 0
-        self.rounds: dict[str, Round] = {}
-        self.round_records: dict[str, RoundRecord] = {}
+        self.rounds: dict[str, Round] = {}  # policy key -> its latest round (the book; berth.core.round)
         self.decisions: OrderedDict[str, bytes] = OrderedDict()  # pod key -> the latest decision, as JSON
         self.decisions_kept = decisions_kept
         self.seen_pods: OrderedDict[str, PodInfo] = OrderedDict()  # uid -> pod from recent filter requests
@@ -253,8 +201,9 @@ class ClusterStore:
             old = self.policies.get(policy.key)
             self.policies[policy.key] = policy
             self._reindex_policies(policy.namespace)
-            if old is not None and (old.spec != policy.spec):
-                self.rounds.pop(policy.key, None)  # a changed policy starts a fresh round
+            rnd = self.rounds.get(policy.key)
+            if old is not None and old.spec != policy.spec and rnd is not None:
+                self.rounds[policy.key] = rounds.close(rnd)  # a changed policy starts a fresh round
 
     def delete_policy(self, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}
@@ -325,11 +274,11 @@ class ClusterStore:
         parsed = self._parse_pod(obj)
         if parsed is None:
             return
-        pod, record, nominated = parsed
+        pod, mark, nominated = parsed
         with self.lock:
             self._apply_pod_locked(pod, nominated)
-            if record is not None:
-                self._note_round(pod, *record)
+            if mark is not None:
+                self._note_round(pod, mark)
 
     def _parse_pod(self, obj: Mapping[str, Any]) -> _ParsedPod | None:
         """The pod, its round record (bound pods) and its nominated node (pending pods); None
@@ -341,7 +290,7 @@ class ClusterStore:
             log.warning("ignoring a pod berth cannot read: %s", exc)
             return None
         if pod.node_name:
-            return pod, _round_annotation(obj), None
+            return pod, _round_mark(obj), None
         return pod, None, _nominated_node(obj)
 
     def _apply_pod_locked(self, pod: PodInfo, nominated: str | None = None) -> None:
@@ -437,8 +386,7 @@ class ClusterStore:
         if round_key is not None:
             rnd = self.rounds.get(round_key)
             if rnd is not None:
-                rnd.placed[pod.uid] = node
-                rnd.last_activity = self.clock()
+                self.rounds[round_key] = rounds.consume(rnd, pod.uid, node, self.clock())
 
     def release(self, uid: str) -> Assumption | None:
         """Stop counting an assumed pod (and free its slot in its round)."""
@@ -450,7 +398,7 @@ class ClusterStore:
         if entry.round_key is not None:
             rnd = self.rounds.get(entry.round_key)
             if rnd is not None:
-                rnd.placed.pop(uid, None)
+                self.rounds[entry.round_key] = rounds.release(rnd, uid)
         return entry
 
     def restore(self, entry: Assumption) -> None:
@@ -495,34 +443,24 @@ class ClusterStore:
         self._pending_remove(pod.uid)
         self.view.upsert_pod(pod)
         if round_key is not None and pod.node_name and (rnd := self.rounds.get(round_key)) is not None:
-            rnd.placed[pod.uid] = pod.node_name
+            self.rounds[round_key] = rounds.consume(rnd, pod.uid, pod.node_name, rnd.active)
 
     # -- rounds ------------------------------------------------------------------------
 
-    def _note_round(self, pod: PodInfo, round_id: str, plan: dict[str, int] | None, time: float | None) -> None:
-        parsed = parse_round_id(round_id)
-        if parsed is None:
+    def _note_round(self, pod: PodInfo, mark: RoundMark) -> None:
+        """A bound pod recording the round it was placed in: the book counts it in that round,
+        or takes the round up when it is newer than the one the book holds."""
+        parsed = rounds.parse_round_id(mark.round_id)
+        if parsed is None or not pod.node_name:
             return
-        key, opened = parsed
-        record = self.round_records.get(key)
-        if record is None or opened > record.opened:
-            if plan is None:
-                return
-            record = RoundRecord(round_id, plan, opened, opened)
-            self.round_records[key] = record
-            if len(self.round_records) > ROUND_RECORDS_KEPT:  # the stalest goes: a round resumes only if recent
-                stalest = min(self.round_records, key=lambda k: self.round_records[k].last_activity)
-                del self.round_records[stalest]
-        elif opened < record.opened:
+        key = parsed[0]
+        old = self.rounds.get(key)
+        new = rounds.note(old, mark, pod.uid, pod.node_name)
+        if new is None or new is old:
             return
-        if plan is not None and record.plan != plan and record.round_id == round_id:
-            record.plan = plan
-        record.placed[pod.uid] = pod.node_name or ""
-        if time is not None and time > record.last_activity:
-            record.last_activity = time
-        rnd = self.rounds.get(key)
-        if rnd is not None and rnd.round_id == round_id and pod.node_name:
-            rnd.placed.setdefault(pod.uid, pod.node_name)
+        self.rounds[key] = new
+        if old is None and len(self.rounds) > ROUNDS_KEPT:  # the stalest goes: a round resumes only if recent
+            del self.rounds[min(self.rounds, key=lambda k: self.rounds[k].active)]
 
     # -- drains ------------------------------------------------------------------------
 
@@ -720,11 +658,11 @@ class ClusterStore:
             if one is not None:
                 parsed.append(one)
         with self.lock:
-            for pod, record, nominated in parsed:
+            for pod, mark, nominated in parsed:
                 self._apply_pod_locked(pod, nominated)
                 seen.add(pod.uid)
-                if record is not None:
-                    self._note_round(pod, *record)
+                if mark is not None:
+                    self._note_round(pod, mark)
             for obj in terminal:
                 self.delete_pod(obj)
 
@@ -778,7 +716,7 @@ class ClusterStore:
         """Entries of the store's bounded caches and the view's (metrics)."""
         with self.lock:
             return {**self.view.cache_sizes(), "decisions": len(self.decisions), "seen_pods": len(self.seen_pods),
-                    "request_nodes": len(self.request_nodes), "round_records": len(self.round_records)}
+                    "request_nodes": len(self.request_nodes)}
 
     def iter_policies(self) -> Iterator[PlacementPolicy]:
         return iter(sorted(self.policies.values(), key=lambda p: p.key))
@@ -818,30 +756,8 @@ def _nominated_node(obj: Mapping[str, Any]) -> str | None:
     return node if isinstance(node, str) and node else None
 
 
-def _round_annotation(obj: Mapping[str, Any]) -> tuple[str, dict[str, int] | None, float | None] | None:
-    """(round id, the round's plan, the decision's time) from a pod berth bound in a round."""
+def _round_mark(obj: Mapping[str, Any]) -> RoundMark | None:
+    """The round a pod berth bound in a round records (:func:`berth.core.round.recorded_mark`)."""
     meta = obj.get("metadata")
-    if not isinstance(meta, Mapping):
-        return None
-    annotations = meta.get("annotations")
-    if not isinstance(annotations, Mapping):
-        return None
-    round_id = annotations.get(ROUND_ANNOTATION)
-    if not isinstance(round_id, str):
-        return None
-    plan: dict[str, int] | None = None
-    when: float | None = None
-    raw = annotations.get(DECISION_ANNOTATION)
-    if isinstance(raw, str):
-        try:
-            data = orjson.loads(raw)
-            if isinstance(data, dict):
-                if isinstance(data.get("plan"), dict):
-                    plan = {str(k): int(v) for k, v in data["plan"].items()}
-                if isinstance(data.get("time"), str):
-                    from berth.core import parse_time
-
-                    when = parse_time(data["time"])
-        except (orjson.JSONDecodeError, ValueError, TypeError):
-            pass
-    return round_id, plan, when
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    return rounds.recorded_mark(annotations) if isinstance(annotations, Mapping) else None

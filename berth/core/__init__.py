@@ -10,6 +10,9 @@ test holds them to it), so what is below can change without touching them.
   ranking, warnings, error); :func:`scores` turns a ranking into the extender's 0..10.
 - Planning a round: :func:`plan_round` (:func:`shared_plan_key`: when policies alike share one
   plan); placing its pods on the view: :func:`place_pods`.
+- What a Fill or Each round is: :class:`Round` and the pure functions of :mod:`rounds`
+  (``rounds.open_round``, ``next_node``, ``consume``, ``in_force``, ``resume``, ...), with the
+  one count rule every shell follows.
 - Room rather than places: :func:`capacity_report`, :func:`capacity_table`, :func:`node_allocations`.
 - Drains: :func:`plan_drain` and its :class:`DrainPlan`; while one executes, :func:`steer` and
   :class:`Hold` keep the room of each drained pod for its replacement.
@@ -20,6 +23,7 @@ test holds them to it), so what is below can change without touching them.
   :class:`Settings` are the cluster's.
 """
 
+from berth.core import round as rounds
 from berth.core.capacity import capacity_report, capacity_table, node_allocations
 from berth.core.decision import DECISION_ANNOTATION, Decision, Refusal, Refused, decision_record_schema, refusal_cause
 from berth.core.drain import DrainPlan, DrainRequest, InvalidDrain, PodPlan, PodState, PolicyLookup, plan_drain
@@ -62,6 +66,7 @@ from berth.core.policy import (
 from berth.core.policy import KIND as POLICY_KIND
 from berth.core.policy import PLURAL as POLICY_PLURAL
 from berth.core.quantity import CPU, DISK, MEMORY, PODS, format_amount
+from berth.core.round import ROUND_ANNOTATION, ROUND_TIMEOUT_SECONDS, Round, RoundMark
 from berth.core.settings import Settings
 from berth.core.view import ClusterView, Overlay, label_index
 
@@ -82,7 +87,9 @@ __all__ = [
     "PODS",
     "POLICY_KIND",
     "POLICY_PLURAL",
+    "ROUND_ANNOTATION",
     "ROUND_STRATEGIES",
+    "ROUND_TIMEOUT_SECONDS",
     "RULE_LIMITS",
     "SLEEPY_ANNOTATION",
     "ClusterView",
@@ -110,6 +117,8 @@ __all__ = [
     "PolicyLookup",
     "Refusal",
     "Refused",
+    "Round",
+    "RoundMark",
     "RuleOperator",
     "RuleResource",
     "Settings",
@@ -140,6 +149,7 @@ __all__ = [
     "pod_from_object",
     "policy_from_manifest",
     "refusal_cause",
+    "rounds",
     "score_runs",
     "scores",
     "shared_plan_key",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from berth.core.decision import DECISION_ANNOTATION
-from berth.extender.store import ROUND_ANNOTATION
+from berth.core.round import ROUND_ANNOTATION
 from tests.extender.helpers import Harness, harness, node, pod, policy
 
 WEB = {"app": "web"}
@@ -70,10 +70,10 @@ def test_an_idle_round_closes_after_its_timeout() -> None:
     h = harness([*cluster(), policy("web", strategy="Each", count=1, nodesLimit=3), *pods],
                 round_timeout_seconds=60)
     h.schedule(pods[0])
-    first_id = h.store.rounds["shop/web"].round_id
+    first_id = h.store.rounds["shop/web"].id
     h.clock.advance(61)
     h.schedule(pods[1])
-    assert h.store.rounds["shop/web"].round_id != first_id
+    assert h.store.rounds["shop/web"].id != first_id
 
 
 def test_a_restarted_extender_resumes_the_open_round_from_annotations() -> None:
@@ -97,4 +97,4 @@ def test_a_restarted_extender_resumes_the_open_round_from_annotations() -> None:
     restarted.clock.now = h.clock.now + 5
     rest = [restarted.schedule(p) for p in pods[2:]]
     assert sorted(first + rest) == ["a", "a", "b", "b"]
-    assert restarted.store.rounds["shop/web"].round_id == h.store.rounds["shop/web"].round_id
+    assert restarted.store.rounds["shop/web"].id == h.store.rounds["shop/web"].id
