@@ -3,8 +3,8 @@ fed by :mod:`berth.extender.live_view`: list, watch, relist on 410, ready after 
 list), for Nodes, Pods and node Leases. Kopf watches only the PlacementPolicies.
 
 :class:`OperatorStore` adds the two things a policy's status reads that the extender does not
-keep (a pending pod's creation time, which orders the round's shape, and a pod's decision
-annotation) and tells :attr:`OperatorStore.on_pod_change` which namespace and labels each change
+keep (a pending pod's creation time, which orders the round's shape, and a pod's decision and
+round annotations) and tells :attr:`OperatorStore.on_pod_change` which namespace and labels each change
 touched, so that only the policies selecting them are recomputed.
 """
 
@@ -13,12 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from berth.core import DECISION_ANNOTATION, PodInfo
+from berth.core import DECISION_ANNOTATION, ROUND_ANNOTATION, PodInfo
 from berth.extender.live_view import LiveView, WatchSource
 from berth.extender.store import ClusterStore
 from berth.operator.records import PodRecord
 
 WATCHED = ("nodes", "pods", "leases")
+
+_NO_EXTRAS: tuple[str, str | None, str | None] = ("", None, None)
 
 PodChange = Callable[[str, Mapping[str, str] | None, Mapping[str, str] | None], None]
 """(namespace, labels before or None, labels after or None), called under the store's lock."""
@@ -31,9 +33,10 @@ class OperatorStore(ClusterStore):
     def __init__(self, *, leases_tracked: bool = True, on_pod_change: PodChange | None = None) -> None:
         super().__init__(leases_tracked=leases_tracked, decisions_kept=0, kinds=WATCHED)
         self.on_pod_change = on_pod_change
-        # uid -> (creationTimestamp of a pending pod or "", the raw decision annotation or None); only
-        # pods that have one of them, so a cluster of bound pods without decisions costs nothing here.
-        self.extras: dict[str, tuple[str, str | None]] = {}
+        # uid -> (creationTimestamp of a pending pod or "", the raw decision and round annotations or
+        # None); only pods that have one of them, so a cluster of bound pods without decisions costs
+        # nothing here.
+        self.extras: dict[str, tuple[str, str | None, str | None]] = {}
         self._extras_changed: set[str] = set()
 
     # -- what a status reads -------------------------------------------------------------
@@ -48,8 +51,8 @@ class OperatorStore(ClusterStore):
             for pod in pods:
                 if pod.node_name and view.is_assumed(pod.uid):
                     continue  # a nominated preemptor: counted on its node for plans, pending for the status
-                created, decision = extras.get(pod.uid, ("", None))
-                out.append(PodRecord(pod, terminal=False, created=created, decision=decision))
+                created, decision, in_round = extras.get(pod.uid, _NO_EXTRAS)
+                out.append(PodRecord(pod, terminal=False, created=created, decision=decision, round=in_round))
         return out
 
     # -- hooks on the extender's store ------------------------------------------------------
@@ -61,11 +64,15 @@ class OperatorStore(ClusterStore):
         pod: PodInfo = parsed[0]
         meta = obj.get("metadata") or {}
         annotations = meta.get("annotations") or {}
-        decision = annotations.get(DECISION_ANNOTATION) if isinstance(annotations, Mapping) else None
+        if not isinstance(annotations, Mapping):
+            annotations = {}
+        decision = annotations.get(DECISION_ANNOTATION)
+        in_round = annotations.get(ROUND_ANNOTATION)
         created = "" if pod.node_name else str(meta.get("creationTimestamp") or "")
-        extra = (created, decision if isinstance(decision, str) else None)
-        if self.extras.get(pod.uid, ("", None)) != extra:
-            if extra == ("", None):
+        extra = (created, decision if isinstance(decision, str) else None,
+                 in_round if isinstance(in_round, str) else None)
+        if self.extras.get(pod.uid, _NO_EXTRAS) != extra:
+            if extra == _NO_EXTRAS:
                 self.extras.pop(pod.uid, None)
             else:
                 self.extras[pod.uid] = extra

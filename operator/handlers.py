@@ -46,7 +46,6 @@ from berth.core import (
     PlacementPolicy,
     PodInfo,
     Settings,
-    plan_round,
     shared_plan_key,
 )
 from berth.operator import drain
@@ -54,7 +53,7 @@ from berth.operator.admission import REFUSAL_CODE, admission_problem
 from berth.operator.cluster import OperatorStore
 from berth.operator.drain_execute import DrainApi
 from berth.operator.patches import merge_patch
-from berth.operator.reconcile import Outcome, compute_status
+from berth.operator.reconcile import Outcome, compute_status, plan_waiting
 from berth.operator.webhook import WEBHOOK_ID, WebhookOptions
 
 log = logging.getLogger("berth.operator")
@@ -229,8 +228,7 @@ class OperatorState:
                 shared = (shared, store.view.nodes_version)  # a node added, changed or gone: planned afresh
             made = self._shared_plans.get(shared) if shared is not None else None
             if made is None or not 0 <= now - made[0] < period:
-                result = plan_round(store.view, shape, policy, self.config.settings, now, count)
-                made = (now, (dict(result.plan), result.error))  # not its decision: 5,000 names
+                made = (now, plan_waiting(store.view, shape, policy, self.config.settings, now, count))
                 if shared is not None:
                     self._share(shared, made)
             self._plans[uid] = (key, made[0], made[1])

@@ -24,17 +24,23 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from berth.core import (
+    DECISION_ANNOTATION,
+    ROUND_ANNOTATION,
+    ROUND_STRATEGIES,
+    ROUND_TIMEOUT_SECONDS,
     ClusterView,
     InvalidPolicy,
     ObjectError,
     PlacementError,
     PlacementPolicy,
     PodInfo,
+    Round,
     Settings,
     format_time,
     parse_time,
     plan_round,
     policy_from_manifest,
+    rounds,
     unknown_includes,
 )
 from berth.operator import conditions as cond
@@ -66,22 +72,58 @@ class Outcome:
     events: list[Event] = field(default_factory=list)
     policy: PlacementPolicy | None = None
     invalid: InvalidPolicy | None = None
+    sequence: list[str] | None = None
+    """Fill and Each: the node each pending pod takes, in the order they come (the status's
+    ``plan`` counts them per node)."""
 
 
 Planner = Callable[[PodInfo, PlacementPolicy, int], tuple[dict[str, int], PlacementError | None]]
-"""Plans a round of ``count`` pods shaped like the pod, for the policy: (node -> count, the error);
-the shell may reuse a recent plan of the same round instead of planning again."""
+"""Plans the round that would open now for ``count`` waiting pods shaped like the pod, for the
+policy (:func:`plan_waiting`): (node -> count in the plan's order, the error); the shell may
+reuse a recent plan of the same round instead of planning again."""
+
+
+def plan_waiting(view: ClusterView, pod: PodInfo, policy: PlacementPolicy, settings: Settings, now: float,
+                 waiting: int) -> tuple[dict[str, int], PlacementError | None]:
+    """Where ``waiting`` pods shaped like ``pod`` go under the round's count rule
+    (:mod:`berth.core.round`): Fill and Each, the places of the round that would open now (at
+    most the strategy's own round; the rest wait for the next); the greedy strategies, every
+    waiting pod, pod by pod. The plan keeps the order the pods take it."""
+    if policy.spec.strategy in ROUND_STRATEGIES:
+        opening = rounds.open_round(view, pod, policy, settings, now, waiting)
+        return (dict(opening.round.plan) if opening.round is not None else {}), opening.error
+    result = plan_round(view, pod, policy, settings, now, waiting)
+    return dict(result.plan), result.error
+
+
+def round_in_force(pods: Iterable[PodRecord], policy: PlacementPolicy, now: float,
+                   timeout: float = ROUND_TIMEOUT_SECONDS) -> Round | None:
+    """The policy's round still in force at ``now``, rebuilt from the round and decision its
+    placed pods record (as a restarted extender rebuilds it), or None."""
+    if policy.spec.strategy not in ROUND_STRATEGIES:
+        return None
+    recorded = []
+    for record in pods:
+        if record.round is None or not record.info.node_name:
+            continue
+        mark = rounds.recorded_mark({ROUND_ANNOTATION: record.round, DECISION_ANNOTATION: record.decision})
+        if mark is not None:
+            recorded.append((record.info.uid, record.info.node_name, mark))
+    rnd = rounds.resume(recorded).get(policy.key)
+    return rnd if rnd is not None and rounds.in_force(rnd, now, timeout) else None
 
 
 def compute_status(body: Mapping[str, Any], pods: Iterable[PodRecord], view: Callable[[], ClusterView],
                    settings: Settings, now: float, nodes: Container[str] | None = None,
-                   planner: Planner | None = None) -> Outcome:
+                   planner: Planner | None = None, round_timeout: float = ROUND_TIMEOUT_SECONDS) -> Outcome:
     """The whole status of the policy ``body`` and the Events its changes deserve.
 
     ``pods`` are the pods of the policy's namespace (others are ignored); ``view`` is called only
     when a plan is needed (some selected pod is pending), by ``planner`` when one is given;
     ``nodes``, the names of the cluster's nodes (default: the view's, when the policy's node
-    filter names any)."""
+    filter names any). The plan is the one the extender enforces: for Fill and Each, the places
+    left in the round in force (its pods' annotations say which, idle at most ``round_timeout``),
+    else those of the round that would open now (:func:`plan_waiting`)."""
     meta = body.get("metadata") or {}
     generation = int(meta.get("generation") or 0)
     previous = body.get("status") or {}
@@ -106,11 +148,13 @@ def compute_status(body: Mapping[str, Any], pods: Iterable[PodRecord], view: Cal
     if pending:
         shape = min(pending, key=lambda p: (p.created, p.info.name))
         try:
-            if planner is not None:
+            in_force = round_in_force(selected, policy, now, round_timeout)
+            if in_force is not None:
+                plan = rounds.take(rounds.quota(in_force), len(pending))
+            elif planner is not None:
                 plan, error = planner(shape.info, policy, len(pending))
             else:
-                result = plan_round(view(), shape.info, policy, settings, now, len(pending))
-                plan, error = dict(result.plan), result.error
+                plan, error = plan_waiting(view(), shape.info, policy, settings, now, len(pending))
         except Exception as exc:  # a bug in the core must not stop the status from telling the rest
             log.exception("plan for policy %s failed", policy.key)
             plan_failure = f"the plan failed: {exc}"
@@ -139,7 +183,11 @@ def compute_status(body: Mapping[str, Any], pods: Iterable[PodRecord], view: Cal
         "latestDecision": latest_decision(selected, policy.key),
     }
     status = {k: v for k, v in status.items() if v is not None}
-    return Outcome(status, transition_events(previous.get("conditions"), status["conditions"]), policy=policy)
+    sequence = None
+    if plan is not None and error is None and policy.spec.strategy in ROUND_STRATEGIES:
+        sequence = [node for node, n in plan.items() for _ in range(n)]
+    return Outcome(status, transition_events(previous.get("conditions"), status["conditions"]), policy=policy,
+                   sequence=sequence)
 
 
 def _invalid(previous: Mapping[str, Any], exc: InvalidPolicy, generation: int, stamp: str) -> Outcome:
@@ -167,6 +215,11 @@ def _satisfied(pending: list[PodRecord], plan: dict[str, int] | None, error: Pla
     if error is not None:
         return cond.ConditionUpdate(CONDITION_SATISFIED, "False", cond.camel(error.code.value), error.message)
     where = ", ".join(f"{node}: {n}" for node, n in sorted((plan or {}).items()))
+    placed = sum((plan or {}).values())
+    if placed < len(pending):  # a Fill or Each round holds fewer: the rest wait for the next round
+        return cond.ConditionUpdate(CONDITION_SATISFIED, "True", "Planned",
+                                    f"the round places {placed} of {len(pending)} pending pod(s): {where}; "
+                                    "the rest wait for the next round")
     return cond.ConditionUpdate(CONDITION_SATISFIED, "True", "Planned",
                                 f"{len(pending)} pending pod(s) fit: {where}")
 

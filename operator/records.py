@@ -14,6 +14,7 @@ class PodRecord:
     terminal: bool  # phase Succeeded or Failed: holds no resources, is not the policy's anymore
     created: str  # metadata.creationTimestamp (RFC 3339), orders the pending pods
     decision: str | None  # the raw berth.dev/decision annotation, parsed only when needed
+    round: str | None = None  # the raw berth.dev/round annotation: the round berth placed it in
 
     @property
     def live(self) -> bool:

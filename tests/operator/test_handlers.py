@@ -12,7 +12,6 @@ from typing import Any
 import kopf
 import pytest
 
-from berth.core.plan import plan_round
 from berth.operator import drain
 from berth.operator.cluster import OperatorStore, store_of
 from berth.operator.handlers import (
@@ -24,6 +23,7 @@ from berth.operator.handlers import (
 )
 from berth.operator.main import PROGRESS_PREFIX, operator_settings
 from berth.operator.patches import apply_merge_patch
+from berth.operator.reconcile import plan_waiting
 from tests.operator import objects as o
 
 
@@ -209,9 +209,9 @@ def test_a_pod_change_updates_the_counts_at_once_and_the_plan_at_most_every_peri
 
     def counted(view: Any, pod: Any, policy: Any, settings: Any, now: float, count: int) -> Any:
         plans.append(count)
-        return plan_round(view, pod, policy, settings, now, count)
+        return plan_waiting(view, pod, policy, settings, now, count)
 
-    monkeypatch.setattr(handlers, "plan_round", counted)
+    monkeypatch.setattr(handlers, "plan_waiting", counted)
     store = store_of([o.node("node-a"), o.node("node-b")], [o.pod("p1"), o.pod("w1", "node-a")])
     state = OperatorState(OperatorConfig(track_leases=False, plan_period=10.0), store)
     body = o.policy()
@@ -246,9 +246,9 @@ def test_policies_alike_share_a_plan_within_the_period(monkeypatch: pytest.Monke
 
     def counted(view: Any, pod: Any, policy: Any, settings: Any, now: float, count: int) -> Any:
         made.append(policy.key)
-        return plan_round(view, pod, policy, settings, now, count)
+        return plan_waiting(view, pod, policy, settings, now, count)
 
-    monkeypatch.setattr(handlers, "plan_round", counted)
+    monkeypatch.setattr(handlers, "plan_waiting", counted)
     store = store_of([o.node("node-a"), o.node("node-b")],
                      [o.pod("p1"), o.pod("q1", namespace="other", labels={"app": "api"})])
     state = OperatorState(OperatorConfig(track_leases=False, plan_period=10.0), store)
