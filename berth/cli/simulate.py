@@ -2,10 +2,12 @@
 
 Each strategy starts from the cluster as the snapshot shows it and places the workloads in the
 mix's order, pod by pod, each where the extender's filter would put it
-(:func:`berth.core.plan.place_pods`), until a pod finds no node; Fill and Each plan their round
-first (their ``count`` and ``nodesLimit`` as the mix says, see :meth:`Workload.round_shape`) and
-their pods then follow that plan, so topology spread and placement rules are checked as the
-extender checks them. The strategies run in parallel worker processes (``jobs``); the results do
+(:func:`berth.core.plan.place_pods`), until a pod finds no node; Fill and Each run in rounds as
+the extender runs them (:mod:`berth.core.round`: each round places the smaller of the strategy's
+own round and the pods still waiting, with their ``count`` and ``nodesLimit`` as the mix says,
+see :meth:`Workload.round_shape`), their pods following each round's plan, round after round
+until the workload is placed or a round cannot open; topology spread and placement rules are
+checked as the extender checks them. The strategies run in parallel worker processes (``jobs``); the results do
 not depend on how many.
 
 The measures, over the *pool* (nodes a pod with no tolerations or node constraints may use:
@@ -49,7 +51,6 @@ from berth.core import (
     PODS,
     ROUND_STRATEGIES,
     ClusterView,
-    ErrorCode,
     PlacementError,
     PlacementPolicy,
     PodInfo,
@@ -60,7 +61,7 @@ from berth.core import (
     collect_candidates,
     demand,
     place_pods,
-    plan_round,
+    rounds,
 )
 from berth.snapshot import Snapshot
 
@@ -374,38 +375,41 @@ def place_workload(view: ClusterView, w: Workload, strategy: Strategy | None, se
 
 def _place(view: ClusterView, w: Workload, policy: PlacementPolicy, settings: Settings, now: float,
            outcome: Outcome, count: int, quota: Mapping[str, int] | None = None,
-           placed: Callable[[], None] | None = None) -> None:
-    """Place ``count`` pods of ``w`` pod by pod as the extender would (within ``quota``, a round's
-    plan), until one finds no node."""
-    done = place_pods(view, _replica(w.pod, w, 0), policy, settings, now, count, quota=quota, placed=placed)
-    outcome.placed, outcome.nodes = done.placed, done.nodes
+           placed: Callable[[], None] | None = None) -> bool:
+    """Place ``count`` more pods of ``w`` pod by pod as the extender would (within ``quota``, a
+    round's plan), until one finds no node; False when one did."""
+    done = place_pods(view, _replica(w.pod, w, outcome.placed), policy, settings, now, count, quota=quota,
+                      placed=placed)
+    outcome.placed += done.placed
+    for node, n in done.nodes.items():
+        outcome.nodes[node] = outcome.nodes.get(node, 0) + n
     if quota is None:
         outcome.warnings = done.warnings
     if done.stopped is not None:
         outcome.error = done.stopped.error or outcome.error
         outcome.refusals = {n: r.reason for n, r in done.stopped.refused.items()}
+        return False
+    return True
 
 
 def _place_round(view: ClusterView, w: Workload, strategy: Strategy | None, settings: Settings, now: float,
                  outcome: Outcome, placed: Callable[[], None] | None) -> None:
+    """Fill and Each, round after round as the extender runs them: each round opened for the pods
+    still waiting (the round's count rule), until every pod is placed or a round cannot open."""
     probe = w.policy(strategy)
     count, limit = w.round_shape(list(capacity_table(view, w.pod, probe, settings, now).nodes.values()))
     policy = w.policy(strategy, count=count, nodes_limit=limit)
-    first = _replica(w.pod, w, 0)
-    result = plan_round(view, first, policy, settings, now, count=w.replicas)
-    if result.error is not None and result.error.code is ErrorCode.INSUFFICIENT_RESOURCE:
-        whole = plan_round(view, first, policy, settings, now, count=None)
-        if whole.error is None:  # the strategy's own round is smaller than the workload: take it all
-            result = whole
-            outcome.error = PlacementError(ErrorCode.INSUFFICIENT_RESOURCE,
-                                           f"the {strategy_name(strategy)} round places only "
-                                           f"{sum(whole.plan.values())} of {w.replicas} pods")
-    outcome.warnings = list(result.decision.warnings)
-    if result.error is not None:
-        outcome.error = result.error
-        outcome.refusals = {n: r.reason for n, r in result.decision.refused.items()}
-        return
-    _place(view, w, policy, settings, now, outcome, sum(result.plan.values()), quota=result.plan, placed=placed)
+    while outcome.placed < w.replicas:
+        opening = rounds.open_round(view, _replica(w.pod, w, outcome.placed), policy, settings, now,
+                             w.replicas - outcome.placed)
+        outcome.warnings = list(dict.fromkeys([*outcome.warnings, *opening.decision.warnings]))
+        if opening.round is None:
+            outcome.error = opening.error
+            outcome.refusals = {n: r.reason for n, r in opening.decision.refused.items()}
+            return
+        if not _place(view, w, policy, settings, now, outcome, opening.round.size, quota=opening.round.plan,
+                      placed=placed):
+            return
 
 
 def _measure(view: ClusterView, strategy: Strategy | None, outcomes: list[Outcome], mix: WorkloadMix,

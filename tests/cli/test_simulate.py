@@ -297,3 +297,29 @@ def test_no_progress_when_stderr_is_not_a_terminal() -> None:
 def test_bad_jobs(cli: Cli, value: str) -> None:
     r = cli("simulate", "--jobs", value)
     assert r.code == 2 and "--jobs" in r.err and len(r.err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("strategy", "spec", "replicas"), [
+    (Strategy.EACH, {"count": 1, "nodesLimit": 2}, 5),  # three rounds: 2, 2 and the last pod
+    (Strategy.FILL, {"count": 2, "nodesLimit": 2}, 6),  # one round of 4; the next finds its nodes full
+])
+def test_a_workload_larger_than_a_round_is_placed_round_after_round_as_the_extender_does(
+        strategy: Strategy, spec: dict[str, int], replicas: int) -> None:
+    from tests.core.builders import cluster as core_cluster
+    from tests.core.builders import node as core_node
+    from tests.extender import helpers as ext
+
+    sizes = {"a": "4", "b": "8", "c": "2"}
+    w = Workload("web", "shop", replicas, web("w", cpu="500m"), spec)
+    outcome = place_workload(core_cluster([core_node(n, cpu=c) for n, c in sizes.items()]), w, strategy,
+                             Settings(), ext.NOW)
+    pods = [ext.pod(f"web-{i}", labels={"app": "web"}, cpu="500m", memory="128Mi") for i in range(replicas)]
+    h = ext.harness([*(ext.node(n, cpu=c) for n, c in sizes.items()),
+                     ext.policy("web", strategy=strategy.value, **spec), *pods])
+    landed: dict[str, int] = {}
+    for p in pods:
+        where = h.schedule(p)
+        if where is not None:
+            landed[where] = landed.get(where, 0) + 1
+    assert outcome.nodes == landed and outcome.placed == sum(landed.values())
+    assert (outcome.error is None) is (outcome.placed == replicas)
