@@ -42,10 +42,8 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import orjson
-
 from berth.core.candidates import CandidateSet
-from berth.core.decision import DECISION_ANNOTATION, Decision, Refused
+from berth.core.decision import DECISION_ANNOTATION, Decision, DecisionRecord, Refused
 from berth.core.errors import ErrorCode, PlacementError
 from berth.core.framework import collect_candidates
 from berth.core.kube import ObjectError, parse_time
@@ -253,26 +251,24 @@ def in_force(rnd: Round | None, now: float, timeout: float = ROUND_TIMEOUT_SECON
 # -- resume from recorded decisions -------------------------------------------------------------
 
 def recorded_mark(annotations: Mapping[str, Any]) -> RoundMark | None:
-    """The round a pod's annotations record (the round id, and the plan and time of the decision
-    berth recorded beside it); None when it records none."""
+    """The round a pod's annotations record: its id (:data:`ROUND_ANNOTATION`, else the one in the
+    decision), and the plan and time of the decision berth recorded beside it, read as a
+    :class:`DecisionRecord` (of this version, or one berth wrote before it); None when they record
+    no round."""
+    raw = annotations.get(DECISION_ANNOTATION)
+    record = DecisionRecord.read_json(raw) if isinstance(raw, str | bytes) else None
     text = annotations.get(ROUND_ANNOTATION)
+    if not isinstance(text, str) and record is not None and record.round is not None:
+        text = record.round.id
     if not isinstance(text, str) or parse_round_id(text) is None:
         return None
-    plan: dict[str, int] | None = None
-    when: float | None = None
-    raw = annotations.get(DECISION_ANNOTATION)
-    if isinstance(raw, str):
-        try:
-            data = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            data = None
-        if isinstance(data, dict):
-            plan = _plan(data.get("plan"))
-            if isinstance(data.get("time"), str):
-                try:
-                    when = parse_time(data["time"])
-                except ObjectError:
-                    when = None
+    if record is None:
+        return RoundMark(text, None, None)
+    plan = dict(record.round.plan) if record.round is not None else None
+    try:
+        when: float | None = parse_time(record.time)
+    except ObjectError:
+        when = None
     return RoundMark(text, plan, when)
 
 
@@ -323,15 +319,6 @@ def take(plan: Mapping[str, int], count: int) -> dict[str, int]:
         taken[node] = min(n, left)
         left -= taken[node]
     return taken
-
-
-def _plan(value: object) -> dict[str, int] | None:
-    if not isinstance(value, Mapping):
-        return None
-    try:
-        return {str(k): int(v) for k, v in value.items()}
-    except (TypeError, ValueError):
-        return None
 
 
 def _describe(plan: Mapping[str, int]) -> str:

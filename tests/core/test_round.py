@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from berth.core import round as rounds
-from berth.core.decision import DECISION_ANNOTATION
+from berth.core.decision import DECISION_ANNOTATION, Decision
 from berth.core.round import ROUND_ANNOTATION, Round, RoundMark
 from berth.core.settings import Settings
 from tests.core.builders import NOW, cluster, node, policy, web
@@ -149,17 +149,28 @@ def test_no_round_is_not_in_force() -> None:
 
 # -- resume from recorded decisions ---------------------------------------------------------------
 
-def annotations(opened_at: float, plan: dict[str, int] | None, time: str | None = "1970-01-12T13:46:50Z",
-                policy_key: str = "shop/web") -> dict[str, str]:
-    """What the extender writes on a pod it binds in a round."""
-    out = {ROUND_ANNOTATION: rounds.round_id(policy_key, opened_at)}
-    if plan is not None or time is not None:
-        out[DECISION_ANNOTATION] = orjson.dumps({"plan": plan, "time": time, "winner": "b"}).decode()
+def annotations(opened_at: float, plan: dict[str, int], time: str = "1970-01-12T13:46:50Z", *,
+                v1: bool = True, round_annotation: bool = True) -> dict[str, str]:
+    """What the extender writes on a pod it binds in a round: the round's id and the decision, as a
+    versioned record (``v1``) or in the shape berth wrote before the version field existed."""
+    rid = rounds.round_id("shop/web", opened_at)
+    decision = Decision(pod="shop/w", policy="shop/web", strategy="Fill", considered=["a", "b", "c"],
+                        ranking=["b", "a"], trigger="bind", time=time, plan=plan, round_id=rid)
+    data = decision.record().to_json() if v1 else decision.to_dict()
+    out = {DECISION_ANNOTATION: orjson.dumps(data).decode()}
+    if round_annotation:
+        out[ROUND_ANNOTATION] = rid
     return out
 
 
-def test_recorded_mark_reads_the_round_its_plan_and_time() -> None:
-    mark = rounds.recorded_mark(annotations(NOW, {"b": 2, "a": 1}, "1970-01-12T13:46:50Z"))
+@pytest.mark.parametrize(("name", "v1", "round_annotation"), [
+    ("a_versioned_record", True, True),
+    ("a_record_written_before_the_version_field", False, True),
+    ("a_versioned_record_naming_the_round_without_the_round_annotation", True, False),
+])
+def test_recorded_mark_reads_the_round_its_plan_and_time(name: str, v1: bool, round_annotation: bool) -> None:
+    given = annotations(NOW, {"b": 2, "a": 1}, "1970-01-12T13:46:50Z", v1=v1, round_annotation=round_annotation)
+    mark = rounds.recorded_mark(given)
     assert mark == RoundMark(f"shop/web@{int(NOW * 1000)}", {"b": 2, "a": 1}, NOW + 10)
 
 
