@@ -70,7 +70,6 @@ _ParsedPod = tuple[PodInfo, RoundMark | None, str | None]
 
 log = logging.getLogger("berth.extender.store")
 
-
 ROUNDS_KEPT = 4096
 """Rounds in the book at most (the least recently active dropped): rounds rebuilt from pod
 annotations are kept per policy key, and any pod's creator can set those annotations."""

@@ -98,3 +98,20 @@ def test_a_restarted_extender_resumes_the_open_round_from_annotations() -> None:
     rest = [restarted.schedule(p) for p in pods[2:]]
     assert sorted(first + rest) == ["a", "a", "b", "b"]
     assert restarted.store.rounds["shop/web"].id == h.store.rounds["shop/web"].id
+
+
+def test_a_changed_policy_closes_its_round_for_good() -> None:
+    pods = pending(4)
+    spec = {"strategy": "Fill", "count": 2, "nodesLimit": 2}
+    h = harness([*cluster(), policy("web", **spec), *pods])
+    assert h.schedule(pods[0]) == "b"
+    first = h.store.rounds["shop/web"]
+    h.store.apply_policy(policy("web", generation=2, **{**spec, "nodesLimit": 1}))
+    assert h.store.rounds["shop/web"].closed
+    # the watch shows the pod of the closed round bound, with its annotations: the round stays closed
+    annotations = h.app.state.engine.binder.annotations["shop/web-0"]
+    h.store.apply_pod(pod("web-0", labels=WEB, cpu="500m", uid="uid-web-0", node_name="b", annotations=annotations))
+    assert h.store.rounds["shop/web"].closed
+    h.clock.advance(1)
+    assert h.schedule(pods[1]) == "b"  # a new round under the changed policy: b, topped up to 2
+    assert h.store.rounds["shop/web"].id != first.id and dict(h.store.rounds["shop/web"].plan) == {"b": 1}
