@@ -9,7 +9,8 @@ pods then take its places one by one, each the first node of the plan with a pla
 the pod's own checks (liveness, room, spread, rules) let it have.
 
 **The count rule** (the only one; the extender, the operator's status and ``berth simulate``
-all apply it through :func:`open_round`): a round opened at ``now`` places
+all apply it through :func:`open_round`; ``docs/behaviour.md``, "Rounds", says it for users): a
+round opened at ``now`` places
 
     min(the strategy's own round, the pods waiting for a node)
 
