@@ -17,7 +17,9 @@ Every problem raises :class:`SnapshotError` with one line naming the file, the o
 field, e.g. ``snap.json: items[3] (Node node-a): status.allocatable.cpu: not a quantity: 'lots'``.
 
 Reading a file is the only I/O here; :func:`snapshot_from_objects` builds a snapshot from
-objects already in memory.
+objects already in memory. Both the CLI's :class:`Snapshot` and the extender's offline store
+start from :class:`SnapshotObjects` (:func:`read_snapshot_objects`): one reading of the file,
+the same kinds accepted, the same node Leases, the same moment.
 """
 
 from __future__ import annotations
@@ -108,13 +110,6 @@ def parse_documents(text: str, source: str) -> list[Any]:
 
 def read_documents(path: str) -> list[Any]:
     return parse_documents(read_text(path), path)
-
-
-def read_objects(path: str) -> list[Mapping[str, Any]]:
-    """Every object of a snapshot file, Lists flattened: for shells that keep raw objects (the
-    extender's offline mode) rather than the core's data."""
-    docs = read_documents(path)
-    return [obj for _, obj in _flatten(docs, path, len(docs) > 1)]
 
 
 def read_manifest(path: str, kinds: Collection[str], what: str) -> Mapping[str, Any]:
@@ -269,35 +264,79 @@ def snapshot_from_objects(objects: Iterable[tuple[str, Mapping[str, Any]]], sour
                           require_nodes: bool = True) -> Snapshot:
     """Build a snapshot from ``(where, object)`` pairs; ``where`` (e.g. ``items[3]``) names the
     object in error messages."""
-    snap = Snapshot(source)
+    return _build(sort_objects(objects, source), require_nodes=require_nodes)
+
+
+@dataclass
+class SnapshotObjects:
+    """A snapshot's objects sorted by kind, still raw (each with its label for error messages),
+    its node Leases read: what both the CLI's :class:`Snapshot` and the extender's offline store
+    are built from, so that both accept the same files and judge them at the same moment."""
+
+    source: str
+    nodes: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
+    pods: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
+    leases: list[Mapping[str, Any]] = field(default_factory=list)  # node Leases only (kube-node-lease)
+    renewed: dict[str, float | None] = field(default_factory=dict)  # node -> its Lease's renewTime
+    policies: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
+
+    @property
+    def newest_lease(self) -> float | None:
+        """The moment the snapshot is judged at when it holds node Leases (see the module doc)."""
+        times = [t for t in self.renewed.values() if t is not None]
+        return max(times) if times else None
+
+
+def read_snapshot_objects(path: str) -> SnapshotObjects:
+    """The objects of the snapshot file ``path``, sorted by kind; any other kind is refused."""
+    docs = read_documents(path)
+    return sort_objects(_flatten(docs, path, len(docs) > 1), path)
+
+
+def sort_objects(objects: Iterable[tuple[str, Mapping[str, Any]]], source: str) -> SnapshotObjects:
+    """``(where, object)`` pairs sorted by kind, node Leases read; any other kind is refused."""
+    out = SnapshotObjects(source)
     for where, obj in objects:
         kind = obj.get("kind")
         label = f"{where} ({kind} {_name_of(obj)})"
         if kind == "Node":
-            snap.nodes.append(_node(obj, source, label))
+            out.nodes.append((label, obj))
         elif kind == "Pod":
-            _need_mapping(obj, "status", source, label)
-            if is_terminal(obj):
-                snap.terminal_pods += 1
-                continue
-            pod = _pod(obj, source, label)
-            if pod.node_name:
-                snap.pods.append(pod)
-            else:
-                snap.pending_pods += 1
+            out.pods.append((label, obj))
         elif kind == "Lease":
             lease = _lease(obj, source, label)
             if lease is not None:
-                snap.leases[lease[0]] = lease[1]
+                out.leases.append(obj)
+                out.renewed[lease[0]] = lease[1]
         elif kind == "PlacementPolicy":
-            try:
-                snap.policies.append(policy_from_manifest(obj))
-            except InvalidPolicy as exc:
-                raise SnapshotError(f"{source}: {label}: {exc.path}: {exc.problem}") from None
+            out.policies.append((label, obj))
         else:
             raise SnapshotError(
                 f"{source}: {where}: kind: expected {', '.join(SNAPSHOT_KINDS[:-1])} or {SNAPSHOT_KINDS[-1]} "
                 f"(the output of kubectl get nodes,pods -A -o json), found {kind!r}")
+    return out
+
+
+def _build(objects: SnapshotObjects, *, require_nodes: bool) -> Snapshot:
+    source = objects.source
+    snap = Snapshot(source, leases=dict(objects.renewed))
+    for label, obj in objects.nodes:
+        snap.nodes.append(_node(obj, source, label))
+    for label, obj in objects.pods:
+        _need_mapping(obj, "status", source, label)
+        if is_terminal(obj):
+            snap.terminal_pods += 1
+            continue
+        pod = _pod(obj, source, label)
+        if pod.node_name:
+            snap.pods.append(pod)
+        else:
+            snap.pending_pods += 1
+    for label, obj in objects.policies:
+        try:
+            snap.policies.append(policy_from_manifest(obj))
+        except InvalidPolicy as exc:
+            raise SnapshotError(f"{source}: {label}: {exc.path}: {exc.problem}") from None
     if require_nodes and not snap.nodes:
         raise SnapshotError(f"{source}: no Node objects (expected the output of kubectl get nodes,pods -A -o json)")
     return snap

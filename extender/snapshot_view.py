@@ -11,59 +11,32 @@ Lease renewal (otherwise every node of an old snapshot would look down).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from berth.core import API_GROUP, LEASE_NAMESPACE, ObjectError, lease_renew_seconds
 from berth.extender.store import ClusterStore
-from berth.snapshot import SnapshotError, read_objects
+from berth.snapshot import SnapshotError, read_snapshot_objects
 
 __all__ = ["SnapshotError", "load_snapshot"]
-
 
 
 def load_snapshot(path: str | Path, *, store: ClusterStore | None = None,
                   decisions_kept: int = 5000, track_leases: bool = True,
                   ) -> tuple[ClusterStore, Callable[[], float]]:
-    """A store filled from the snapshot, and the clock liveness is judged by (see the module doc)."""
-    objects = read_objects(str(path))
-    kinds: dict[str, list[Mapping[str, Any]]] = {"nodes": [], "pods": [], "leases": [], "policies": []}
-    for obj in objects:
-        kind = obj.get("kind")
-        if kind == "Node":
-            kinds["nodes"].append(obj)
-        elif kind == "Pod":
-            kinds["pods"].append(obj)
-        elif kind == "Lease":
-            kinds["leases"].append(obj)
-        elif kind == "PlacementPolicy" and str(obj.get("apiVersion", "")).startswith(f"{API_GROUP}/"):
-            kinds["policies"].append(obj)
-    has_leases = track_leases and any(_lease_ns(o) == LEASE_NAMESPACE for o in kinds["leases"])
+    """A store filled from the snapshot, and the clock liveness is judged by (see the module doc).
+    The file is read and checked as the CLI reads it (:func:`berth.snapshot.read_snapshot_objects`):
+    the same kinds accepted, the same node Leases, the same moment."""
+    objects = read_snapshot_objects(str(path))
+    has_leases = track_leases and bool(objects.leases)
     if store is None:
         store = ClusterStore(leases_tracked=has_leases, decisions_kept=decisions_kept)
     else:
         store.view.leases_tracked = has_leases
-    for kind in ("policies", "nodes", "leases", "pods"):
-        store.replace(kind, kinds[kind])
-    moment = _snapshot_moment(kinds["leases"]) if has_leases else None
+    store.replace("policies", [obj for _, obj in objects.policies])
+    store.replace("nodes", [obj for _, obj in objects.nodes])
+    store.replace("leases", objects.leases)
+    store.replace("pods", [obj for _, obj in objects.pods])
+    moment = objects.newest_lease if has_leases else None
     if moment is None:
         return store, time.time
     return store, lambda: moment
-
-
-def _lease_ns(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata")
-    return str(meta.get("namespace") or "") if isinstance(meta, Mapping) else ""
-
-
-def _snapshot_moment(leases: list[Mapping[str, Any]]) -> float | None:
-    latest: float | None = None
-    for lease in leases:
-        try:
-            _, renewed = lease_renew_seconds(lease)
-        except ObjectError:
-            continue
-        if renewed is not None and (latest is None or renewed > latest):
-            latest = renewed
-    return latest
