@@ -120,6 +120,7 @@ class _Memo:
     cluster: int  # the view's node change token when the plan was made
     at: float
     includes: tuple[bool, ...]  # which nodes of nodeFilter.includes existed
+    round_expires: float | None = None  # the plan's round in force stops being so then
 
 
 class OperatorState:
@@ -253,6 +254,8 @@ class OperatorState:
             return True
         if memo.changes != self._changes.get(uid, 0) or memo.includes != _includes_seen(raw, self.store.view.nodes):
             return True
+        if memo.round_expires is not None and now > memo.round_expires:
+            return True  # the round the plan shows is over: the next one plans anew
         return memo.pending and memo.cluster != self.store.view.node_log.token \
             and now - memo.at >= self.config.plan_period
 
@@ -288,7 +291,7 @@ class OperatorState:
             patch.status.update(diff)
             self.writes += 1
         self._memo[uid] = _Memo(meta.get("generation"), changes, outcome.status,
-                                bool(outcome.status.get("pending")), cluster, now, includes)
+                                bool(outcome.status.get("pending")), cluster, now, includes, outcome.round_expires)
         for event in outcome.events:
             kopf.event(body, type=event.type, reason=event.reason, message=event.message)
         return outcome

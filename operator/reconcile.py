@@ -75,6 +75,9 @@ class Outcome:
     sequence: list[str] | None = None
     """Fill and Each: the node each pending pod takes, in the order they come (the status's
     ``plan`` counts them per node)."""
+    round_expires: float | None = None
+    """When the round the plan comes from stops being in force unless a pod is placed in it: the
+    status must be computed again then (the next round's plan differs)."""
 
 
 Planner = Callable[[PodInfo, PlacementPolicy, int], tuple[dict[str, int], PlacementError | None]]
@@ -145,12 +148,14 @@ def compute_status(body: Mapping[str, Any], pods: Iterable[PodRecord], view: Cal
     plan: dict[str, int] | None = None
     error: PlacementError | None = None
     plan_failure: str | None = None
+    expires: float | None = None
     if pending:
         shape = min(pending, key=lambda p: (p.created, p.info.name))
         try:
             in_force = round_in_force(selected, policy, now, round_timeout)
             if in_force is not None:
                 plan = rounds.take(rounds.quota(in_force), len(pending))
+                expires = in_force.active + round_timeout
             elif planner is not None:
                 plan, error = planner(shape.info, policy, len(pending))
             else:
@@ -187,7 +192,7 @@ def compute_status(body: Mapping[str, Any], pods: Iterable[PodRecord], view: Cal
     if plan is not None and error is None and policy.spec.strategy in ROUND_STRATEGIES:
         sequence = [node for node, n in plan.items() for _ in range(n)]
     return Outcome(status, transition_events(previous.get("conditions"), status["conditions"]), policy=policy,
-                   sequence=sequence)
+                   sequence=sequence, round_expires=expires)
 
 
 def _invalid(previous: Mapping[str, Any], exc: InvalidPolicy, generation: int, stamp: str) -> Outcome:
