@@ -13,7 +13,15 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, ValidationInfo, ValidatorFunctionWrapHandler, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from berth.core import ROUND_TIMEOUT_SECONDS, Settings, Strategy
+from berth.core import (
+    LIVENESS_THRESHOLD_SECONDS,
+    MIN_FREE_DISK_PERCENT,
+    OVERCOMMIT_PERCENT,
+    ROUND_TIMEOUT_SECONDS,
+    SLEEPY_MEMORY_FACTOR,
+    Settings,
+    Strategy,
+)
 
 log = logging.getLogger("berth.extender.settings")
 
@@ -29,12 +37,12 @@ class ExtenderSettings(BaseSettings):
                                       validate_default=False)
 
     # -- placement (mapped onto berth.core.settings.Settings) --------------------------
-    cpu_overcommit_percent: int = Field(default=100, ge=1, le=10000)
-    memory_overcommit_percent: int = Field(default=100, ge=1, le=10000)
-    min_free_disk_percent: int = Field(default=10, ge=0, le=100)
+    cpu_overcommit_percent: int = OVERCOMMIT_PERCENT.field(100)
+    memory_overcommit_percent: int = OVERCOMMIT_PERCENT.field(100)
+    min_free_disk_percent: int = MIN_FREE_DISK_PERCENT.field(10)
     reject_unknown_capacity: bool = False
-    liveness_threshold_seconds: float = Field(default=40.0, gt=0, le=86400)
-    sleepy_memory_factor: float = Field(default=2.0, ge=1, le=100)
+    liveness_threshold_seconds: float = LIVENESS_THRESHOLD_SECONDS.field(40.0)
+    sleepy_memory_factor: float = SLEEPY_MEMORY_FACTOR.field(2.0)
     default_strategy: Strategy | None = None  # for pods no policy selects; unset: they pass through
 
     # -- extender ---------------------------------------------------------------------

@@ -37,6 +37,10 @@ from typing import Any, NoReturn
 
 from berth import __version__
 from berth.core import (
+    LIVENESS_THRESHOLD_SECONDS,
+    MIN_FREE_DISK_PERCENT,
+    OVERCOMMIT_PERCENT,
+    Bounds,
     DrainRequest,
     InvalidDrain,
     PlacementPolicy,
@@ -69,12 +73,13 @@ class _Parser(argparse.ArgumentParser):
 
 _SETTING_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--cpu-overcommit", {"type": int, "metavar": "PERCENT",
-                          "help": "CPU overcommit percent, 1-10000 (default 100: never overcommit)"}),
+                          "help": f"CPU overcommit percent, {OVERCOMMIT_PERCENT.range_text()} "
+                                  "(default 100: never overcommit)"}),
     ("--memory-overcommit", {"type": int, "metavar": "PERCENT",
-                             "help": "memory overcommit percent, 1-10000 (default 100)"}),
+                             "help": f"memory overcommit percent, {OVERCOMMIT_PERCENT.range_text()} (default 100)"}),
     ("--min-free-disk", {"type": int, "metavar": "PERCENT",
-                         "help": "refuse a node when placing would leave less free ephemeral storage, 0-100 "
-                                 "(default 10)"}),
+                         "help": "refuse a node when placing would leave less free ephemeral storage, "
+                                 f"{MIN_FREE_DISK_PERCENT.range_text()} (default 10)"}),
     ("--reject-unknown-capacity", {"action": "store_const", "const": True,
                                    "help": "refuse nodes that do not report a resource the pod asks for "
                                            "(default: rank them last, with a warning)"}),
@@ -98,26 +103,21 @@ def _add_setting_flags(parser: argparse.ArgumentParser, *, suppress: bool) -> No
 
 def settings_from(args: argparse.Namespace) -> Settings:
     settings = Settings()
-    checks: tuple[tuple[str, str, float, float], ...] = (
-        ("cpu_overcommit", "cpu_overcommit_percent", 1, 10000),
-        ("memory_overcommit", "memory_overcommit_percent", 1, 10000),
-        ("min_free_disk", "min_free_disk_percent", 0, 100),
+    checks: tuple[tuple[str, str, Bounds], ...] = (
+        ("cpu_overcommit", "cpu_overcommit_percent", OVERCOMMIT_PERCENT),
+        ("memory_overcommit", "memory_overcommit_percent", OVERCOMMIT_PERCENT),
+        ("min_free_disk", "min_free_disk_percent", MIN_FREE_DISK_PERCENT),
+        ("liveness_threshold", "liveness_threshold_seconds", LIVENESS_THRESHOLD_SECONDS),
     )
-    for attr, field, low, high in checks:
+    for attr, field, bounds in checks:
         value = getattr(args, attr, None)
         if value is None:
             continue
-        if not low <= value <= high:
-            raise UsageError(f"--{attr.replace('_', '-')}: must be between {low:g} and {high:g}, found {value}")
+        if (problem := bounds.problem(value)) is not None:
+            raise UsageError(f"--{attr.replace('_', '-')}: {problem}")
         settings = replace(settings, **{field: value})
     if getattr(args, "reject_unknown_capacity", None):
         settings = replace(settings, reject_unknown_capacity=True)
-    threshold = getattr(args, "liveness_threshold", None)
-    if threshold is not None:
-        if not 0 < threshold <= 86400:
-            raise UsageError(f"--liveness-threshold: must be more than 0 and at most 86400 seconds, "
-                             f"found {threshold:g}")
-        settings = replace(settings, liveness_threshold_seconds=threshold)
     return settings
 
 

@@ -67,7 +67,14 @@ from berth.core.policy import KIND as POLICY_KIND
 from berth.core.policy import PLURAL as POLICY_PLURAL
 from berth.core.quantity import CPU, DISK, MEMORY, PODS, format_amount
 from berth.core.round import ROUND_ANNOTATION, ROUND_TIMEOUT_SECONDS, Round, RoundMark
-from berth.core.settings import Settings
+from berth.core.settings import (
+    LIVENESS_THRESHOLD_SECONDS,
+    MIN_FREE_DISK_PERCENT,
+    OVERCOMMIT_PERCENT,
+    SLEEPY_MEMORY_FACTOR,
+    Bounds,
+    Settings,
+)
 from berth.core.view import ClusterView, Overlay, label_index
 
 __all__ = [
@@ -80,10 +87,13 @@ __all__ = [
     "ERROR_CODES",
     "HOLD_UID_PREFIX",
     "LEASE_NAMESPACE",
+    "LIVENESS_THRESHOLD_SECONDS",
     "MEMORY",
+    "MIN_FREE_DISK_PERCENT",
     "NODEDRAIN_KIND",
     "NODEDRAIN_PLURAL",
     "NO_STEER",
+    "OVERCOMMIT_PERCENT",
     "PODS",
     "POLICY_KIND",
     "POLICY_PLURAL",
@@ -92,6 +102,8 @@ __all__ = [
     "ROUND_TIMEOUT_SECONDS",
     "RULE_LIMITS",
     "SLEEPY_ANNOTATION",
+    "SLEEPY_MEMORY_FACTOR",
+    "Bounds",
     "ClusterView",
     "Decision",
     "DrainMode",

@@ -18,6 +18,7 @@ from berth.core.errors import InvalidPolicy
 from berth.core.labels import LabelKey, LabelKeyField, LabelValue
 from berth.core.model import LabelSelector, Requirement
 from berth.core.placement_rules import RuleNode, parse_rules
+from berth.core.settings import MIN_FREE_DISK_PERCENT, OVERCOMMIT_PERCENT
 
 API_GROUP = "berth.dev"
 """The API group of berth's custom resources (PlacementPolicy, NodeDrain)."""
@@ -105,9 +106,9 @@ class TopologySpreadConstraint(_Model):
 class CapacityOverrides(_Model):
     """Per-policy overrides of the cluster's capacity settings; unset fields use the cluster's."""
 
-    cpu_overcommit_percent: int | None = Field(default=None, ge=1, le=10000)
-    memory_overcommit_percent: int | None = Field(default=None, ge=1, le=10000)
-    min_free_disk_percent: int | None = Field(default=None, ge=0, le=100)
+    cpu_overcommit_percent: int | None = OVERCOMMIT_PERCENT.field(None)
+    memory_overcommit_percent: int | None = OVERCOMMIT_PERCENT.field(None)
+    min_free_disk_percent: int | None = MIN_FREE_DISK_PERCENT.field(None)
     reject_unknown_capacity: bool | None = None
 
 

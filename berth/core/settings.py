@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import Field
 
 if TYPE_CHECKING:
     from berth.core.policy import PlacementPolicy, Strategy
@@ -66,3 +68,43 @@ T = TypeVar("T")
 
 def _pick(override: T | None, default: T) -> T:
     return default if override is None else override
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """The values a setting accepts, from ``low`` to ``high`` (both allowed, unless ``above_low``:
+    then ``low`` itself is refused, as a duration of 0 is). Defined once here: the extender's
+    environment, a policy's ``spec.capacity``, the CLI's flags and the CRD's schema follow them."""
+
+    low: float
+    high: float
+    above_low: bool = False
+    unit: str = ""  # said after the bounds in a refusal ("seconds")
+
+    def field(self, default: object) -> Any:
+        """A pydantic field with these bounds and ``default``."""
+        if self.above_low:
+            return Field(default=default, gt=self.low, le=self.high)
+        return Field(default=default, ge=self.low, le=self.high)
+
+    def problem(self, value: float) -> str | None:
+        """Why ``value`` is out of bounds (``must be between 1 and 10000, found 0``), or None."""
+        unit = f" {self.unit}" if self.unit else ""
+        found = f"{value:g}" if isinstance(value, float) else str(value)
+        if self.above_low:
+            if self.low < value <= self.high:
+                return None
+            return f"must be more than {self.low:g} and at most {self.high:g}{unit}, found {found}"
+        if self.low <= value <= self.high:
+            return None
+        return f"must be between {self.low:g} and {self.high:g}{unit}, found {found}"
+
+    def range_text(self) -> str:
+        """The bounds as a flag's help says them (``1-10000``)."""
+        return f"{self.low:g}-{self.high:g}" if not self.above_low else f"above {self.low:g}, at most {self.high:g}"
+
+
+OVERCOMMIT_PERCENT = Bounds(1, 10000)
+MIN_FREE_DISK_PERCENT = Bounds(0, 100)
+LIVENESS_THRESHOLD_SECONDS = Bounds(0, 86400, above_low=True, unit="seconds")
+SLEEPY_MEMORY_FACTOR = Bounds(1, 100)
