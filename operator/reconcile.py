@@ -265,7 +265,7 @@ def _decision_of(record: PodRecord) -> dict[str, Any] | None:
     try:
         data = json.loads(record.decision)
     except ValueError:
-        log.warning("pod %s: unreadable %s annotation", record.info.key, "berth.dev/decision")
+        log.warning("pod %s: unreadable %s annotation", record.info.key, DECISION_ANNOTATION)
         return None
     return data if isinstance(data, dict) else None
 
