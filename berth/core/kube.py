@@ -6,9 +6,10 @@ A malformed object raises :class:`ObjectError` naming the object and the field.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Hashable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from berth.core.labels import go_int, label_key_problem, label_value_problem
 from berth.core.model import (
@@ -31,6 +32,8 @@ from berth.core.quantity import QuantityError, to_base_units
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 LEASE_NAMESPACE = "kube-node-lease"
 """Where the kubelets keep their nodes' Leases (a node's liveness)."""
+
+T = TypeVar("T")
 
 
 class ObjectError(ValueError):
@@ -89,6 +92,9 @@ def is_terminal(obj: Mapping[str, Any]) -> bool:
 
 
 def pod_from_object(obj: Mapping[str, Any]) -> PodInfo:
+    """The pod as the core sees it. What many pods have alike (their namespace, node, labels,
+    requests, tolerations, controller) is kept once (:class:`_Shared`): a view of 150,000 pods
+    holds a few thousand such values, not 150,000 copies of each."""
     meta = _meta(obj)
     name = meta["name"]
     namespace = str(meta.get("namespace") or "default")
@@ -100,20 +106,56 @@ def pod_from_object(obj: Mapping[str, Any]) -> PodInfo:
     except (QuantityError, ValueError) as exc:
         raise ObjectError(f"pod {namespace}/{name}: {exc}") from None
     annotations = _str_map(meta.get("annotations"), f"pod {namespace}/{name}: metadata.annotations")
+    node_name = spec.get("nodeName") or None
     return PodInfo(
         uid=str(meta.get("uid") or f"{namespace}/{name}"),
         name=name,
-        namespace=namespace,
-        labels=_str_map(meta.get("labels"), f"pod {namespace}/{name}: metadata.labels"),
-        requests=requests,
-        node_name=spec.get("nodeName") or None,
+        namespace=_SHARED.string(namespace),
+        labels=_SHARED.string_map(_str_map(meta.get("labels"), f"pod {namespace}/{name}: metadata.labels")),
+        requests=_SHARED.value(("requests", *requests.items()), lambda: requests),
+        node_name=_SHARED.string(node_name) if isinstance(node_name, str) else node_name,
         terminating=meta.get("deletionTimestamp") is not None,
         sleepy=annotations.get(SLEEPY_ANNOTATION) == "true",
-        tolerations=tuple(_toleration(t) for t in spec.get("tolerations") or () if isinstance(t, Mapping)),
+        tolerations=_tolerations(spec.get("tolerations")),
         node_affinity=_node_affinity(spec),
         controller=_controller(meta.get("ownerReferences")),
         mirror=MIRROR_ANNOTATION in annotations,
     )
+
+
+class _Shared:
+    """Equal values read from many objects, kept once: strings by :func:`sys.intern`, maps and
+    tuples by their items. The core never changes a pod's maps in place, so pods may share them.
+    At most :attr:`LIMIT` values are remembered (then the table starts afresh: the values already
+    shared stay shared), so objects of values of their own (a StatefulSet pod's name label) cost
+    no more than before."""
+
+    LIMIT = 1 << 16
+
+    def __init__(self) -> None:
+        self._kept: dict[object, Any] = {}
+
+    def value(self, key: Hashable, make: Callable[[], T]) -> T:
+        hit = self._kept.get(key)
+        if hit is None:
+            if len(self._kept) >= self.LIMIT:
+                self._kept.clear()
+            hit = self._kept[key] = make()
+        return hit
+
+    def string_map(self, value: dict[str, str]) -> dict[str, str]:
+        if not value:
+            return _NO_STRINGS
+        return self.value(("map", *value.items()), lambda: {sys.intern(k): sys.intern(v) for k, v in value.items()})
+
+    @staticmethod
+    def string(value: str) -> str:
+        return sys.intern(value)
+
+
+_SHARED = _Shared()
+_NO_STRINGS: dict[str, str] = {}
+_NO_AFFINITY = NodeAffinity()
 
 
 def _controller(refs: object) -> Owner | None:
@@ -122,8 +164,20 @@ def _controller(refs: object) -> Owner | None:
         return None
     for ref in refs:
         if isinstance(ref, Mapping) and ref.get("controller") is True:
-            return Owner(str(ref.get("kind") or ""), str(ref.get("name") or ""))
+            return _owner(str(ref.get("kind") or ""), str(ref.get("name") or ""))
     return None
+
+
+def _owner(kind: str, name: str) -> Owner:
+    return _SHARED.value(("owner", kind, name), lambda: Owner(kind, name))
+
+
+def _tolerations(raw: object) -> tuple[Toleration, ...]:
+    """A pod's tolerations (most pods have the two the API server adds: one tuple for all)."""
+    if not raw or not isinstance(raw, list):
+        return ()
+    made = tuple(_toleration(t) for t in raw if isinstance(t, Mapping))
+    return _SHARED.value(("tolerations", *made), lambda: made)
 
 
 def _toleration(t: Mapping[str, Any]) -> Toleration:
@@ -181,12 +235,15 @@ def _node_affinity(spec: Mapping[str, Any]) -> NodeAffinity:
     required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution")
     if required is None:
-        return NodeAffinity(node_selector=node_selector)
+        if not node_selector:
+            return _NO_AFFINITY
+        return _SHARED.value(("affinity", None, *node_selector.items()), lambda: NodeAffinity(node_selector))
     if not isinstance(required, Mapping):
         raise ObjectError("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution: "
                           "must be an object")
     terms = (_term(t) for t in (required.get("nodeSelectorTerms") or ()) if isinstance(t, Mapping))
-    return NodeAffinity(node_selector=node_selector, required_terms=tuple(t for t in terms if t is not None))
+    made = NodeAffinity(node_selector=node_selector, required_terms=tuple(t for t in terms if t is not None))
+    return _SHARED.value(("affinity", made.required_terms, *node_selector.items()), lambda: made)
 
 
 def label_selector(obj: Mapping[str, Any] | None) -> LabelSelector:

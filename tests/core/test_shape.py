@@ -355,6 +355,55 @@ def test_pod_defaults() -> None:
     assert (p.namespace, p.uid, p.node_name, p.terminating, p.sleepy) == ("default", "default/p", None, False, False)
 
 
+def _pod_like(name: str, **changes: Any) -> dict[str, Any]:
+    """POD_OBJECT under another name and uid, with ``changes`` to its metadata and spec."""
+    import copy
+
+    obj = copy.deepcopy(POD_OBJECT)
+    obj["metadata"].update(name=name, uid=f"u-{name}")
+    for key, value in changes.items():
+        (obj["metadata"] if key in ("labels", "ownerReferences") else obj["spec"])[key] = value
+    return obj
+
+
+SHARED_PARTS = ["labels", "requests", "tolerations", "node_affinity", "controller", "namespace", "node_name"]
+
+
+def test_pods_alike_share_what_they_have_alike() -> None:
+    owner = [{"kind": "ReplicaSet", "name": "web-1a", "uid": "rs", "controller": True}]
+    first, second = (pod_from_object(_pod_like(n, ownerReferences=owner)) for n in ("web-2", "web-3"))
+    assert (first.uid, second.uid) == ("u-web-2", "u-web-3")
+    for part in SHARED_PARTS:
+        assert getattr(first, part) is getattr(second, part), part
+
+
+DIFFERENT_PARTS = [
+    ("labels", {"labels": {"app": "db"}}, {"app": "db"}),
+    ("requests", {"containers": [{"name": "a", "resources": {"requests": {"cpu": "1"}}}]}, {"cpu": 1000}),
+    ("tolerations", {"tolerations": []}, ()),
+    ("node_affinity", {"affinity": None, "nodeSelector": None}, NodeAffinity()),
+    ("node_name", {"nodeName": "node-b"}, "node-b"),
+]
+
+
+@pytest.mark.parametrize(("part", "changes", "expected"), DIFFERENT_PARTS,
+                         ids=[f"own_{p}" for p, *_ in DIFFERENT_PARTS])
+def test_a_pod_unlike_the_others_keeps_its_own_values(part: str, changes: dict[str, Any], expected: Any) -> None:
+    alike = pod_from_object(_pod_like("web-2"))
+    unlike = pod_from_object(_pod_like("web-3", **changes))
+    assert getattr(unlike, part) == expected != getattr(alike, part)
+    assert getattr(pod_from_object(_pod_like("web-4")), part) == getattr(alike, part)
+
+
+def test_values_shared_among_pods_are_bounded_and_stay_right(monkeypatch: pytest.MonkeyPatch) -> None:
+    from berth.core import kube
+
+    monkeypatch.setattr(kube._Shared, "LIMIT", 8)
+    pods = [pod_from_object(_pod_like(f"web-{i}", labels={"app": "web", "index": str(i)})) for i in range(50)]
+    assert [p.labels for p in pods] == [{"app": "web", "index": str(i)} for i in range(50)]
+    assert len(kube._SHARED._kept) <= 8
+
+
 def test_lease_and_time_parsing() -> None:
     lease = {"metadata": {"name": "node-a", "namespace": "kube-node-lease"},
              "spec": {"renewTime": "2026-01-01T00:00:10.500000Z"}}
