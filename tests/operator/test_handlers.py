@@ -44,6 +44,29 @@ def test_registered_handlers() -> None:
     assert registry._activities.get_all_handlers()  # login
 
 
+def test_kopf_talks_to_the_api_server_over_a_bounded_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    from berth.operator import handlers
+
+    info = kopf.ConnectionInfo(server="https://127.0.0.1:6443", scheme="Bearer", token="secret",
+                               default_namespace="berth", priority=3)
+    monkeypatch.setattr(kopf, "login_via_client", lambda **_: info)
+
+    async def logged_in() -> tuple[Any, int, str | None]:
+        made = await handlers.login(logger=None, settings=None)
+        assert isinstance(made, kopf.AiohttpSession)
+        session = made.aiohttp_session
+        try:
+            return made, session.connector.limit, session.headers.get("Authorization")
+        finally:
+            await session.close()
+
+    made, limit, authorization = asyncio.run(logged_in())
+    assert (made.server, made.default_namespace, made.priority) == (info.server, "berth", 3)
+    assert limit == handlers.API_CONNECTIONS and authorization == "Bearer secret"
+    monkeypatch.setattr(kopf, "login_via_client", lambda **_: None)
+    assert asyncio.run(handlers.login(logger=None, settings=None)) is None
+
+
 def test_kopf_keeps_its_bookkeeping_in_annotations() -> None:
     settings = operator_settings(OperatorConfig())
     assert isinstance(settings.persistence.progress_storage, kopf.AnnotationsProgressStorage)
