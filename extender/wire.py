@@ -136,11 +136,15 @@ def describe(exc: ValidationError) -> str:
 def host_priority_list(runs: Iterable[tuple[int, Sequence[str]]]) -> bytes:
     """A HostPriorityList (``[{"Host": ..., "Score": ...}, ...]``) encoded from runs of hosts sharing
     a score, without a dict per host: each run is encoded as one JSON array of strings, whose
-    ``","`` separators (which cannot occur inside an encoded string, where every quote is escaped)
-    become the glue between two entries. kube-scheduler adds the scores up by host, in any order."""
+    ``","`` separators become the glue between two entries. Inside an encoded string every quote is
+    escaped, so the only other ``","`` is the whole encoding of a host named ``,`` (no Node's name,
+    but the function takes any string): a run holding one is encoded entry by entry.
+    kube-scheduler adds the scores up by host, in any order."""
     parts = []
     for score, hosts in runs:
-        if hosts:
+        if "," in hosts:
+            parts.extend(orjson.dumps({"Host": host, "Score": score}) for host in hosts)
+        elif hosts:
             glue = b'","Score":%d},{"Host":"' % score
             parts.append(b'{"Host":' + orjson.dumps(hosts)[1:-1].replace(b'","', glue) + b',"Score":%d}' % score)
     return b"[" + b",".join(parts) + b"]"

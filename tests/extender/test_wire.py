@@ -20,6 +20,6 @@ def test_host_priority_list_reads_back_as_one_entry_per_host(runs: list[tuple[in
 
 
 def test_host_priority_list_of_names_that_look_like_glue() -> None:
-    runs = [(10, ['a","b']), (4, ['","', '"', ","]), (0, ["\\\",\""])]
+    runs = [(10, ['a","b']), (4, ['","', '"', ","]), (0, ["\\\",\""]), (3, [","]), (2, ["a", ",", "b"])]
     expected = [{"Host": h, "Score": s} for s, hosts in runs for h in hosts]
     assert orjson.loads(host_priority_list(runs)) == expected
