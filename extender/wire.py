@@ -140,7 +140,7 @@ def host_priority_list(runs: Iterable[tuple[int, Sequence[str]]]) -> bytes:
     escaped, so the only other ``","`` is the whole encoding of a host named ``,`` (no Node's name,
     but the function takes any string): a run holding one is encoded entry by entry.
     kube-scheduler adds the scores up by host, in any order."""
-    parts = []
+    parts: list[bytes] = []
     for score, hosts in runs:
         if "," in hosts:
             parts.extend(orjson.dumps({"Host": host, "Score": score}) for host in hosts)
