@@ -89,6 +89,11 @@ class Refusals:
             shared = self._shared[key] = Refusal(reason, resolvable)
         return shared
 
+    @property
+    def out(self) -> AbstractSet[str]:
+        """Every node refused so far (and those the runner set aside)."""
+        return self._out
+
     def one(self, name: str, reason: str, resolvable: bool) -> None:
         self._into.one(name, self._refusal(reason, resolvable))
         self._out.add(name)

@@ -1,41 +1,96 @@
 """One runner for the checks of :mod:`berth.core.plugins`: pre-filter (once per pod), filter
-(each node through each check, the first refusal standing), score and record, as a
-:class:`~berth.core.candidates.CandidateSet` (the nodes considered, those refused with their
-reasons, the candidates, warnings and the error when no node is left); ranking it is
+(each check refuses some of the nodes still standing, the first refusal standing), score and
+record, as a :class:`~berth.core.candidates.CandidateSet` (the nodes considered, those refused
+with their reasons, the candidates, warnings and the error when no node is left); ranking it is
 :func:`~berth.core.evaluate.rank`.
 
-This is the plain path: every check judges every node it reaches, reading the cluster pod by pod,
-with nothing kept between calls. The index (:mod:`berth.core.index`) answers the same questions
-from tables kept in step with the view; ``Settings.index`` (``BERTH_INDEX=off``) chooses this path
-instead, and the tests hold both to the same answers.
+The runner asks its questions of a :class:`Verdicts`: which nodes the checks that judge a node
+alone refuse, the workload's count per node, the spread constraints and the nodes they refuse,
+where each placement rule fails, each node's fit. :class:`PlainVerdicts` answers them check by
+check over every node, with nothing kept; the index (:mod:`berth.core.index`) answers the same
+from tables kept in step with the view. ``Settings.index`` (``BERTH_INDEX=off``) chooses the plain
+one, and the tests hold both to the same answers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from itertools import filterfalse
+from operator import attrgetter
+from typing import Protocol
 
 from berth.core import index
 from berth.core.candidates import (
     CandidateSet,
+    FitReading,
     Refusals,
     apply_rules,
+    is_unverified,
     no_node_error,
     workload_selector,
 )
 from berth.core.decision import Refusal
 from berth.core.fit import demand, unverified_warning
-from berth.core.model import NodeInfo, PodInfo
+from berth.core.model import PodInfo
 from berth.core.node_filter import unknown_includes
-from berth.core.plugins import PodContext, constraints, liveness, node_filter, rules, spread
+from berth.core.placement_rules import RuleNode
+from berth.core.plugins import PodContext, constraints, count_matching, liveness, node_filter, rules
 from berth.core.plugins import fit as fit_check
 from berth.core.plugins import quota as round_quota
-from berth.core.plugins.fit import Fitted
+from berth.core.plugins import spread as spread_check
+from berth.core.plugins.fit import Candidate, Fitted, SortKey
 from berth.core.policy import PlacementPolicy, Strategy
 from berth.core.settings import Settings
 from berth.core.topology import SpreadContext
 from berth.core.view import ClusterState
 
-UNKNOWN = Refusal("unknown node: berth has not seen it", False)
+UNKNOWN = "unknown node: berth has not seen it"
+
+_CANDIDATE = attrgetter("candidate")
+
+
+class Fits(FitReading, Protocol):
+    """Each node's fit, as the runner reads it."""
+
+    def each(self, names: Iterable[str]) -> list[Fitted]:
+        """The fits of ``names``, in order; KeyError for a node the cluster does not know."""
+        ...
+
+    def kept_order(self) -> Callable[[SortKey], Sequence[str] | None] | None:
+        """Every node sorted by a strategy's key, when kept (None: the ranking sorts)."""
+        ...
+
+
+class Verdicts(Protocol):
+    """What the runner asks about the nodes for one pod (:class:`PlainVerdicts`, or the index's)."""
+
+    def refuse_alone(self, considered: AbstractSet[str], refused: Refusals) -> None:
+        """Record, for each node of ``considered``, the first refusal of the checks that judge the
+        node by itself and its Lease: the pod's own constraints, the node filter, liveness."""
+        ...
+
+    def workload_counts(self, considered: AbstractSet[str]) -> Mapping[str, int]:
+        """The pods of the pod's workload on each node (at least each of ``considered``, known to
+        the cluster or not: a deleted node's pods may still be counted there)."""
+        ...
+
+    def spread(self) -> SpreadContext | None:
+        """The pod's spread constraints with their domain counts (the spread pre-filter)."""
+        ...
+
+    def spread_refusals(self, spread: SpreadContext, standing: AbstractSet[str]
+                        ) -> Iterable[tuple[AbstractSet[str], tuple[str, bool]]]:
+        """The nodes DoNotSchedule refuses, in groups with their (reason, resolvable), a node's
+        first group first; at least those of ``standing``."""
+        ...
+
+    def failing(self, rule: RuleNode) -> AbstractSet[str]:
+        """Every node where ``rule`` does not hold."""
+        ...
+
+    def fits(self, considered: AbstractSet[str]) -> Fits:
+        ...
 
 
 def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | None, settings: Settings,
@@ -49,87 +104,131 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
     all (its own constraints, the node filter, liveness) and how much room it has there.
     ``spread``: the pod's spread constraints with their domain counts, when the caller has them.
 
-    Through the index (:func:`berth.core.index.judge`) unless ``settings.index`` turns it off;
-    then :func:`run` judges every node plainly."""
-    if settings.indexed:
-        return index.judge(state, pod, policy, settings, now, nodes=nodes, quota=quota, strategy=strategy,
-                           require_fit=require_fit, spread=spread, room_only=room_only)
-    return run(state, pod, policy, settings, now, nodes=nodes, quota=quota, strategy=strategy,
-               require_fit=require_fit, spread_context=spread, room_only=room_only)
-
-
-def run(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | None, settings: Settings, now: float, *,
-        nodes: Sequence[str] | None = None, quota: Mapping[str, int] | None = None,
-        strategy: Strategy | None = None, require_fit: bool = True, spread_context: SpreadContext | None = None,
-        room_only: bool = False) -> CandidateSet:
-    """:func:`collect_candidates`, plainly: every check over every node it reaches."""
+    Each check takes the set of nodes still standing and refuses a subset of it, in the order a
+    user reasons in: does the node exist, may the pod go there at all, does the round leave it
+    room, does topology spread allow it, do the placement rules hold, does it fit."""
     ctx = PodContext(state, pod, policy, settings, now, workload_selector(pod, policy), demand(pod), strategy,
                      quota, require_fit)
-    judged = spread_context if spread_context is not None or room_only else spread.pre_filter(ctx)
-    with_rules = policy is not None and bool(policy.rules) and not room_only
+    verdicts: Verdicts = index.verdicts(ctx) if settings.indexed else PlainVerdicts(ctx)
     names = sorted(state.nodes) if nodes is None else list(nodes)
     result = CandidateSet(considered=names, candidates=[])
+    if spread is None and not room_only:
+        spread = verdicts.spread()
+    checked_rules = policy.rules if policy is not None and not room_only else ()
     nf = ctx.node_filter
+    ceiling = round_quota.ceiling(ctx)
+
+    considered = set(names)
+    out: set[str] = set()  # refused, or breaking a rule: each check judges only the nodes not yet out
+    refused = Refusals(result.refused, out)
+
+    def refuse_unknown() -> None:
+        refused.group(considered.difference(state.nodes), UNKNOWN, False)
+
     if nf is not None and nf.includes and (unknown := unknown_includes(nf, state.nodes)):
         result.warnings.append(unknown)
-    refused = Refusals(result.refused, set())
-    fitted = _Fits(ctx)
-    held: set[str] = set()  # refused by topology spread
-    broken: dict[int, set[str]] = {}  # top-level rule -> the nodes breaking it first
-    breaking: dict[int, Refusal] = {}
-    standing: set[str] = set()
-    for name in dict.fromkeys(names):
-        node = state.nodes.get(name)
-        refusal = UNKNOWN if node is None else _first_refusal(ctx, node)
-        if refusal is None and judged is not None and judged.hard:
-            assert node is not None
-            refusal = spread.filter(judged, node)
-            if refusal is not None:
-                held.add(name)
-        if refusal is not None:
-            refused.one(name, refusal.reason, refusal.resolvable)
-            continue
-        assert node is not None
-        index = rules.first_broken(ctx, node) if with_rules else None
-        if index is not None:
-            assert policy is not None
-            broken.setdefault(index, set()).add(name)
-            breaking[index] = rules.refusal(index, policy.rules[index])
-            continue
-        if fit_check.refuses(fitted[name], require_fit, settings.reject_unknown_capacity):
-            refused.one(name, fitted[name].fit.refusal or "", True)
-            continue
-        standing.add(name)
-    passing = [fitted[name].candidate for name in names if name in standing]
+    verdicts.refuse_alone(considered, refused)
+    if quota is not None:
+        refuse_unknown()  # before the plan, which would claim them too
+        no_more = round_quota.NO_MORE
+        refused.group(considered - round_quota.planned(quota) - out, no_more.reason,
+                      no_more.resolvable)
+    if ceiling:
+        counts = verdicts.workload_counts(considered)
+        for name in [n for n, count in counts.items() if count >= ceiling and n in considered and n not in out]:
+            refused.one(name, round_quota.limit_reason(counts[name], ceiling), False)
+    held: list[AbstractSet[str]] = []  # the nodes topology spread refused, group by group
+    if spread is not None and spread.hard:
+        for group, (reason, resolvable) in verdicts.spread_refusals(spread, considered - out):
+            group = (group & considered) - out
+            refused.group(group, reason, resolvable)
+            held.append(group)
+    broken: list[tuple[AbstractSet[str], tuple[str, bool]]] = []  # nodes breaking each rule: fitted only if needed
+    failing: list[AbstractSet[str]] = []  # every node each rule refuses, spread-refused ones included
+    for i, rule in enumerate(checked_rules):
+        failing.append(verdicts.failing(rule))
+        breaking = (failing[-1] & considered) - out
+        if breaking:
+            refusal = rules.refusal(i, rule)
+            broken.append((breaking, (refusal.reason, refusal.resolvable)))
+            out |= breaking
+    fit = verdicts.fits(considered)
+    for name in fit.among("refused" if require_fit else "refused-anyway", considered) - out:
+        refused.one(name, fit[name].fit.refusal or "", True)
+
+    def standing() -> list[Candidate]:
+        return list(map(_CANDIDATE, fit.each(filterfalse(out.__contains__, names))))
+
+    try:
+        passing = standing()
+    except KeyError:
+        # A name the view does not know (a node deleted since the scheduler's snapshot): no check
+        # above refuses it, as their node sets come from the view, so it is found here, when its
+        # fit is looked up, rather than by one more pass over every name of every request.
+        refuse_unknown()
+        passing = standing()
+    result.order = fit.kept_order()
     if broken:
-        groups = [(broken[i], (breaking[i].reason, breaking[i].resolvable)) for i in sorted(broken)]
-        passing = apply_rules(result, passing, groups, policy, fitted, require_fit, refused)
-    if judged is not None and judged.soft:
-        scores = judged.scores(state.nodes[c.name] for c in passing)
+        passing = apply_rules(result, passing, broken, policy, fit, require_fit, refused)
+    if spread is not None and spread.soft:
+        scores = spread.scores(state.nodes[c.name] for c in passing)
         passing = [c.with_spread_score(scores.get(c.name, 0)) for c in passing]
     result.candidates = passing
-    result.warnings.extend(unverified_warning(c.name, c.unverified) for c in passing if c.unverified)
+    result.warnings.extend(unverified_warning(c.name, c.unverified) for c in filter(is_unverified, passing))
     if not result.candidates and result.error is None:
-        failing = [{n for n in held if not rules.holds(ctx, rule, state.nodes[n])}
-                   for rule in (policy.rules if with_rules and policy is not None else ())]
-        result.error = no_node_error(result, [held], failing, fitted)
+        result.error = no_node_error(result, held, failing, fit)
     return result
 
 
-def _first_refusal(ctx: PodContext, node: NodeInfo) -> Refusal | None:
-    """The first refusal of the checks that judge a node by itself, its pods and its Lease."""
-    refusal = constraints.filter(ctx, node) or node_filter.filter(ctx, node)
-    if refusal is None and liveness.applies(ctx):
-        refusal = liveness.filter(ctx, node)
-    return refusal or round_quota.quota_filter(ctx, node) or round_quota.limit_filter(ctx, node)
-
-
-class _Fits:
-    """Each node's fit, judged when first asked: the reading the rules and the error read."""
+class PlainVerdicts:
+    """Every answer worked out check by check (:mod:`berth.core.plugins`), node by node, reading the
+    cluster pod by pod, with nothing kept beyond the one evaluation."""
 
     def __init__(self, ctx: PodContext) -> None:
         self._ctx = ctx
         self._fits: dict[str, Fitted] = {}
+
+    def refuse_alone(self, considered: AbstractSet[str], refused: Refusals) -> None:
+        ctx = self._ctx
+        nodes = ctx.state.nodes
+        lively = liveness.applies(ctx)
+        for name in considered - refused.out:
+            node = nodes.get(name)
+            if node is None:
+                continue  # the runner refuses it as unknown
+            refusal = constraints.filter(ctx, node) or node_filter.filter(ctx, node)
+            if refusal is None and lively:
+                refusal = liveness.filter(ctx, node)
+            if refusal is not None:
+                refused.one(name, refusal.reason, refusal.resolvable)
+
+    def workload_counts(self, considered: AbstractSet[str]) -> Mapping[str, int]:
+        ctx = self._ctx
+        return {name: count_matching(ctx.state, name, ctx.pod.namespace, ctx.workload) for name in considered}
+
+    def spread(self) -> SpreadContext | None:
+        return spread_check.pre_filter(self._ctx)
+
+    def spread_refusals(self, context: SpreadContext, standing: AbstractSet[str]
+                        ) -> Iterator[tuple[AbstractSet[str], tuple[str, bool]]]:
+        groups: dict[Refusal, set[str]] = {}
+        nodes = self._ctx.state.nodes
+        for name in standing:
+            node = nodes.get(name)
+            refusal = spread_check.filter(context, node) if node is not None else None
+            if refusal is not None:
+                groups.setdefault(refusal, set()).add(name)
+        for refusal, group in groups.items():
+            yield group, (refusal.reason, refusal.resolvable)
+
+    def failing(self, rule: RuleNode) -> AbstractSet[str]:
+        ctx = self._ctx
+        return {name for name, node in ctx.state.nodes.items() if not rules.holds(ctx, rule, node)}
+
+    def fits(self, considered: AbstractSet[str]) -> PlainVerdicts:
+        return self
+
+    # -- Fits: each node's fit, judged when first asked ------------------------------------
 
     def __getitem__(self, name: str) -> Fitted:
         hit = self._fits.get(name)
@@ -140,9 +239,13 @@ class _Fits:
     def each(self, names: Iterable[str]) -> list[Fitted]:
         return [self[n] for n in names]
 
+    def kept_order(self) -> None:
+        return None
+
     def among(self, tag: str, nodes: Collection[str]) -> set[str]:
         """The nodes the fit refuses (``refused``), or refuses even where the caller judges room
         itself (``refused-anyway``)."""
         require_fit = tag == "refused"
         reject = self._ctx.settings.reject_unknown_capacity
-        return {n for n in nodes if fit_check.refuses(self[n], require_fit, reject)}
+        known = self._ctx.state.nodes
+        return {n for n in nodes if n in known and fit_check.refuses(self[n], require_fit, reject)}

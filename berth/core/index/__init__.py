@@ -1,7 +1,8 @@
 """Everything that exists for speed, behind one seam; ``Settings.index`` (``BERTH_INDEX=off``)
-turns all of it off, and the plain path (:func:`berth.core.framework.run`) must answer alike.
+turns all of it off, and the plain answers (:class:`berth.core.framework.PlainVerdicts`) must be
+the same.
 
-- :func:`judge`: the checks answered for whole node sets (:mod:`.judge`), with
+- :func:`verdicts`: the framework's questions answered for whole node sets (:mod:`.judge`), with
 - verdict tables per evaluation signature, caught up from the view's change log, and the
   nodes they keep sorted by each strategy's key (:mod:`.verdicts`);
 - the nodes whose Lease may be stale, from a heap of renew times (:mod:`.leases`);
@@ -11,7 +12,7 @@ turns all of it off, and the plain path (:func:`berth.core.framework.run`) must 
   round's heaps of standing nodes (:func:`berth.core.plan.place_pods`, ``place_in_turn``).
 """
 
-from berth.core.index.judge import judge, shared_refusals
+from berth.core.index.judge import IndexedVerdicts, shared_refusals, verdicts
 from berth.core.index.spread import spread_context
 
-__all__ = ["judge", "shared_refusals", "spread_context"]
+__all__ = ["IndexedVerdicts", "shared_refusals", "spread_context", "verdicts"]

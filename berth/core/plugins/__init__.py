@@ -1,9 +1,12 @@
 """The checks of one pod against one node, one small module each, read alone.
 
-Each check has a plain ``filter(ctx, node)`` written over one node at a time, reading the cluster
-only through :class:`PodContext` (what the pre-filter made of the pod once) and the cluster state,
-and answering a :class:`~berth.core.decision.Refusal` or None. Each declares in ``DEPENDS`` what
-its verdict reads, so that a cache of verdicts (:mod:`berth.core.index`) knows when one is stale.
+Each check is written plainly over one node at a time, reading the pod through
+:class:`PodContext` (what the pre-filter made of it once) and the cluster through its state:
+``filter(ctx, node)`` answers a :class:`~berth.core.decision.Refusal` or None (the pod's own
+constraints, the node filter, liveness, topology spread), ``holds(ctx, rule, node)`` a placement
+rule, ``judge(...)`` the fit and the node's figures as a candidate; the round's quota and Auto's
+ceiling read the plan and the workload's count. Each declares in ``DEPENDS`` what its verdict
+reads, so that a cache of verdicts (:mod:`berth.core.index`) knows when one is stale.
 
 The framework (:mod:`berth.core.framework`) runs them in the order a user reasons in: does the
 node exist, may this pod go there at all (:mod:`.constraints`, :mod:`.node_filter`,

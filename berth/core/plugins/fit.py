@@ -11,7 +11,6 @@ from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
-from berth.core.decision import Refusal
 from berth.core.fit import SHARE_DIMENSIONS, Fit, check_fit
 from berth.core.model import NodeInfo, PodInfo
 from berth.core.plugins import Depends, PodContext, count_matching
@@ -110,15 +109,9 @@ def refuses(fitted: Fitted, require_fit: bool, reject_unknown: bool) -> bool:
 
 
 def judge_naively(ctx: PodContext, node: NodeInfo) -> Fitted:
+    """:func:`judge`, the node's use and the workload's count read pod by pod."""
     count = count_matching(ctx.state, node.name, ctx.pod.namespace, ctx.workload)
     return judge(node, node_use(ctx.state, node.name), ctx.need, ctx.pod, ctx.settings, count)
-
-
-def filter(ctx: PodContext, node: NodeInfo) -> Refusal | None:
-    fitted = judge_naively(ctx, node)
-    if not refuses(fitted, ctx.require_fit, ctx.settings.reject_unknown_capacity):
-        return None
-    return Refusal(fitted.fit.refusal or "", True)
 
 
 def _share(used: int, total: int | None) -> float:

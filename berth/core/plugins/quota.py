@@ -4,9 +4,10 @@ gives pods; under Auto, no node already holding ``nodesLimit`` pods of the workl
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from berth.core.decision import Refusal
-from berth.core.model import NodeInfo
-from berth.core.plugins import Depends, PodContext, count_matching
+from berth.core.plugins import Depends, PodContext
 from berth.core.policy import Strategy
 
 DEPENDS = Depends.ROUND | Depends.NODE_PODS
@@ -19,17 +20,11 @@ def ceiling(ctx: PodContext) -> int:
     return ctx.policy.spec.nodes_limit if ctx.policy is not None and ctx.strategy is Strategy.AUTO else 0
 
 
-def quota_filter(ctx: PodContext, node: NodeInfo) -> Refusal | None:
-    if ctx.quota is not None and ctx.quota.get(node.name, 0) <= 0:
-        return NO_MORE
-    return None
+def planned(quota: Mapping[str, int]) -> set[str]:
+    """The nodes a round's plan still gives pods: every other node is refused (:data:`NO_MORE`)."""
+    return {name for name, left in quota.items() if left > 0}
 
 
-def limit_filter(ctx: PodContext, node: NodeInfo) -> Refusal | None:
-    most = ceiling(ctx)
-    if not most:
-        return None
-    count = count_matching(ctx.state, node.name, ctx.pod.namespace, ctx.workload)
-    if count < most:
-        return None
-    return Refusal(f"nodesLimit: already holds {count} pods of this workload (per-node ceiling {most})", False)
+def limit_reason(count: int, most: int) -> str:
+    """Why Auto refuses a node already holding ``count`` >= ``most`` pods of the workload."""
+    return f"nodesLimit: already holds {count} pods of this workload (per-node ceiling {most})"

@@ -4,8 +4,8 @@ A Node rule reads the node's labels. A Pod rule reads the live pods of the pod's
 the node (the pod being placed not counted), or with ``within`` on every node sharing the node's
 value for that label key; a node without the key breaks both operators. ``anyOf`` holds where
 one member holds, ``allOf`` where every member does. What the framework does with a node that
-breaks a rule depends on the other nodes (Preferred matching, room elsewhere): :func:`filter`
-says only which rule it breaks (docs/behaviour.md#placement-rules, #affinity-matching).
+breaks a rule depends on the other nodes (Preferred matching, room elsewhere): :func:`holds`
+says only whether a rule holds there (docs/behaviour.md#placement-rules, #affinity-matching).
 """
 
 from __future__ import annotations
@@ -25,19 +25,8 @@ def refusal(index: int, rule: RuleNode) -> Refusal:
     return Refusal(f"placementRules[{index}] not met: {rule.describe()}", reads_pods((rule,)))
 
 
-def first_broken(ctx: PodContext, node: NodeInfo) -> int | None:
-    """The index of the first top-level rule the node breaks."""
-    rules = ctx.policy.rules if ctx.policy is not None else ()
-    return next((i for i, rule in enumerate(rules) if not holds(ctx, rule, node)), None)
-
-
-def filter(ctx: PodContext, node: NodeInfo) -> Refusal | None:
-    """The first top-level rule the node breaks."""
-    index = first_broken(ctx, node)
-    return None if index is None else refusal(index, ctx.policy.rules[index])  # type: ignore[union-attr]
-
-
 def holds(ctx: PodContext, rule: RuleNode, node: NodeInfo) -> bool:
+    """Whether ``rule`` holds on ``node`` for the pod."""
     if isinstance(rule, Group):
         members = (holds(ctx, m, node) for m in rule.members)
         return any(members) if rule.any else all(members)
