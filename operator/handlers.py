@@ -42,6 +42,7 @@ from berth.core import (
     API_GROUP,
     CRD_VERSION,
     POLICY_PLURAL,
+    ROUND_TIMEOUT_SECONDS,
     ClusterView,
     PlacementError,
     PlacementPolicy,
@@ -73,6 +74,7 @@ class OperatorConfig:
     resync_seconds: float = 5.0  # each policy's timer: a status is at most this stale after a change
     track_leases: bool = True  # node liveness by kube-node-lease Leases, as the extender judges it
     plan_period: float = 10.0  # with pending pods, the plan is redone at most this often for changes elsewhere
+    round_timeout_seconds: float = ROUND_TIMEOUT_SECONDS  # an idle Fill/Each round closes, as in the extender
     status_writes_per_second: float = STATUS_WRITES_PER_SECOND  # all policies together
     webhook: WebhookOptions = field(default_factory=WebhookOptions)
     drain_api: Callable[[], DrainApi] | None = None  # what an executing NodeDrain cordons and evicts with
@@ -238,6 +240,7 @@ class OperatorState:
 
         with store.lock:
             return compute_status(body, store.records(namespace), lambda: store.view, self.config.settings, now,
+                                  round_timeout=self.config.round_timeout_seconds,
                                   planner=planner)
 
     def _share(self, key: Hashable, made: tuple[float, _Plan]) -> None:

@@ -29,7 +29,7 @@ from typing import Any
 
 import kopf
 
-from berth.core import Settings
+from berth.core import ROUND_TIMEOUT_SECONDS, Settings
 from berth.operator.cluster import OperatorStore, live_view
 from berth.operator.drain_execute import KubeDrainApi
 from berth.operator.handlers import STATUS_WRITES_BOUNDS, STATUS_WRITES_PER_SECOND, OperatorConfig, build_registry
@@ -63,7 +63,8 @@ def run(namespace: str | None = None, peering: str | None = None, *,
         resync_seconds: float = 5.0,
         track_leases: bool = True,
         status_writes_per_second: float = STATUS_WRITES_PER_SECOND,
-        liveness_endpoint: str | None = None) -> None:
+        liveness_endpoint: str | None = None,
+        round_timeout_seconds: float = ROUND_TIMEOUT_SECONDS) -> None:
     """Run the operator until it is stopped (SIGINT / SIGTERM).
 
     ``namespace``: None watches the whole cluster; a name restricts it (tests only, see above).
@@ -75,12 +76,14 @@ def run(namespace: str | None = None, peering: str | None = None, *,
     ``track_leases``: judge node liveness by kube-node-lease Leases, as the extender does.
     ``status_writes_per_second``: the bound on status writes of all policies together.
     ``liveness_endpoint``: e.g. ``http://0.0.0.0:8080/healthz`` for the Deployment's probes.
+    ``round_timeout_seconds``: when an idle Fill/Each round closes, as the extender has it.
     """
     from berth.extender.live_view import KubeSource, kube_api_client
 
     config = OperatorConfig(settings=settings or Settings(), resync_seconds=resync_seconds,
                             track_leases=track_leases and namespace is None,
                             status_writes_per_second=status_writes_per_second,
+                            round_timeout_seconds=round_timeout_seconds,
                             webhook=(webhook or WebhookOptions()).checked(), drain_api=kube_drain_api)
     store = OperatorStore(leases_tracked=config.track_leases)
     registry, _ = build_registry(config, store)
@@ -119,15 +122,16 @@ def kube_drain_api() -> KubeDrainApi:
     return KubeDrainApi(client.ApiClient())
 
 
-def _placement_settings() -> tuple[Settings, bool]:
-    """The extender's placement settings and whether it tracks node Leases (the same ``BERTH_*``
-    variables), so that the operator's plans judge nodes as the extender does."""
+def _placement_settings() -> tuple[Settings, bool, float]:
+    """The extender's placement settings, whether it tracks node Leases and when its idle rounds
+    close (the same ``BERTH_*`` variables), so that the operator's plans judge nodes and rounds as
+    the extender does."""
     try:
         from berth.extender.settings import load_settings
     except ImportError:
-        return Settings(), True
+        return Settings(), True, ROUND_TIMEOUT_SECONDS
     extender = load_settings()
-    return extender.core(), extender.track_leases
+    return extender.core(), extender.track_leases, extender.round_timeout_seconds
 
 
 def _writes_per_second(text: str) -> float:
@@ -188,11 +192,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                              host=args.webhook_host, cert_file=args.webhook_cert, key_file=args.webhook_key,
                              ca_file=args.webhook_ca, config_name=args.webhook_config or None,
                              fail_closed=args.webhook_fail_closed)
-    settings, track_leases = _placement_settings()
+    settings, track_leases, round_timeout = _placement_settings()
     try:
         run(args.namespace, args.peering, webhook=webhook, settings=settings, priority=args.priority,
             resync_seconds=args.resync_seconds, track_leases=track_leases and not args.no_leases,
-            status_writes_per_second=args.status_writes_per_second, liveness_endpoint=args.liveness)
+            status_writes_per_second=args.status_writes_per_second, liveness_endpoint=args.liveness,
+            round_timeout_seconds=round_timeout)
     except WebhookConfigError as exc:
         log.error("%s", exc)
         return 2

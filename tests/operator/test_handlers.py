@@ -411,18 +411,21 @@ def test_a_deleted_policy_stops_its_timer() -> None:
     assert timer.when(uid="uid-policy-other") is True
 
 
-def test_the_status_is_planned_again_once_the_round_it_shows_is_over(events: list[tuple[str, str, str]]) -> None:
+@pytest.mark.parametrize("timeout", [120.0, 30.0])
+def test_the_status_is_planned_again_once_the_round_it_shows_is_over(timeout: float,
+                                                                     events: list[tuple[str, str, str]]) -> None:
     """A Fill or Each round stops being in force after its idle timeout without any change in the
     cluster: the status then shows the next round's plan, as the extender would place the pod."""
     bound = o.pod("w1", "node-a", decision={**o.decision("w1", "1970-01-01T00:16:40Z"),
                                             "plan": {"node-a": 1, "node-b": 1}})
     bound["metadata"]["annotations"]["berth.dev/round"] = "shop/web@1000000"  # opened at 1000 s
     store = store_of([o.node("node-a", cpu="8"), o.node("node-b", cpu="2")], [bound, o.pod("p1")])
-    state = OperatorState(OperatorConfig(track_leases=False, plan_period=10.0), store)
+    state = OperatorState(OperatorConfig(track_leases=False, plan_period=10.0, round_timeout_seconds=timeout),
+                          store)
     body = o.policy({"selector": {"matchLabels": {"app": "web"}}, "strategy": "Each", "count": 1, "nodesLimit": 2})
     refresh(state, body, 1001.0)
     assert body["status"]["plan"] == {"node-b": 1} and state.computations == 1  # the round's place left
-    refresh(state, body, 1100.0)
+    refresh(state, body, 1000.0 + timeout - 1)
     assert state.computations == 1  # nothing changed, the round still in force
-    refresh(state, body, 1121.0)
+    refresh(state, body, 1000.0 + timeout + 1)
     assert state.computations == 2 and body["status"]["plan"] == {"node-a": 1}  # the next round: most room first

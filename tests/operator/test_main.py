@@ -56,6 +56,16 @@ def test_environment(calls: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatc
     assert call["track_leases"] is False
 
 
+def test_the_round_timeout_is_the_extenders(calls: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The status's plan follows the extender's rounds, so it closes an idle round when the extender
+    does: the same variable, and the same default when it is unset."""
+    monkeypatch.delenv("BERTH_ROUND_TIMEOUT_SECONDS", raising=False)
+    operator_main.main([])
+    monkeypatch.setenv("BERTH_ROUND_TIMEOUT_SECONDS", "30")
+    operator_main.main([])
+    assert [call["round_timeout_seconds"] for call in calls] == [120.0, 30.0]
+
+
 def test_webhook_environment(calls: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in {"MODE": "Cluster", "PORT": "8443", "HOST": "svc", "CERT": "/c", "KEY": "/k", "CONFIG": "",
                         "FAIL_CLOSED": "true"}.items():
