@@ -162,6 +162,7 @@ def test_extender_deployment(default: Rendered) -> None:
     assert env["BERTH_REJECT_UNKNOWN_CAPACITY"] == "false"
     assert env["BERTH_LIVENESS_THRESHOLD_SECONDS"] == "40"
     assert env["BERTH_SLEEPY_MEMORY_FACTOR"] == "2"
+    assert env["BERTH_ROUND_TIMEOUT_SECONDS"] == "120"
     assert env["BERTH_DEFAULT_STRATEGY"] == ""
     mounts = {m["name"]: m for m in c["volumeMounts"]}
     assert mounts["tls"]["mountPath"] == "/etc/berth/tls" and mounts["tls"]["readOnly"] is True
@@ -180,7 +181,8 @@ def test_extender_deployment(default: Rendered) -> None:
 
 def test_extender_settings_values_reach_the_env(helm: Path) -> None:
     r = render(helm, {"settings.cpuOvercommitPercent": 150, "settings.defaultStrategy": "Balanced",
-                      "settings.rejectUnknownCapacity": True, "settings.livenessThresholdSeconds": 60.5})
+                      "settings.rejectUnknownCapacity": True, "settings.livenessThresholdSeconds": 60.5,
+                      "settings.roundTimeoutSeconds": 300})
     env = {e["name"]: e.get("value") for e in _container(r.get("Deployment", "berth-extender"))["env"]}
     assert env["BERTH_CPU_OVERCOMMIT_PERCENT"] == "150"
     assert env["BERTH_DEFAULT_STRATEGY"] == "Balanced"
@@ -188,6 +190,7 @@ def test_extender_settings_values_reach_the_env(helm: Path) -> None:
     assert env["BERTH_LIVENESS_THRESHOLD_SECONDS"] == "60.5"
     op_env = {e["name"]: e.get("value") for e in _container(r.get("Deployment", "berth-operator"))["env"]}
     assert op_env["BERTH_CPU_OVERCOMMIT_PERCENT"] == "150"
+    assert env["BERTH_ROUND_TIMEOUT_SECONDS"] == op_env["BERTH_ROUND_TIMEOUT_SECONDS"] == "300"
 
 
 @pytest.mark.parametrize(("label", "values"), [("default", {}), *NON_DEFAULTS],

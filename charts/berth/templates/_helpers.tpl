@@ -146,6 +146,8 @@ vendor suffix such as -gke.100 or +k3s1, which registry.k8s.io does not publish)
   value: {{ $s.livenessThresholdSeconds | quote }}
 - name: BERTH_SLEEPY_MEMORY_FACTOR
   value: {{ $s.sleepyMemoryFactor | quote }}
+- name: BERTH_ROUND_TIMEOUT_SECONDS
+  value: {{ $s.roundTimeoutSeconds | quote }}
 - name: BERTH_DEFAULT_STRATEGY
   value: {{ $s.defaultStrategy | quote }}
 - name: BERTH_LOG_LEVEL
