@@ -9,6 +9,8 @@ repository tells a reader nothing they can open.
 
 from __future__ import annotations
 
+import argparse
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -117,3 +119,28 @@ def test_the_behaviour_page_describes_every_behaviour_under_its_own_anchor() -> 
 
 def test_the_readme_links_the_behaviour_page() -> None:
     assert f"]({PAGE})" in (ROOT / "README.md").read_text()
+
+
+def _help_texts(parser: argparse.ArgumentParser) -> list[str]:
+    """The help of ``parser`` and of every subcommand under it."""
+    texts = [parser.format_help()]
+    for action in parser._actions:  # argparse keeps subcommands only here
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                texts.extend(_help_texts(sub))
+    return texts
+
+
+def test_the_public_texts_cite_no_outside_document() -> None:
+    """What users read at run time (the explain API's OpenAPI document, the CLI's help) is made
+    from the code the walk above reads; this holds the assembled texts to the same rule."""
+    from berth.cli.main import build_parser
+    from berth.extender.app import create_app
+    from berth.extender.settings import ExtenderSettings
+    from berth.extender.store import ClusterStore
+
+    openapi = json.dumps(create_app(ClusterStore(), ExtenderSettings()).openapi())
+    helps = _help_texts(build_parser())
+    texts = {"the OpenAPI document": openapi, **{f"berth help {i}": text for i, text in enumerate(helps)}}
+    found = [hit for name, text in texts.items() for hit in outside_citations(name, text)]
+    assert len(texts) > 5 and not found, "\n".join(found)
