@@ -361,7 +361,7 @@ class Extender:
                now: float, eval_now: float, *, open_new: bool = True) -> tuple[Round | None, Decision | None]:
         """The round in force for the pod's policy (opening one if needed and ``open_new``), or the
         decision of a round that cannot open."""
-        if policy is None or policy.spec.strategy not in ROUND_STRATEGIES:
+        if policy is None or policy.strategy not in ROUND_STRATEGIES:
             return None, None
         store = self.store
         rnd = store.rounds.get(policy.key)
@@ -835,7 +835,7 @@ class Extender:
             strategy = None if policy is not None else self.core_settings.default_strategy
             eval_now = self.eval_clock()
             left = None
-            if policy is not None and policy.spec.strategy in ROUND_STRATEGIES:
+            if policy is not None and policy.strategy in ROUND_STRATEGIES:
                 rnd = self.store.rounds.get(policy.key)
                 timeout = self.settings.round_timeout_seconds
                 if rnd is not None and rounds.in_force(rnd, self.clock(), timeout, pod.uid):

@@ -92,7 +92,7 @@ def plan_waiting(view: ClusterView, pod: PodInfo, policy: PlacementPolicy, setti
     (:mod:`berth.core.round`): Fill and Each, the places of the round that would open now (at
     most the strategy's own round; the rest wait for the next); the greedy strategies, every
     waiting pod, pod by pod. The plan keeps the order the pods take it."""
-    if policy.spec.strategy in ROUND_STRATEGIES:
+    if policy.strategy in ROUND_STRATEGIES:
         opening = rounds.open_round(view, pod, policy, settings, now, waiting)
         return (dict(opening.round.plan) if opening.round is not None else {}), opening.error
     result = plan_round(view, pod, policy, settings, now, waiting)
@@ -103,7 +103,7 @@ def round_in_force(pods: Iterable[PodRecord], policy: PlacementPolicy, now: floa
                    timeout: float = ROUND_TIMEOUT_SECONDS) -> Round | None:
     """The policy's round still in force at ``now``, rebuilt from the round and decision its
     placed pods record (as a restarted extender rebuilds it), or None."""
-    if policy.spec.strategy not in ROUND_STRATEGIES:
+    if policy.strategy not in ROUND_STRATEGIES:
         return None
     recorded = []
     for record in pods:
@@ -165,8 +165,8 @@ def compute_status(body: Mapping[str, Any], pods: Iterable[PodRecord], view: Cal
             plan_failure = f"the plan failed: {exc}"
 
     valid = cond.ConditionUpdate(CONDITION_VALID, "True", "Validated", "the spec is valid")
-    if policy.spec.node_filter.includes:
-        unknown = unknown_includes(policy.spec.node_filter, view().nodes if nodes is None else nodes)
+    if policy.node_filter.includes:
+        unknown = unknown_includes(policy.node_filter, view().nodes if nodes is None else nodes)
         if unknown is not None:
             valid = cond.ConditionUpdate(CONDITION_VALID, "True", INCLUDES_UNKNOWN_NODES,
                                          f"the spec is valid; {unknown}")
@@ -189,7 +189,7 @@ def compute_status(body: Mapping[str, Any], pods: Iterable[PodRecord], view: Cal
     }
     status = {k: v for k, v in status.items() if v is not None}
     sequence = None
-    if plan is not None and error is None and policy.spec.strategy in ROUND_STRATEGIES:
+    if plan is not None and error is None and policy.strategy in ROUND_STRATEGIES:
         sequence = [node for node, n in plan.items() for _ in range(n)]
     return Outcome(status, transition_events(previous.get("conditions"), status["conditions"]), policy=policy,
                    sequence=sequence, round_expires=expires)

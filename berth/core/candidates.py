@@ -139,7 +139,7 @@ def apply_rules(result: CandidateSet, passing: list[Candidate],
     assert policy is not None
     reasons = {name: verdict for group, verdict in broken for name in group}
     in_order = [n for n in result.considered if n in reasons]
-    if policy.spec.affinity_matching is AffinityMatching.PREFERRED:
+    if policy.affinity_matching is AffinityMatching.PREFERRED:
         result.warnings.append("no node that meets placementRules has room; Preferred matching ignores the rules")
         unfit = fit.among("refused" if require_fit else "refused-anyway", set(reasons))
         for name in in_order:

@@ -36,7 +36,7 @@ def effective_strategy(policy: PlacementPolicy | None, settings: Settings,
     if override is not None:
         return override
     if policy is not None:
-        return policy.spec.strategy
+        return policy.strategy
     return settings.default_strategy
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container
 
+from berth.core.compiled import NodeFilter
 from berth.core.model import SCHEDULING_EFFECTS, NodeInfo, PodInfo, Taint
-from berth.core.policy import NodeFilter
 
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 
@@ -28,7 +28,7 @@ def node_filter_refusal(nf: NodeFilter, node: NodeInfo, down: Callable[[], str |
     """The policy's node filter. ``includes`` short-circuits labels, liveness (``all``) and excludes;
     ``down`` is asked only when liveness matters."""
     if nf.includes:
-        return None if node.name in nf.includes else "not in nodeFilter.includes"
+        return None if node.name in nf.included else "not in nodeFilter.includes"
     for key, value in nf.labels.items():
         have = node.labels.get(key)
         if have != value:

@@ -75,12 +75,12 @@ def shared_plan_key(pod: PodInfo, policy: PlacementPolicy, count: int) -> Hashab
 
     Otherwise the workload enters no check and no ranking (its per-node count goes only to the
     strategies named above), so the key is the spec without its selector and the pod's shape."""
-    spec = policy.spec
-    if spec.strategy in ROUND_STRATEGIES or spec.strategy is Strategy.AUTO \
-            or spec.topology_spread_constraints or spec.placement_rules:
+    strategy = policy.strategy
+    if strategy in ROUND_STRATEGIES or strategy is Strategy.AUTO or policy.spread_constraints or policy.rules:
         return None
-    return (spec.model_dump_json(exclude={"selector"}), tuple(sorted(pod.requests.items())), pod.sleepy,
-            pod.constraint_signature(), count)
+    compiled = (strategy, policy.count, policy.nodes_limit, policy.node_filter.key, policy.affinity_matching,
+                policy.capacity)
+    return (compiled, tuple(sorted(pod.requests.items())), pod.sleepy, pod.constraint_signature(), count)
 
 
 def _decision(pod: PodInfo, policy: PlacementPolicy | None, strategy: Strategy | None, considered: list[str],
@@ -145,8 +145,7 @@ def place_in_turn(overlay: Overlay, pods: Sequence[PodInfo], policy: PlacementPo
     When no spread constraint or pod-reading rule is in force and the pods share one shape,
     placing a pod changes only its own node, so only that node is judged again."""
     count = len(pods) if try_pods is None else try_pods
-    local_only = settings.indexed and (policy is None or not (policy.spec.topology_spread_constraints
-                                                             or reads_pods(policy.rules))) \
+    local_only = settings.indexed and (policy is None or not (policy.spread_constraints or reads_pods(policy.rules))) \
         and len({_shape(p) for p in pods}) == 1
     first = collect_candidates(overlay, pods[0], policy, settings, now, nodes=nodes, strategy=strategy)
     out = Placed(nodes=[], first=first, refusals={}, warnings=[])

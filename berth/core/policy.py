@@ -2,7 +2,9 @@
 
 pydantic models with Kubernetes' field conventions. :func:`policy_from_manifest`
 is the one way in: it validates everything (the placement rules' limits included) and raises
-:class:`~berth.core.errors.InvalidPolicy` naming the first bad field path.
+:class:`~berth.core.errors.InvalidPolicy` naming the first bad field path. A
+:class:`PlacementPolicy` compiles its spec once into the frozen types of
+:mod:`berth.core.compiled`, which is all evaluation reads: the wire model stays for the shells.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from berth.core import compiled
 from berth.core.errors import InvalidPolicy
 from berth.core.labels import LabelKey, LabelKeyField, LabelValue
 from berth.core.model import LabelSelector, Requirement
@@ -130,9 +133,14 @@ class PlacementPolicySpec(_Model):
 
 
 class PlacementPolicy:
-    """A validated policy: its identity, spec, and the parsed rule tree and selector."""
+    """A validated policy: its identity, its wire ``spec`` (what the API holds; the shells write
+    and compare it) and that spec compiled once into core types, the only part evaluation reads.
 
-    __slots__ = ("generation", "name", "namespace", "rules", "selector", "spec")
+    Compiling validates what pydantic cannot (the rule tree, the spread constraints' API rules)
+    and raises :class:`~berth.core.errors.InvalidPolicy` naming the field."""
+
+    __slots__ = ("affinity_matching", "capacity", "count", "generation", "name", "namespace", "node_filter",
+                 "nodes_limit", "rules", "selector", "spec", "spread_constraints", "strategy")
 
     def __init__(self, name: str, namespace: str, spec: PlacementPolicySpec, generation: int = 0) -> None:
         self.name = name
@@ -140,7 +148,19 @@ class PlacementPolicy:
         self.spec = spec
         self.generation = generation
         self.rules: tuple[RuleNode, ...] = parse_rules(spec.placement_rules)
-        self.selector = spec.selector.to_core()
+        _check_spread(spec.topology_spread_constraints, "spec.topologySpreadConstraints")
+        self.selector: LabelSelector = spec.selector.to_core()
+        self.strategy: Strategy | None = spec.strategy
+        self.count: int = spec.count
+        self.nodes_limit: int = spec.nodes_limit
+        self.affinity_matching: AffinityMatching = spec.affinity_matching
+        nf = spec.node_filter
+        self.node_filter = compiled.NodeFilter(tuple(nf.includes), frozenset(nf.excludes), dict(nf.labels), nf.all)
+        self.spread_constraints: tuple[compiled.SpreadConstraint, ...] = tuple(
+            _spread_constraint(c, self.selector) for c in spec.topology_spread_constraints)
+        c = spec.capacity
+        self.capacity = compiled.CapacityOverrides(c.cpu_overcommit_percent, c.memory_overcommit_percent,
+                                                   c.min_free_disk_percent, c.reject_unknown_capacity)
 
     @property
     def key(self) -> str:
@@ -148,7 +168,7 @@ class PlacementPolicy:
 
     @property
     def strategy_name(self) -> str:
-        return self.spec.strategy.value if self.spec.strategy else "Default"
+        return self.strategy.value if self.strategy else "Default"
 
     def governs(self, namespace: str, labels: Mapping[str, str]) -> bool:
         """A policy governs only pods in its own namespace (the tenant) that its selector matches."""
@@ -166,12 +186,20 @@ def policy_from_manifest(obj: object, *, default_namespace: str = "default") -> 
     meta = obj.get("metadata") or {}
     if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta.get("name"):
         raise InvalidPolicy("metadata.name", "is required")
-    spec = spec_from_dict(obj.get("spec"))
+    spec = _spec_model(obj.get("spec"), "spec")
     return PlacementPolicy(meta["name"], str(meta.get("namespace") or default_namespace), spec,
                            int(meta.get("generation") or 0))
 
 
 def spec_from_dict(raw: object, path: str = "spec") -> PlacementPolicySpec:
+    """Validate a spec alone (admission): the wire model, then what compiling it checks."""
+    spec = _spec_model(raw, path)
+    parse_rules(spec.placement_rules, f"{path}.placementRules")
+    _check_spread(spec.topology_spread_constraints, f"{path}.topologySpreadConstraints")
+    return spec
+
+
+def _spec_model(raw: object, path: str) -> PlacementPolicySpec:
     if raw is None:
         raw = {}
     if not isinstance(raw, Mapping):
@@ -181,9 +209,20 @@ def spec_from_dict(raw: object, path: str = "spec") -> PlacementPolicySpec:
     except ValidationError as exc:
         first = exc.errors()[0]
         raise InvalidPolicy(_path(path, first["loc"]), _problem(first)) from None
-    parse_rules(spec.placement_rules, f"{path}.placementRules")
-    _check_spread(spec.topology_spread_constraints, f"{path}.topologySpreadConstraints")
     return spec
+
+
+def _spread_constraint(c: TopologySpreadConstraint, policy_selector: LabelSelector) -> compiled.SpreadConstraint:
+    return compiled.SpreadConstraint(
+        topology_key=c.topology_key,
+        selector=c.label_selector.to_core() if c.label_selector is not None else policy_selector,
+        max_skew=c.max_skew,
+        when_unsatisfiable=compiled.WhenUnsatisfiable(c.when_unsatisfiable),
+        min_domains=c.min_domains,
+        node_affinity_policy=compiled.InclusionPolicy(c.node_affinity_policy),
+        node_taints_policy=compiled.InclusionPolicy(c.node_taints_policy),
+        match_label_keys=tuple(c.match_label_keys),
+    )
 
 
 def _check_spread(constraints: list[TopologySpreadConstraint], path: str) -> None:

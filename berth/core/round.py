@@ -147,12 +147,12 @@ def plan_fixed_round(state: ClusterState, pod: PodInfo, policy: PlacementPolicy,
     go (default: every node). ``settings`` carry the policy's overrides already."""
     result = collect_candidates(state, pod, policy, settings, now, nodes=nodes, strategy=strategy,
                                 require_fit=False)
-    if policy.spec.topology_spread_constraints:
+    if policy.spread_constraints:
         result.warnings.append(SPREAD_WARNING)
     if result.error is not None:
         return RoundPlan({}, result, result.error)
     make = fill.plan if strategy is Strategy.FILL else each.plan
-    planned = make(result.candidates, policy.spec.count, policy.spec.nodes_limit)
+    planned = make(result.candidates, policy.count, policy.nodes_limit)
     if isinstance(planned, PlacementError):
         return RoundPlan({}, result, planned)
     if count is None:
@@ -171,7 +171,7 @@ def open_round(state: ClusterState, pod: PodInfo, policy: PlacementPolicy, setti
     rule: :func:`round_size`). ``settings`` are the cluster's (the policy's overrides are applied
     here); ``judged_at`` is the time node liveness is judged at (default ``now``)."""
     settings = settings.for_policy(policy)
-    strategy = policy.spec.strategy
+    strategy = policy.strategy
     if strategy not in ROUND_STRATEGIES:
         raise ValueError(f"{policy.strategy_name} places pod by pod: it has no round")
     fixed = plan_fixed_round(state, pod, policy, strategy, settings, now if judged_at is None else judged_at, None)

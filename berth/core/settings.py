@@ -32,7 +32,7 @@ class Settings:
     def for_policy(self, policy: PlacementPolicy | None) -> Settings:
         if policy is None:
             return self
-        c = policy.spec.capacity
+        c = policy.capacity
         return replace(
             self,
             cpu_overcommit_percent=_pick(c.cpu_overcommit_percent, self.cpu_overcommit_percent),

@@ -19,9 +19,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
+from berth.core.compiled import InclusionPolicy, SpreadConstraint
 from berth.core.model import SCHEDULING_EFFECTS, LabelSelector, NodeInfo, PodInfo
 from berth.core.node_filter import in_node_filter
-from berth.core.policy import PlacementPolicy, TopologySpreadConstraint
+from berth.core.policy import PlacementPolicy
 from berth.core.view import ClusterState
 
 HOSTNAME_KEY = "kubernetes.io/hostname"
@@ -30,7 +31,7 @@ MAX_SCORE = 100
 
 @dataclass(frozen=True, slots=True)
 class Constraint:
-    spec: TopologySpreadConstraint
+    rule: SpreadConstraint
     selector: LabelSelector
     self_match: int
     domain_counts: Mapping[str, int]
@@ -54,37 +55,37 @@ class SpreadContext:
         when it holds more matching pods than ``maxSkew + globalMin - self``, so only such domains
         are visited."""
         for c in self.hard:
-            key = c.spec.topology_key
+            key = c.rule.topology_key
             yield state.nodes_without_label_key(key), (f"topology spread: node has no label {key}", False)
-            limit = c.spec.max_skew + c.global_min - c.self_match
+            limit = c.rule.max_skew + c.global_min - c.self_match
             for domain, count in c.domain_counts.items():
                 if count > limit:
                     skew = c.skew_if_placed(domain)
                     yield state.nodes_labelled(key, domain), (
                         f"topology spread: placing here makes skew {skew} in {key}={domain} "
-                        f"(maxSkew {c.spec.max_skew})", True)
+                        f"(maxSkew {c.rule.max_skew})", True)
 
     def scores(self, nodes: Iterable[NodeInfo]) -> dict[str, int]:
         """ScheduleAnyway scores 0..100 for the given (passing) nodes; higher is better."""
         if not self.soft:
             return {}
         nodes = list(nodes)
-        keys = [c.spec.topology_key for c in self.soft]
+        keys = [c.rule.topology_key for c in self.soft]
         scored = [n for n in nodes if all(k in n.labels for k in keys)]
         weights = []
         for c in self.soft:
-            domains = {n.labels[c.spec.topology_key] for n in scored}
+            domains = {n.labels[c.rule.topology_key] for n in scored}
             weights.append(math.log(len(domains) + 2))
         raw: dict[str, float] = {}
         for n in scored:
             total = 0.0
             for i, c in enumerate(self.soft):
-                key = c.spec.topology_key
+                key = c.rule.topology_key
                 if key == HOSTNAME_KEY:
                     count = self.node_counts[i].get(n.name, 0)
                 else:
                     count = c.domain_counts.get(n.labels[key], 0)
-                total += count * weights[i] + (c.spec.max_skew - 1)
+                total += count * weights[i] + (c.rule.max_skew - 1)
             raw[n.name] = float(round(total))
         out = {n.name: 0 for n in nodes}
         if not raw:
@@ -95,18 +96,18 @@ class SpreadContext:
         return out
 
 
-def constraint_selector(spec: TopologySpreadConstraint, pod: PodInfo, policy: PlacementPolicy) -> LabelSelector:
-    """The constraint's selector (the policy's own when absent), with matchLabelKeys from the pod."""
-    base = spec.label_selector.to_core() if spec.label_selector is not None else policy.selector
-    extra = {k: pod.labels[k] for k in spec.match_label_keys if k in pod.labels}
-    return base.with_labels(extra) if extra else base
+def constraint_selector(rule: SpreadConstraint, pod: PodInfo) -> LabelSelector:
+    """The constraint's selector (the policy's own when it sets none), with matchLabelKeys from the pod."""
+    extra = {k: pod.labels[k] for k in rule.match_label_keys if k in pod.labels}
+    return rule.selector.with_labels(extra) if extra else rule.selector
 
 
-def counts_for_domains(spec: TopologySpreadConstraint, node: NodeInfo, pod: PodInfo,
-                        policy: PlacementPolicy, keys: list[str]) -> bool:
+def counts_for_domains(rule: SpreadConstraint, node: NodeInfo, pod: PodInfo,
+                       policy: PlacementPolicy, keys: list[str]) -> bool:
     if any(k not in node.labels for k in keys):
         return False
-    if spec.node_affinity_policy == "Honor" and not (
-            pod.node_affinity.matches(node.name, node.labels) and in_node_filter(policy.spec.node_filter, node)):
+    if rule.node_affinity_policy is InclusionPolicy.HONOR and not (
+            pod.node_affinity.matches(node.name, node.labels) and in_node_filter(policy.node_filter, node)):
         return False
-    return spec.node_taints_policy != "Honor" or pod.untolerated_taint(node.taints, SCHEDULING_EFFECTS) is None
+    return (rule.node_taints_policy is not InclusionPolicy.HONOR
+            or pod.untolerated_taint(node.taints, SCHEDULING_EFFECTS) is None)

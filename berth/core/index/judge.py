@@ -115,7 +115,7 @@ def _static_reading(ctx: PodContext, considered: AbstractSet[str]) -> Judged[_St
 
     # Keyed by what the verdicts read (the pod's own constraints and the node filter), not by the
     # whole policy: the policies that differ only in what they select share one table.
-    filter_key = node_filter.model_dump_json() if node_filter is not None else None
+    filter_key = node_filter.key if node_filter is not None else None
     table = state.base.table(("static", pod.constraint_signature(), filter_key), lambda: VerdictTable(_static_tags))
     table.sync(state.base, judge, keep=lambda v, node: v.node is node)
     nodes, verdicts = state.nodes, table.verdicts

@@ -15,24 +15,23 @@ from berth.core.view import ClusterState, selector_key
 
 def spread_context(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | None) -> SpreadContext | None:
     """The pod's spread constraints with their domain counts (None: the policy has none)."""
-    if policy is None or not policy.spec.topology_spread_constraints:
+    if policy is None or not policy.spread_constraints:
         return None
-    specs = policy.spec.topology_spread_constraints
-    hard_keys = [c.topology_key for c in specs if c.when_unsatisfiable == "DoNotSchedule"]
+    rules = policy.spread_constraints
+    hard_keys = [c.topology_key for c in rules if c.hard]
     hard: list[Constraint] = []
     soft: list[Constraint] = []
     node_counts: list[Mapping[str, int]] = []
-    for index, spec in enumerate(specs):
-        selector = constraint_selector(spec, pod, policy)
+    for index, rule in enumerate(rules):
+        selector = constraint_selector(rule, pod)
         per_node = state.matching_counts(pod.namespace, selector)
-        is_hard = spec.when_unsatisfiable == "DoNotSchedule"
-        domain_of = _domains(state, index, pod, policy, hard_keys if is_hard else [spec.topology_key])
+        domain_of = _domains(state, index, pod, policy, hard_keys if rule.hard else [rule.topology_key])
         counts = _domain_counts(state, pod.namespace, selector, domain_of, (policy, index, pod.constraint_signature()))
         global_min = min(counts.values()) if counts else 0
-        if spec.min_domains is not None and len(counts) < spec.min_domains:
+        if rule.min_domains is not None and len(counts) < rule.min_domains:
             global_min = 0
-        c = Constraint(spec, selector, int(selector.matches(pod.labels)), counts, global_min)
-        if is_hard:
+        c = Constraint(rule, selector, int(selector.matches(pod.labels)), counts, global_min)
+        if rule.hard:
             hard.append(c)
         else:
             soft.append(c)
@@ -81,13 +80,13 @@ def _domain_counts(state: ClusterState, namespace: str, selector: LabelSelector,
 def _domains(state: ClusterState, index: int, pod: PodInfo, policy: PlacementPolicy,
              keys: list[str]) -> Mapping[str, str]:
     """node -> domain for the nodes whose pods count, memoised until a node changes."""
-    spec = policy.spec.topology_spread_constraints[index]
+    rule = policy.spread_constraints[index]
     shared = state.nodes is state.base.nodes  # not a request's own Node objects
     memo = state.memo(("domains", policy, index, pod.constraint_signature())) if shared else {}
     hit = memo.get("map")
     if hit is not None and hit[0] == state.nodes_version:
         return hit[1]  # type: ignore[no-any-return]
-    domain_of = {node.name: node.labels[spec.topology_key] for node in state.nodes.values()
-                 if counts_for_domains(spec, node, pod, policy, keys)}
+    domain_of = {node.name: node.labels[rule.topology_key] for node in state.nodes.values()
+                 if counts_for_domains(rule, node, pod, policy, keys)}
     memo["map"] = (state.nodes_version, domain_of)
     return domain_of

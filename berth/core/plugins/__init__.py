@@ -21,8 +21,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import Flag, auto
 
+from berth.core.compiled import NodeFilter
 from berth.core.model import LabelSelector, PodInfo
-from berth.core.policy import NodeFilter, PlacementPolicy, Strategy
+from berth.core.policy import PlacementPolicy, Strategy
 from berth.core.settings import Settings
 from berth.core.view import ClusterState
 
@@ -54,7 +55,7 @@ class PodContext:
 
     @property
     def node_filter(self) -> NodeFilter | None:
-        return self.policy.spec.node_filter if self.policy is not None else None
+        return self.policy.node_filter if self.policy is not None else None
 
 
 def live_pods(state: ClusterState, node: str, namespace: str) -> Iterator[PodInfo]:

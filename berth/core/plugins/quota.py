@@ -17,7 +17,7 @@ NO_MORE = Refusal("the round's plan places no more pods here", False)
 
 def ceiling(ctx: PodContext) -> int:
     """Auto's per-node ceiling of the workload's pods (0: none)."""
-    return ctx.policy.spec.nodes_limit if ctx.policy is not None and ctx.strategy is Strategy.AUTO else 0
+    return ctx.policy.nodes_limit if ctx.policy is not None and ctx.strategy is Strategy.AUTO else 0
 
 
 def planned(quota: Mapping[str, int]) -> set[str]:

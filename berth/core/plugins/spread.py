@@ -21,28 +21,27 @@ DEPENDS = Depends.NODE | Depends.DOMAIN_PODS
 def pre_filter(ctx: PodContext) -> SpreadContext | None:
     """The pod's constraints with their domain counts, counted over every node."""
     policy, pod, state = ctx.policy, ctx.pod, ctx.state
-    if policy is None or not policy.spec.topology_spread_constraints:
+    if policy is None or not policy.spread_constraints:
         return None
-    specs = policy.spec.topology_spread_constraints
-    hard_keys = [c.topology_key for c in specs if c.when_unsatisfiable == "DoNotSchedule"]
+    rules = policy.spread_constraints
+    hard_keys = [c.topology_key for c in rules if c.hard]
     hard: list[Constraint] = []
     soft: list[Constraint] = []
     node_counts = []
-    for spec in specs:
-        selector = constraint_selector(spec, pod, policy)
+    for rule in rules:
+        selector = constraint_selector(rule, pod)
         per_node = {name: count_matching(state, name, pod.namespace, selector) for name in state.nodes}
-        is_hard = spec.when_unsatisfiable == "DoNotSchedule"
-        keys = hard_keys if is_hard else [spec.topology_key]
+        keys = hard_keys if rule.hard else [rule.topology_key]
         counts: dict[str, int] = {}
         for node in state.nodes.values():
-            if counts_for_domains(spec, node, pod, policy, keys):
-                domain = node.labels[spec.topology_key]
+            if counts_for_domains(rule, node, pod, policy, keys):
+                domain = node.labels[rule.topology_key]
                 counts[domain] = counts.get(domain, 0) + per_node[node.name]
         global_min = min(counts.values()) if counts else 0
-        if spec.min_domains is not None and len(counts) < spec.min_domains:
+        if rule.min_domains is not None and len(counts) < rule.min_domains:
             global_min = 0
-        c = Constraint(spec, selector, int(selector.matches(pod.labels)), counts, global_min)
-        if is_hard:
+        c = Constraint(rule, selector, int(selector.matches(pod.labels)), counts, global_min)
+        if rule.hard:
             hard.append(c)
         else:
             soft.append(c)
@@ -54,12 +53,12 @@ def filter(spread: SpreadContext, node: NodeInfo) -> Refusal | None:
     """The first DoNotSchedule constraint the node breaks: it lacks the key, or placing the pod
     in its domain makes the skew exceed maxSkew."""
     for c in spread.hard:
-        key = c.spec.topology_key
+        key = c.rule.topology_key
         domain = node.labels.get(key)
         if domain is None:
             return Refusal(f"topology spread: node has no label {key}", False)
         count = c.domain_counts.get(domain)
-        if count is not None and count > c.spec.max_skew + c.global_min - c.self_match:
+        if count is not None and count > c.rule.max_skew + c.global_min - c.self_match:
             return Refusal(f"topology spread: placing here makes skew {c.skew_if_placed(domain)} in "
-                           f"{key}={domain} (maxSkew {c.spec.max_skew})", True)
+                           f"{key}={domain} (maxSkew {c.rule.max_skew})", True)
     return None

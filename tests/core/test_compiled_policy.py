@@ -1,0 +1,181 @@
+"""A PlacementPolicy is compiled once into frozen core types; evaluation reads those alone.
+
+Every scenario of the core's tests runs again with the policy's wire spec replaced by an object
+that fails on any read: the same answers, and no read. Compiling is checked field by field.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import FrozenInstanceError
+from typing import Any
+
+import pytest
+
+import berth.core.policy as policy_module
+import tests.core
+from berth.core.capacity import capacity_report
+from berth.core.compiled import CapacityOverrides, InclusionPolicy, NodeFilter, SpreadConstraint, WhenUnsatisfiable
+from berth.core.model import LabelSelector, Requirement
+from berth.core.plan import shared_plan_key
+from berth.core.policy import PlacementPolicy
+from berth.core.settings import Settings
+
+from . import builders
+from .builders import NOW, ZONE, Scenario, cluster, manifest, policy
+
+
+class WireSpecRead(AssertionError):
+    pass
+
+
+class _Unreadable:
+    """Stands for a policy's wire spec: any read of it fails the test."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise WireSpecRead(f"evaluation read spec.{name}")
+
+
+def compiled_only(pol: PlacementPolicy) -> PlacementPolicy:
+    pol.spec = _Unreadable()  # type: ignore[assignment]
+    return pol
+
+
+def every_scenario() -> list[Scenario]:
+    found: dict[str, Scenario] = {}
+    for info in pkgutil.iter_modules(tests.core.__path__):
+        if not info.name.startswith("test_") or info.name == "test_compiled_policy":
+            continue
+        module = importlib.import_module(f"tests.core.{info.name}")
+        for value in vars(module).values():
+            items = value if isinstance(value, (list, tuple)) else [value]
+            for item in items:
+                if isinstance(item, Scenario) and item.spec is not None:
+                    found[f"{info.name}::{item.name}"] = item
+    return [found[k] for k in sorted(found)]
+
+
+SCENARIOS = every_scenario()
+
+
+def test_the_scenarios_are_found() -> None:
+    assert len(SCENARIOS) > 100
+
+
+@pytest.mark.parametrize("s", SCENARIOS, ids=str)
+def test_scenario_answers_alike_from_the_compiled_policy_alone(s: Scenario, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(builders, "policy", lambda **spec: compiled_only(policy(**spec)))
+    builders.run(s)  # every expectation of the scenario, checked as in its own test
+    assert s.spec is not None
+    view = cluster(s.nodes, s.pods, leases=s.leases)
+    wire = capacity_report(view, s.pod, policy(**s.spec), s.settings, NOW, limit=20).to_dict()
+    view = cluster(s.nodes, s.pods, leases=s.leases)
+    assert capacity_report(view, s.pod, compiled_only(policy(**s.spec)), s.settings, NOW, limit=20).to_dict() == wire
+
+
+def test_the_wire_spec_stand_in_fails_when_read() -> None:
+    pol = compiled_only(policy())
+    with pytest.raises(WireSpecRead, match=r"spec\.strategy"):
+        _ = pol.spec.strategy
+
+
+COMPILED = [
+    ("no spread constraint", {}, ()),
+    ("a constraint without a selector counts the policy's pods",
+     {"topologySpreadConstraints": [{"topologyKey": ZONE}]},
+     (SpreadConstraint(ZONE, LabelSelector({"app": "web"})),)),
+    ("every field, its own selector",
+     {"topologySpreadConstraints": [{
+         "topologyKey": ZONE, "maxSkew": 2, "whenUnsatisfiable": "ScheduleAnyway",
+         "labelSelector": {"matchLabels": {"tier": "front"},
+                           "matchExpressions": [{"key": "env", "operator": "In", "values": ["prod"]}]},
+         "nodeAffinityPolicy": "Ignore", "nodeTaintsPolicy": "Honor", "matchLabelKeys": ["version"]}]},
+     (SpreadConstraint(ZONE, LabelSelector({"tier": "front"}, (Requirement("env", "In", ("prod",)),)), max_skew=2,
+                       when_unsatisfiable=WhenUnsatisfiable.SCHEDULE_ANYWAY,
+                       node_affinity_policy=InclusionPolicy.IGNORE, node_taints_policy=InclusionPolicy.HONOR,
+                       match_label_keys=("version",)),)),
+    ("minDomains", {"topologySpreadConstraints": [{"topologyKey": ZONE, "minDomains": 3}]},
+     (SpreadConstraint(ZONE, LabelSelector({"app": "web"}), min_domains=3),)),
+]
+
+
+@pytest.mark.parametrize(("name", "spec", "expected"), COMPILED, ids=[c[0] for c in COMPILED])
+def test_spread_constraints_compile_to_core_types(name: str, spec: dict[str, Any],
+                                                   expected: tuple[SpreadConstraint, ...]) -> None:
+    compiled = policy(**spec).spread_constraints
+    assert compiled == expected
+    assert all(c.when_unsatisfiable is e.when_unsatisfiable for c, e in zip(compiled, expected, strict=True))
+    assert [c.hard for c in compiled] == [c.when_unsatisfiable == "DoNotSchedule" for c in expected]
+
+
+def test_node_filter_capacity_and_scalars_compile_to_core_types() -> None:
+    pol = policy(strategy="Fill", count=3, nodesLimit=2, affinityMatching="Preferred",
+                 nodeFilter={"includes": ["b", "a", "b"], "excludes": ["c"], "labels": {"disk": "ssd"}},
+                 capacity={"cpuOvercommitPercent": 150, "rejectUnknownCapacity": True})
+    assert pol.node_filter == NodeFilter(("b", "a", "b"), frozenset({"c"}), {"disk": "ssd"}, False)
+    assert pol.node_filter.included == frozenset({"a", "b"})
+    assert pol.capacity == CapacityOverrides(cpu_overcommit_percent=150, reject_unknown_capacity=True)
+    assert (pol.strategy, pol.count, pol.nodes_limit, pol.affinity_matching) == ("Fill", 3, 2, "Preferred")
+    assert pol.selector == LabelSelector({"app": "web"})
+    settings = Settings().for_policy(pol)
+    assert (settings.cpu_overcommit_percent, settings.memory_overcommit_percent) == (150, 100)
+    assert settings.reject_unknown_capacity is True
+
+
+def test_node_filters_alike_share_one_key_and_differ_from_others() -> None:
+    a = policy(nodeFilter={"labels": {"disk": "ssd", "zone": "a"}, "excludes": ["x", "y"]}).node_filter
+    b = policy(name="other", nodeFilter={"labels": {"zone": "a", "disk": "ssd"}, "excludes": ["y", "x"]}).node_filter
+    c = policy(nodeFilter={"labels": {"disk": "ssd", "zone": "a"}, "excludes": ["x"]}).node_filter
+    assert a.key == b.key != c.key
+    assert policy().node_filter.key != policy(nodeFilter={"all": True}).node_filter.key
+
+
+def test_compiled_types_are_frozen() -> None:
+    pol = policy(topologySpreadConstraints=[{"topologyKey": ZONE}])
+    with pytest.raises(FrozenInstanceError):
+        pol.spread_constraints[0].max_skew = 5  # type: ignore[misc]
+    with pytest.raises(FrozenInstanceError):
+        pol.node_filter.all = True  # type: ignore[misc]
+
+
+def test_the_rule_tree_is_parsed_once_per_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    parse = policy_module.parse_rules
+
+    def counted(raw: object, path: str = "spec.placementRules") -> Any:
+        calls.append(path)
+        return parse(raw, path)
+
+    monkeypatch.setattr(policy_module, "parse_rules", counted)
+    rules = [{"anyOf": [{"resource": "Node", "operator": "Has", "labels": {"disk": "ssd"}},
+                        {"resource": "Pod", "operator": "HasNot", "labels": {"app": "db"}, "within": ZONE}]}]
+    pol = policy_module.policy_from_manifest(manifest(placementRules=rules))
+    assert calls == ["spec.placementRules"]
+    assert pol.rules[0].describe().startswith("anyOf(Node Has {disk=ssd}")
+
+
+@pytest.mark.parametrize(("spec", "path"), [
+    ({"placementRules": [{"resource": "Rack", "operator": "Has", "labels": {"a": "b"}}]},
+     "spec.placementRules[0].resource"),
+    ({"topologySpreadConstraints": [{"topologyKey": ZONE}, {"topologyKey": ZONE}]},
+     "spec.topologySpreadConstraints[0].{topologyKey, whenUnsatisfiable}"),
+    ({"placementRules": [{"resource": "Rack", "operator": "Has", "labels": {"a": "b"}}],
+      "topologySpreadConstraints": [{"topologyKey": ZONE}, {"topologyKey": ZONE}]},
+     "spec.placementRules[0].resource"),
+])
+def test_a_manifest_compiling_fails_names_the_first_bad_field(spec: dict[str, Any], path: str) -> None:
+    with pytest.raises(policy_module.InvalidPolicy) as caught:
+        policy_module.policy_from_manifest(manifest(**spec))
+    assert caught.value.path == path
+    with pytest.raises(policy_module.InvalidPolicy) as again:
+        policy_module.spec_from_dict(manifest(**spec)["spec"])
+    assert again.value.path == path
+
+
+@pytest.mark.parametrize("spec", [{}, {"strategy": "Spread", "nodeFilter": {"labels": {"disk": "ssd"}}},
+                                  {"strategy": "Fill", "count": 2},
+                                  {"capacity": {"memoryOvercommitPercent": 120}, "nodesLimit": 3}], ids=str)
+def test_the_key_of_a_shared_plan_reads_the_compiled_policy_alone(spec: dict[str, Any]) -> None:
+    pod = builders.web("new")
+    assert shared_plan_key(pod, compiled_only(policy(**spec)), 4) == shared_plan_key(pod, policy(**spec), 4)
