@@ -21,7 +21,7 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -36,7 +36,6 @@ from berth.core import (
     Decision,
     ErrorCode,
     Evaluation,
-    LabelSelector,
     NodeInfo,
     ObjectError,
     Overlay,
@@ -53,29 +52,23 @@ from berth.core import (
     evaluate_pod,
     format_time,
     honour_target,
-    label_index,
     node_allocations,
-    node_from_object,
     parse_time,
     pod_from_object,
-    refusal_cause,
     rounds,
-    score_runs,
-    scores,
 )
 from berth.extender.binder import Binder, BindError, EventQueue
 from berth.extender.metrics import Metrics
+from berth.extender.replies import failed_nodes, filter_reply, priorities
+from berth.extender.request_nodes import NodeEcho, RequestNodes, read_request_nodes
 from berth.extender.settings import ExtenderSettings
 from berth.extender.store import Assumption, ClusterStore
 from berth.extender.wire import (
-    BadRequest,
     ExtenderArgs,
     ExtenderBindingArgs,
     ExtenderPreemptionArgs,
-    host_priority_list,
     meta_victims,
     meta_victims_from_full,
-    node_name,
     scheduler_text,
 )
 
@@ -107,102 +100,6 @@ class _Recent:
     nodes: tuple[str, ...]
     ranking: Sequence[str]
     at: float
-
-
-class RequestNodes:
-    """The view with the Node objects of a ``nodeCacheCapable: false`` request in place of its own."""
-
-    def __init__(self, view: ClusterView, nodes: Mapping[str, NodeInfo]) -> None:
-        self._view = view
-        own = view.nodes
-        # A request's Node equal to the view's is the view's: its verdicts come from the view's tables.
-        local = {name: node for name, node in nodes.items() if own.get(name) != node}
-        self._nodes: Mapping[str, NodeInfo] = {**own, **local} if local else own
-        self._local = frozenset(local)
-        self._labels: dict[tuple[str, str], frozenset[str]] | None = None
-
-    @property
-    def nodes(self) -> Mapping[str, NodeInfo]:
-        return self._nodes
-
-    @property
-    def leases(self) -> Mapping[str, float | None]:
-        return self._view.leases
-
-    @property
-    def base(self) -> ClusterView:
-        return self._view
-
-    def local_nodes(self) -> Collection[str]:
-        return self._local
-
-    @property
-    def leases_tracked(self) -> bool:
-        return self._view.leases_tracked
-
-    def requested(self, node: str) -> Mapping[str, int]:
-        return self._view.requested(node)
-
-    def pods_on(self, node: str) -> Iterable[PodInfo]:
-        return self._view.pods_on(node)
-
-    def pod_count(self, node: str) -> int:
-        return self._view.pod_count(node)
-
-    def sleepy_memory(self, node: str) -> int:
-        return self._view.sleepy_memory(node)
-
-    def matching_counts(self, namespace: str, selector: LabelSelector) -> Mapping[str, int]:
-        return self._view.matching_counts(namespace, selector)
-
-    def nodes_with_pod(self, namespace: str, labels: Mapping[str, str], exclude_uid: str) -> frozenset[str]:
-        return self._view.nodes_with_pod(namespace, labels, exclude_uid)
-
-    def nodes_labelled(self, key: str, value: str) -> frozenset[str]:
-        if not self._local:
-            return self._view.nodes_labelled(key, value)
-        if self._labels is None:
-            self._labels = label_index(self._nodes.values())
-        return self._labels.get((key, value), frozenset())
-
-    def nodes_with_label_key(self, key: str) -> frozenset[str]:
-        if not self._local:
-            return self._view.nodes_with_label_key(key)
-        return frozenset(n for n, node in self._nodes.items() if key in node.labels)
-
-    def nodes_without_label_key(self, key: str) -> frozenset[str]:
-        if not self._local:
-            return self._view.nodes_without_label_key(key)
-        return frozenset(n for n, node in self._nodes.items() if key not in node.labels)
-
-    def overlay(self) -> Overlay:
-        return Overlay(self)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._view, name)
-
-
-def _failed_nodes(refused: Refused) -> tuple[dict[str, str], dict[str, str]]:
-    """(FailedNodes, FailedAndUnresolvableNodes) in the scheduler's spelling, one text per cause
-    (kube-scheduler counts identical texts in its FailedScheduling event; each node's figures stay in
-    the pod's own record): the nodes refused together added group by group, without a Python step per
-    node, and each distinct reason reworded once."""
-    failed: dict[str, str] = {}
-    unresolvable: dict[str, str] = {}
-    texts: dict[str, str] = {}
-
-    def text(reason: str) -> str:
-        found = texts.get(reason)
-        if found is None:
-            found = texts[reason] = scheduler_text(refusal_cause(reason))
-        return found
-
-    each, groups = refused.parts()
-    for name, refusal in each.items():
-        (failed if refusal.resolvable else unresolvable)[name] = text(refusal.reason)
-    for names, refusal in groups:
-        (failed if refusal.resolvable else unresolvable).update(dict.fromkeys(names, text(refusal.reason)))
-    return failed, unresolvable
 
 
 EVENT_LIMIT = 1024
@@ -274,13 +171,13 @@ class Extender:
         self.events = EventQueue(binder.record_event, self.metrics.events_dropped.inc)
         self._filter_decisions: OrderedDict[str, bytes] = OrderedDict()
         self._recent: _Recent | None = None
-        self._encoded_nodes: dict[str, tuple[str, orjson.Fragment]] = {}
+        self._echo = NodeEcho(store)
         self._refusals_told: OrderedDict[str, str] = OrderedDict()  # pod uid -> its last BerthRefused message
         self._tasks: set[asyncio.Task[None]] = set()
         self.metrics.cache_sizes = lambda: {"binds_in_flight": len(self._binding),
                                             "events_queued": self.events.queued(),
                                             "filter_decisions": len(self._filter_decisions),
-                                            "encoded_nodes": len(self._encoded_nodes),
+                                            "encoded_nodes": len(self._echo),
                                             "refusals_told": len(self._refusals_told)}
 
     # -- helpers ---------------------------------------------------------------------------
@@ -293,40 +190,6 @@ class Extender:
         except (TypeError, ValueError, AttributeError) as exc:
             raise PodUnreadable(f"berth cannot read the pod: {exc}") from None
         return pod
-
-    def _request_nodes(self, args: ExtenderArgs) -> tuple[list[str], dict[str, NodeInfo], dict[str, str],
-                                                          dict[str, dict[str, Any]]]:
-        """(names, parsed request nodes, unreadable nodes with their reason, raw objects by name)."""
-        if args.NodeNames is not None:
-            return list(args.NodeNames), {}, {}, {}
-        if args.Nodes is None:
-            raise BadRequest("ExtenderArgs: one of Nodes or NodeNames is required")
-        names: list[str] = []
-        parsed: dict[str, NodeInfo] = {}
-        bad: dict[str, str] = {}
-        raw: dict[str, dict[str, Any]] = {}
-        cache = self.store.request_nodes
-        for obj in args.Nodes.items:
-            name = node_name(obj)
-            names.append(name)
-            raw[name] = obj
-            meta = obj.get("metadata")
-            rv = str(meta.get("resourceVersion") or "") if isinstance(meta, dict) else ""
-            hit = cache.get(name)
-            if hit is not None and rv and hit[0] == rv:
-                parsed[name] = hit[1]
-                continue
-            try:
-                node = node_from_object(obj)
-            except (ObjectError, TypeError, ValueError, AttributeError) as exc:
-                bad[name] = f"berth cannot read the node: {exc}"
-                continue
-            parsed[name] = node
-            if rv and name:
-                cache[name] = (rv, node)
-        if len(cache) > 4 * max(len(self.store.view.nodes), 1000):
-            cache.clear()
-        return names, parsed, bad, raw
 
     def _state(self, overrides: Mapping[str, NodeInfo]) -> ClusterView | RequestNodes:
         view = self.store.view
@@ -408,13 +271,13 @@ class Extender:
     def filter(self, args: ExtenderArgs, started: float | None = None) -> dict[str, Any]:
         """``started``: when the request arrived (its decoding counts in the latency metric)."""
         started = time.perf_counter() if started is None else started
-        names, overrides, bad_nodes, raw_nodes = self._request_nodes(args)
+        names, overrides, bad_nodes, raw_nodes = read_request_nodes(args, self.store)
         cache_capable = args.NodeNames is not None
         try:
             pod = self.read_pod(args.Pod)
         except PodUnreadable as exc:
             self.metrics.observe("filter", time.perf_counter() - started, "bad_pod")
-            return self._filter_reply(cache_capable, [], {}, {}, raw_nodes, error=str(exc))
+            return filter_reply(cache_capable, [], {}, {}, raw_nodes, self._echo, error=str(exc))
         store = self.store
         with store.lock:
             now = self.clock()
@@ -429,16 +292,16 @@ class Extender:
                 judged, kept_off = self._steered(steered, judged)
             if not governed:
                 self.metrics.observe("filter", time.perf_counter() - started, "passthrough")
-                return self._filter_reply(cache_capable, list(judged), {},
-                                          {**{n: scheduler_text(bad_nodes[n]) for n in names if n in bad_nodes},
-                                           **kept_off}, raw_nodes)
+                return filter_reply(cache_capable, list(judged), {},
+                                    {**{n: scheduler_text(bad_nodes[n]) for n in names if n in bad_nodes},
+                                     **kept_off}, raw_nodes, self._echo)
             eval_now = self.eval_clock()
             state = self._state(overrides)
             ev, rnd = self._evaluate(state, pod, policy, strategy, judged, now, eval_now)
             if steered.hold is not None:
                 honour_target(state, pod, steered.hold, ev)  # type: ignore[arg-type]
             decision = self._stamp(ev.decision, "filter")
-            failed, unresolvable = _failed_nodes(decision.refused)
+            failed, unresolvable = failed_nodes(decision.refused)
             unresolvable.update((n, scheduler_text(r)) for n, r in bad_nodes.items())
             unresolvable.update(kept_off)
             passing = ev.passing
@@ -459,7 +322,7 @@ class Extender:
         if winner is not None and self.settings.filter_winner_only:
             # One feasible node: kube-scheduler binds it without scoring or asking prioritize.
             passing = [winner]
-        return self._filter_reply(cache_capable, passing, failed, unresolvable, raw_nodes)
+        return filter_reply(cache_capable, passing, failed, unresolvable, raw_nodes, self._echo)
 
     @staticmethod
     def _steered(steered: Steer, judged: Sequence[str]) -> tuple[list[str], dict[str, str]]:
@@ -475,36 +338,6 @@ class Extender:
                f"{hold.destination}" if hold is not None else "berth: drained: its workload left this node")
         allowed = set(kept)
         return kept, {n: scheduler_text(why) for n in judged if n not in allowed}
-
-    def _filter_reply(self, cache_capable: bool, passing: list[str], failed: dict[str, str],
-                      unresolvable: dict[str, str], raw_nodes: Mapping[str, dict[str, Any]],
-                      error: str = "") -> dict[str, Any]:
-        """``failed`` and ``unresolvable`` carry reasons already in the scheduler's spelling."""
-        out: dict[str, Any] = {}
-        if cache_capable:
-            out["NodeNames"] = passing
-        else:
-            out["Nodes"] = {"metadata": {}, "items": [self._encoded_node(raw_nodes[n]) for n in passing
-                                                      if n in raw_nodes]}
-        out["FailedNodes"] = failed
-        out["FailedAndUnresolvableNodes"] = unresolvable
-        out["Error"] = scheduler_text(error)
-        return out
-
-    def _encoded_node(self, obj: dict[str, Any]) -> orjson.Fragment:
-        """A passing Node echoed back (``nodeCacheCapable: false``), encoded once per resourceVersion."""
-        meta = obj.get("metadata")
-        name = str(meta.get("name") or "") if isinstance(meta, dict) else ""
-        rv = str(meta.get("resourceVersion") or "") if isinstance(meta, dict) else ""
-        hit = self._encoded_nodes.get(name) if rv else None
-        if hit is not None and hit[0] == rv:
-            return hit[1]
-        fragment = orjson.Fragment(orjson.dumps(obj))
-        if rv and name:
-            if len(self._encoded_nodes) > 4 * max(len(self.store.view.nodes), 1000):
-                self._encoded_nodes.clear()
-            self._encoded_nodes[name] = (rv, fragment)
-        return fragment
 
     def _tell_refusal(self, pod: PodInfo, record: Mapping[str, Any]) -> None:
         """A BerthRefused Event on a pod no node takes, written in the background (filter never waits
@@ -536,7 +369,7 @@ class Extender:
 
     def prioritize(self, args: ExtenderArgs, started: float | None = None) -> orjson.Fragment:
         started = time.perf_counter() if started is None else started
-        names, overrides, bad_nodes, _ = self._request_nodes(args)
+        names, overrides, bad_nodes, _ = read_request_nodes(args, self.store)
         pod = self.read_pod(args.Pod)  # PodUnreadable: answered 400 (a prioritize failure is only logged)
         store = self.store
         with store.lock:
@@ -547,7 +380,7 @@ class Extender:
             policy, strategy, governed = self._policy(pod)
             if not governed:
                 self.metrics.observe("prioritize", time.perf_counter() - started, "passthrough")
-                return self._priorities(names, steered.nodes(names) if steered.hold is not None else ())
+                return priorities(names, steered.nodes(names) if steered.hold is not None else ())
             recent = self._recent
             judged = tuple(n for n in names if n not in bad_nodes) if bad_nodes else tuple(names)
             if steered is not NO_STEER:
@@ -574,16 +407,7 @@ class Extender:
                 self._remember_filter_decision(pod.uid, store.record_decision(pod.key, record))
                 result = "scored"
         self.metrics.observe("prioritize", time.perf_counter() - started, result)
-        return self._priorities(names, ranking)
-
-    def _priorities(self, names: Sequence[str], ranking: Sequence[str]) -> orjson.Fragment:
-        """The HostPriorityList of ``names`` (the core's scores are 0..MaxExtenderPriority; nodes not
-        ranked score 0). When the ranking holds every name (the usual prioritize, of the nodes filter
-        passed) it is encoded from the ranking's runs of equal scores, in ranking order."""
-        if len(ranking) == len(names):  # ranking is drawn from names: the same nodes
-            return orjson.Fragment(host_priority_list(score_runs(ranking)))
-        get = scores(ranking).get
-        return orjson.Fragment(orjson.dumps([{"Host": name, "Score": get(name, 0)} for name in names]))
+        return priorities(names, ranking)
 
     # -- bind ------------------------------------------------------------------------------
 
