@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 import venv
 from pathlib import Path
 
@@ -21,7 +22,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ["berth", "berth.core", "berth.core.strategies", "berth.cli", "berth.extender", "berth.operator",
-            "berth.operator.reconcile", "berth.extender.app"]
+            "berth.operator.reconcile", "berth.extender.app", "berth.core.index", "berth.core.plugins",
+            "berth.extender.routes.scheduler"]
 CHECK = (
     "import importlib, operator\n"
     f"mods = {PACKAGES!r}\n"
@@ -72,6 +74,15 @@ def _venv(tmp: Path) -> Path:
     outer = [p for p in sys.path if p.endswith("site-packages")]
     (site / "outer-dependencies.pth").write_text("\n".join(outer) + "\n")
     return python
+
+
+def test_every_package_folder_is_in_the_distribution() -> None:
+    """setuptools ships only the packages named in pyproject.toml: a new sub-package left out
+    imports from the source tree and fails in the wheel and the image."""
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {".".join(Path(folder).relative_to(ROOT).parts)  # through the links berth/extender, berth/operator
+               for folder, _, files in os.walk(ROOT / "berth", followlinks=True) if "__init__.py" in files}
+    assert on_disk - listed == set()
 
 
 def test_operator_folder_is_no_regular_package() -> None:
