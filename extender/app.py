@@ -27,8 +27,7 @@ from berth.extender.authz import ApiGate, Denied, Reviewer
 from berth.extender.binder import Binder, MemoryBinder
 from berth.extender.engine import Extender
 from berth.extender.metrics import Metrics
-from berth.extender.page import page_router
-from berth.extender.routes import explain, operations, scheduler
+from berth.extender.routes import explain, operations, page, scheduler
 from berth.extender.settings import ExtenderSettings
 from berth.extender.store import ClusterStore
 from berth.extender.wire import ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs
@@ -99,7 +98,7 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
     app.add_exception_handler(Denied, explain.denied)
     app.include_router(scheduler.router)
     app.include_router(explain.router)
-    app.include_router(page_router(engine, store, gate, api_anonymous=settings.api_anonymous))
+    app.include_router(page.router)
     app.include_router(operations.router)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

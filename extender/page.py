@@ -7,26 +7,20 @@ Dashboard and Headlamp do), which the page keeps in a short-lived ``HttpOnly``,
 SubjectAccessReviews the matching API answer needs. With anonymous access on there is no sign-in.
 The page has no script and no write action: each view is a GET over the figures the explain API
 serves (``node_allocations``, ``Extender.preview``, ``Extender.decision_of``), never a second
-computation of placement.
+computation of placement. This module holds the page's figures and templates; its routes are
+:mod:`berth.extender.routes.page`.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, quote, urlencode
 
-import orjson
-from fastapi import APIRouter, Query, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from berth.core import API_GROUP, NODEDRAIN_PLURAL, POLICY_PLURAL, PodInfo, format_amount, node_allocations
-from berth.extender.authz import Access, ApiGate, Caller, Denied
-from berth.extender.engine import Extender
-from berth.extender.routes.explain import DRAIN_NAME
+from berth.core import API_GROUP, POLICY_PLURAL, PodInfo, format_amount
+from berth.extender.authz import Access
 from berth.extender.store import ClusterStore
 from berth.extender.wire import BadRequest
 
@@ -157,210 +151,29 @@ def parse_label_filter(text: str) -> list[tuple[str, str | None]]:
     return out
 
 
-def _matches(labels: Mapping[str, str], wanted: Sequence[tuple[str, str | None]]) -> bool:
+def labels_match(labels: Mapping[str, str], wanted: Sequence[tuple[str, str | None]]) -> bool:
     return all((key in labels) if value is None else labels.get(key) == value for key, value in wanted)
 
 
-def _environment() -> Environment:
+def environment() -> Environment:
     env = Environment(loader=PackageLoader("berth.extender", "templates"),
                       autoescape=select_autoescape(default=True, default_for_string=True))
     env.filters["amount"] = lambda amount, dim: format_amount(dim, int(amount))
     return env
 
 
-def page_router(engine: Extender, store: ClusterStore, gate: ApiGate, *,
-                api_anonymous: bool) -> APIRouter:
-    """The page's routes (``/ui/...``), answering from ``engine`` and ``store`` as the API does."""
-    router = APIRouter(prefix="/ui", tags=["page"], include_in_schema=False)
-    env = _environment()
-
-    def render(template: str, status: int = 200, /, **context: Any) -> HTMLResponse:
-        html = env.get_template(template).render(anonymous=api_anonymous, **context)
-        return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
-
-    def problem(status: int, message: str) -> HTMLResponse:
-        return render("problem.html", status, title=f"{status}", message=message)
-
-    def token_header(request: Request) -> str | None:
-        header = request.headers.get("authorization")
-        if header:
-            return header
-        token = request.cookies.get(COOKIE)
-        return f"Bearer {token}" if token else None
-
-    async def authorize(request: Request, accesses: Sequence[Access]) -> Caller | Response | None:
-        """The caller, or the page to answer instead: sign-in for a missing or rejected token, a
-        refusal naming the permission for one that may not read this."""
-        try:
-            caller = await gate.caller(token_header(request))
-            await gate.require(caller, accesses)
-        except Denied as exc:
-            if exc.status == 401:
-                back = urlencode({"next": request.url.path + (f"?{request.url.query}" if request.url.query else "")})
-                response = RedirectResponse(f"/ui/signin?{back}", status_code=303, headers=SECURITY_HEADERS)
-                if request.cookies.get(COOKIE):
-                    response.delete_cookie(COOKIE, path="/ui")
-                return response
-            return problem(exc.status, exc.message)
-        return caller
-
-    async def may(caller: Caller | None, accesses: Sequence[Access]) -> bool:
-        try:
-            await gate.require(caller, accesses)
-        except Denied:
-            return False
-        return True
-
-    @router.get("")
-    @router.get("/")
-    async def home() -> Response:
-        return RedirectResponse("/ui/nodes", status_code=303, headers=SECURITY_HEADERS)
-
-    @router.get("/signin")
-    async def signin_form(next: str = Query("/ui/nodes", max_length=2000)) -> Response:
-        return render("signin.html", next=_local(next), error=None)
-
-    @router.post("/signin")
-    async def signin(request: Request) -> Response:
-        try:
-            form = parse_qs((await request.body()).decode("utf-8"), max_num_fields=4)
-        except (UnicodeDecodeError, ValueError):
-            return render("signin.html", 400, next="/ui/nodes", error="the sign-in form could not be read")
-        token = (form.get("token") or [""])[0].strip()
-        target = _local((form.get("next") or ["/ui/nodes"])[0])
-        if not token:
-            return render("signin.html", 400, next=target, error="paste a bearer token (kubectl create token ...)")
-        if len(token) > 16384 or any(c.isspace() or not c.isprintable() for c in token):
-            return render("signin.html", 400, next=target, error="that is not a bearer token")
-        try:
-            await gate.caller(f"Bearer {token}")
-        except Denied as exc:
-            return render("signin.html", exc.status, next=target, error=exc.message)
-        response = RedirectResponse(target, status_code=303, headers=SECURITY_HEADERS)
-        response.set_cookie(COOKIE, token, max_age=COOKIE_SECONDS, path="/ui", httponly=True, samesite="strict",
-                            secure=request.url.scheme == "https")
-        return response
-
-    @router.post("/signout")
-    async def signout() -> Response:
-        response = RedirectResponse("/ui/signin", status_code=303, headers=SECURITY_HEADERS)
-        response.delete_cookie(COOKIE, path="/ui")
-        return response
-
-    @router.get("/nodes")
-    async def nodes(request: Request, label: str = Query("", max_length=2000),
-                    sort: str = Query("fullness", max_length=20), page: str = Query("1", max_length=12)) -> Response:
-        caller = await authorize(request, NODE_ACCESS)
-        if isinstance(caller, Response):
-            return caller
-        try:
-            wanted = parse_label_filter(label)
-            number = _page_number(page)
-            if sort not in ("fullness", "name"):
-                raise BadRequest(f"sort: {sort!r} is not one of fullness, name")
-        except BadRequest as exc:
-            return problem(400, str(exc))
-        show_pods = await may(caller, (Access("list", "pods"),))
-        started = time.perf_counter()
-        settings = engine.core_settings
-        overcommit = {d: settings.overcommit_percent(d) for d in ("cpu", "memory")}
-        with store.lock:
-            view = store.view
-            names = [n for n, info in view.nodes.items() if not wanted or _matches(info.labels, wanted)]
-            allocations = node_allocations(view, settings)  # what /api/v1/nodes/allocations answers
-            if sort == "fullness":
-                names.sort(key=lambda n: (-allocation_fullness(allocations[n]), n))
-            else:
-                names.sort()
-            pages = max(1, -(-len(names) // PAGE_SIZE))
-            number = min(number, pages)
-            shown = names[(number - 1) * PAGE_SIZE: number * PAGE_SIZE]
-            now = engine.eval_clock()
-            cards = [_node_card(store, name, bars(allocations[name], overcommit), now) for name in shown]
-        elapsed = time.perf_counter() - started
-        query = {"label": label, "sort": sort}
-        return render("nodes.html", cards=cards, total=len(view.nodes), matched=len(names), page=number, pages=pages,
-                      label=label, sort=sort, show_pods=show_pods, overcommit=overcommit,
-                      leases_tracked=store.track_leases, elapsed_ms=round(elapsed * 1000, 1),
-                      page_link=lambda n: "/ui/nodes?" + urlencode({**query, "page": n}))
-
-    @router.get("/policies")
-    async def policies(request: Request, namespace: str = Query("", max_length=253)) -> Response:
-        accesses = (Access("list", POLICY_PLURAL, API_GROUP, namespace),
-                    Access("list", "pods", namespace=namespace))
-        caller = await authorize(request, accesses)
-        if isinstance(caller, Response):
-            return caller
-        with store.lock:
-            rows = [_policy_row(store, policy) for policy in store.iter_policies()
-                    if not namespace or policy.namespace == namespace]
-            invalid = {key: error for key, error in sorted(store.invalid_policies.items())
-                       if not namespace or key.split("/", 1)[0] == namespace}
-            invalid_status = {key: store.policy_status.get(key) or {} for key in invalid}
-        return render("policies.html", rows=rows, invalid=invalid, invalid_status=invalid_status,
-                      namespace=namespace)
-
-    @router.get("/pods/{namespace}/{name}")
-    async def placement(request: Request, namespace: str, name: str) -> Response:
-        accesses = (Access("get", "pods", namespace=namespace),
-                    Access("list", POLICY_PLURAL, API_GROUP, namespace), Access("list", "nodes"))
-        caller = await authorize(request, accesses)
-        if isinstance(caller, Response):
-            return caller
-        with store.lock:
-            pod = _find_pod(store, namespace, name)
-        try:
-            raw = await engine.decision_of(namespace, name)
-        except Exception as exc:
-            return problem(503, f"cannot read the decision of {namespace}/{name}: {exc}")
-        recorded = orjson.loads(raw) if raw is not None else None
-        if pod is None and recorded is None:
-            return problem(404, f"berth knows no pod {namespace}/{name} and has recorded no decision for it")
-        fresh = engine.preview(pod, None, None) if pod is not None else None
-        return render("placement.html", namespace=namespace, name=name, pod=pod,
-                      card=placement_card(recorded, fresh["decision"] if fresh else None,
-                                          fresh["scores"] if fresh else {}))
-
-    @router.get("/drains")
-    async def drains(request: Request, name: str = Query("", max_length=300)) -> Response:
-        if name:
-            return RedirectResponse(f"/ui/drains/{quote(name, safe='')}", status_code=303, headers=SECURITY_HEADERS)
-        caller = await authorize(request, (Access("get", NODEDRAIN_PLURAL, API_GROUP),))
-        if isinstance(caller, Response):
-            return caller
-        return render("drain.html", name="", drain=None)
-
-    @router.get("/drains/{name}")
-    async def drain(request: Request, name: str) -> Response:
-        if len(name) > 253 or not DRAIN_NAME.fullmatch(name):
-            return problem(400, f"name: {name[:64]!r} is not a NodeDrain name (a DNS subdomain)")
-        caller = await authorize(request, (Access("get", NODEDRAIN_PLURAL, API_GROUP),))
-        if isinstance(caller, Response):
-            return caller  # before the NodeDrain is read with berth's rights
-        try:
-            found = await engine.binder.fetch_drain(name)
-        except Exception as exc:
-            return problem(503, f"cannot read NodeDrain {name}: {exc}")
-        if found is None:
-            return problem(404, f"no NodeDrain {name}")
-        return render("drain.html", name=name, drain={"spec": found.get("spec") or {},
-                                                      "status": found.get("status") or {}})
-
-    return router
-
-
-def _page_number(text: str) -> int:
+def page_number(text: str) -> int:
     if not text.strip().isdigit() or int(text) < 1:
         raise BadRequest(f"page: {text!r} is not a page number (1, 2, ...)")
     return int(text)
 
 
-def _local(target: str) -> str:
+def local_target(target: str) -> str:
     """Only a path of this page is a place to go back to after signing in (no open redirect)."""
     return target if target.startswith("/ui/") and not target.startswith("//") and "\\" not in target else "/ui/nodes"
 
 
-def _node_card(store: ClusterStore, name: str, node_bars: list[Bar], now: float) -> dict[str, Any]:
+def node_card(store: ClusterStore, name: str, node_bars: list[Bar], now: float) -> dict[str, Any]:
     view = store.view
     info = view.nodes[name]
     renewed = view.leases.get(name)
@@ -375,7 +188,7 @@ def _node_card(store: ClusterStore, name: str, node_bars: list[Bar], now: float)
             "governed": governed, "labels": dict(sorted(info.labels.items()))}
 
 
-def _policy_row(store: ClusterStore, policy: Any) -> dict[str, Any]:
+def policy_row(store: ClusterStore, policy: Any) -> dict[str, Any]:
     per_node: dict[str, int] = {}
     for pod in store.view.pods_in_namespace(policy.namespace):
         if pod.node_name and policy.governs(pod.namespace, pod.labels):
@@ -390,7 +203,7 @@ def _policy_row(store: ClusterStore, policy: Any) -> dict[str, Any]:
             "latest": (status.get("latestDecision") or {}).get("pod")}
 
 
-def _find_pod(store: ClusterStore, namespace: str, name: str) -> PodInfo | None:
+def find_pod(store: ClusterStore, namespace: str, name: str) -> PodInfo | None:
     for pod in store.pending_in(namespace):
         if pod.name == name:
             return pod
@@ -437,4 +250,4 @@ def placement_card(recorded: Mapping[str, Any] | None, fresh: Mapping[str, Any] 
             "fresh_groups": group_reasons((fresh or {}).get("refused") or {}), "changed": changed}
 
 
-__all__ = ["Bar", "bars", "fullness", "group_reasons", "page_router", "parse_label_filter", "placement_card"]
+__all__ = ["Bar", "bars", "fullness", "group_reasons", "parse_label_filter", "placement_card"]

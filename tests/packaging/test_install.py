@@ -103,9 +103,9 @@ def test_pip_install_dot_from_the_root_installs_the_wheel(tmp_path: Path) -> Non
     assert "site-packages" in out, f"the wheel must be imported, not the source tree: {out}"
     _run(tmp_path / "venv" / "bin" / "berth", "--help", cwd=repo)
     # the page's templates ship with the wheel (package data), and kubectl finds the plugin
-    page = ("from berth.extender.page import _environment\n"
+    page = ("from berth.extender.page import environment\n"
             "for name in ('nodes.html', 'policies.html', 'placement.html', 'signin.html'):\n"
-            "    _environment().get_template(name)\n"
+            "    environment().get_template(name)\n"
             "print('templates ok')\n")
     assert "templates ok" in _run(python, "-c", page, cwd=tmp_path)
     assert (tmp_path / "venv" / "bin" / "kubectl-berth").exists(), "the kubectl plugin executable"
