@@ -27,6 +27,7 @@ from berth.extender.authz import ApiGate, Denied, Reviewer
 from berth.extender.binder import Binder, MemoryBinder
 from berth.extender.engine import Extender
 from berth.extender.metrics import Metrics
+from berth.extender.questions import Questions
 from berth.extender.routes import explain, operations, page, scheduler
 from berth.extender.settings import ExtenderSettings
 from berth.extender.store import ClusterStore
@@ -91,6 +92,9 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
                                   "explain API")
     # what the dependencies of berth.extender.routes.deps give the routes
     app.state.engine = engine
+    app.state.questions = Questions(store, engine.core_settings, engine.binder,
+                                    round_timeout_seconds=settings.round_timeout_seconds, clock=engine.clock,
+                                    eval_clock=engine.eval_clock)
     app.state.store = store
     app.state.settings = settings
     app.state.metrics = metrics

@@ -22,7 +22,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -48,12 +48,9 @@ from berth.core import (
     Settings,
     Steer,
     Strategy,
-    capacity_report,
     evaluate_pod,
     format_time,
     honour_target,
-    node_allocations,
-    parse_time,
     pod_from_object,
     rounds,
 )
@@ -79,11 +76,6 @@ RECORD_LIMIT = 100
 
 ANNOTATION_LIMIT = 20
 """The same in the pod annotation: a pod's metadata must stay small whatever the size of the cluster."""
-
-CAPACITY_PLAN_LIMIT = 100
-"""Pods the capacity API plans at most for its ``placeable`` figure: it plans under the lock that
-filter and bind take, so the work one query causes is bounded (about 0.3 s at 5,000 nodes with
-spread and rules, 10 ms without); the CLI, offline, plans further."""
 
 REUSE_SECONDS = 2.0
 """prioritize reuses filter's evaluation of the same pod and nodes made this recently."""
@@ -630,123 +622,6 @@ class Extender:
     def _expire(self, now: float) -> None:
         for entry in self.store.expire(now):
             self.metrics.assumptions_expired.labels("bound" if entry.bound else "tentative").inc()
-
-    # -- the explain / preview / capacity / allocations API --------------------------------
-
-    async def decision_of(self, namespace: str, name: str) -> bytes | None:
-        """The recorded decision as JSON: kept in memory, else read from the pod's annotation."""
-        key = f"{namespace}/{name}"
-        with self.store.lock:
-            hit = self.store.decisions.get(key)
-        if hit is not None:
-            return hit
-        raw = await self.binder.fetch_pod(namespace, name)
-        if raw is None:
-            return None
-        annotations = (raw.get("metadata") or {}).get("annotations") or {}
-        text = annotations.get(DECISION_ANNOTATION)
-        if not isinstance(text, str):
-            return None
-        try:
-            data = orjson.loads(text)
-        except orjson.JSONDecodeError:
-            return None
-        return orjson.dumps(data) if isinstance(data, dict) else None
-
-    def preview(self, pod: PodInfo, policy_name: str | None, nodes: Sequence[str] | None) -> dict[str, Any]:
-        with self.store.lock, self.store.view.read_only_caches():
-            policy = self._preview_policy(pod, policy_name)
-            strategy = None if policy is not None else self.core_settings.default_strategy
-            eval_now = self.eval_clock()
-            left = None
-            if policy is not None and policy.strategy in ROUND_STRATEGIES:
-                rnd = self.store.rounds.get(policy.key)
-                timeout = self.settings.round_timeout_seconds
-                if rnd is not None and rounds.in_force(rnd, self.clock(), timeout, pod.uid):
-                    left = rounds.quota(rnd, pod.uid)
-            # the pod itself counted nowhere: a pod already placed (or held for its bind) is judged
-            # as if it were to be placed again now, not against the room it takes itself
-            view = self.store.view
-            state = self._without(view, pod.uid, "", {}) if view.pod(pod.uid) is not None else view
-            ev = evaluate_pod(state, pod, policy, self.core_settings, eval_now, nodes=nodes,
-                              quota=left, strategy=strategy)
-        decision = self._stamp(ev.decision, "preview")
-        data = decision.to_dict(ranking_limit=len(decision.ranking))
-        return {"decision": data, "scores": ev.scores}
-
-    def policy_decision(self, namespace: str, name: str) -> dict[str, Any]:
-        """A policy's latest decision and a fresh preview. The latest decision is the newest (by its
-        ``time``) of those this extender recorded for the policy's pods and the ``latestDecision`` the
-        operator keeps in the policy's status (read from the pods' annotations, so it outlives a
-        restart). The preview judges, now, the first pending pod the policy governs, else the pod
-        of the latest decision while berth still holds it. :class:`LookupError` for no such policy."""
-        key = f"{namespace}/{name}"
-        with self.store.lock:
-            policy = self.store.policy_named(namespace, name)
-            if policy is None:
-                raise LookupError(f"no valid PlacementPolicy {key}")
-            recorded = [data for data in (orjson.loads(raw) for raw in self.store.decisions.values())
-                        if isinstance(data, dict) and data.get("policy") == key]
-            status_copy = (self.store.policy_status.get(key) or {}).get("latestDecision")
-            pending = sorted((pod for pod in self.store.pending_in(namespace)
-                              if policy.governs(pod.namespace, pod.labels)), key=lambda pod: pod.name)
-        candidates = [(data, "extender") for data in recorded]
-        if isinstance(status_copy, Mapping):
-            candidates.append((dict(status_copy), "policyStatus"))
-        latest, source = max(candidates, key=lambda item: _decision_time(item[0]), default=(None, None))
-        subject = pending[0] if pending else None
-        if subject is None and latest is not None:
-            pod_name = str(latest.get("pod") or "").partition("/")[2]
-            with self.store.lock:
-                subject = next((pod for pod in self.store.view.pods_in_namespace(namespace)
-                                if pod.name == pod_name), None)
-        preview = None
-        if subject is not None:
-            preview = {"pod": subject.key, "pending": not subject.node_name,
-                       **self.preview(subject, name, None)}
-        return {"policy": key, "decision": latest, "decisionSource": source, "preview": preview}
-
-    def _preview_policy(self, pod: PodInfo, policy_name: str | None) -> PlacementPolicy | None:
-        if policy_name:
-            policy = self.store.policy_named(pod.namespace, policy_name)
-            if policy is None:
-                raise LookupError(f"no valid PlacementPolicy {pod.namespace}/{policy_name}")
-            return policy
-        return self.store.policy_for(pod)
-
-    def capacity(self, pod: PodInfo, policy_name: str | None) -> dict[str, Any]:
-        with self.store.lock, self.store.view.read_only_caches():
-            policy = self._preview_policy(pod, policy_name)
-            table = capacity_report(self.store.view, pod, policy, self.core_settings, self.eval_clock(),
-                                    CAPACITY_PLAN_LIMIT)
-        out = table.to_dict()
-        out["policy"] = policy.key if policy is not None else None
-        return out
-
-    def allocations(self) -> dict[str, Any]:
-        with self.store.lock:
-            nodes = node_allocations(self.store.view, self.core_settings)
-            policies = {}
-            for policy in self.store.iter_policies():
-                in_force = self.core_settings.for_policy(policy)
-                policies[policy.key] = {"strategy": policy.strategy_name, "settings": _settings_dict(in_force)}
-            invalid = dict(self.store.invalid_policies)
-        return {"settings": _settings_dict(self.core_settings), "policies": policies,
-                "invalidPolicies": invalid, "nodes": nodes}
-
-
-def _decision_time(data: Mapping[str, Any]) -> float:
-    try:
-        return parse_time(str(data.get("time") or ""))
-    except ObjectError:
-        return float("-inf")
-
-
-def _settings_dict(settings: Settings) -> dict[str, Any]:
-    data = asdict(settings)
-    strategy = data.get("default_strategy")
-    data["default_strategy"] = strategy.value if isinstance(strategy, Strategy) else strategy
-    return data
 
 
 def _uid(raw: Mapping[str, Any]) -> str:

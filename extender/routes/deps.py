@@ -15,6 +15,7 @@ from fastapi import Depends, Request
 from berth.extender.authz import ApiGate
 from berth.extender.engine import Extender
 from berth.extender.metrics import Metrics
+from berth.extender.questions import Questions
 from berth.extender.settings import ExtenderSettings
 from berth.extender.store import ClusterStore
 
@@ -22,6 +23,12 @@ from berth.extender.store import ClusterStore
 def engine(request: Request) -> Extender:
     """The engine: the verbs and the explain API's questions over the cluster store."""
     found: Extender = request.app.state.engine
+    return found
+
+
+def questions(request: Request) -> Questions:
+    """The explain API's questions over the store (they count nothing)."""
+    found: Questions = request.app.state.questions
     return found
 
 
@@ -50,6 +57,7 @@ def gate(request: Request) -> ApiGate:
 
 
 EngineDep = Annotated[Extender, Depends(engine)]
+QuestionsDep = Annotated[Questions, Depends(questions)]
 StoreDep = Annotated[ClusterStore, Depends(store)]
 SettingsDep = Annotated[ExtenderSettings, Depends(settings)]
 MetricsDep = Annotated[Metrics, Depends(metrics)]

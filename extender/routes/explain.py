@@ -23,8 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from berth.core import API_GROUP, ERROR_CODES, NODEDRAIN_PLURAL, POLICY_PLURAL, ObjectError, PodInfo, pod_from_object
 from berth.extender.authz import Access, ApiGate, Caller, Denied
-from berth.extender.engine import Extender
-from berth.extender.routes.deps import EngineDep, GateDep, SettingsDep
+from berth.extender.metrics import Metrics
+from berth.extender.questions import Questions
+from berth.extender.routes.deps import GateDep, MetricsDep, QuestionsDep, SettingsDep
 from berth.extender.routes.scheduler import body_schema
 from berth.extender.settings import ExtenderSettings
 from berth.extender.wire import BadRequest, decode
@@ -161,16 +162,17 @@ router = APIRouter(prefix="/api/v1", tags=["explain"])
             responses={**API_BAD, 200: {"description": f"the recorded decision (Decision.to_dict()); error.code is "
                                                        f"one of {ERROR_CODES}"},
                        404: {"model": ApiError, "description": "no decision recorded for this pod"}})
-async def decision(namespace: str, pod: str, request: Request, engine: EngineDep, gate: GateDep) -> Response:
+async def decision(namespace: str, pod: str, request: Request, questions: QuestionsDep, gate: GateDep,
+                   metrics: MetricsDep) -> Response:
     started = time.perf_counter()
     # before the decision is looked up, or the pod read with berth's rights
     await authorize(request, gate, (Access("get", "pods", namespace=namespace),))
     try:
-        found = await engine.decision_of(namespace, pod)
+        found = await questions.decision_of(namespace, pod)
     except Exception as exc:
         log.warning("cannot read the decision of %s/%s: %s", namespace, pod, exc)
         return _json({"error": f"cannot read the decision of {namespace}/{pod}: {exc}"}, 503)
-    engine.metrics.observe("decision", time.perf_counter() - started)
+    metrics.observe("decision", time.perf_counter() - started)
     if found is None:
         return _json({"error": f"no decision recorded for pod {namespace}/{pod}"}, 404)
     return Response(content=found, media_type=JSON)
@@ -181,13 +183,13 @@ async def decision(namespace: str, pod: str, request: Request, engine: EngineDep
                                                        "pod's source, destination and state, the counts, phase "
                                                        "and conditions)"},
                        404: {"model": ApiError, "description": "no NodeDrain of this name"}})
-async def drain_plan(name: str, request: Request, engine: EngineDep, gate: GateDep) -> Response:
+async def drain_plan(name: str, request: Request, questions: QuestionsDep, gate: GateDep) -> Response:
     if len(name) > 253 or not DRAIN_NAME.fullmatch(name):
         return _json({"error": f"name: {name[:64]!r} is not a NodeDrain name (a DNS subdomain)"}, 400)
     # before the NodeDrain is read with berth's rights
     await authorize(request, gate, (Access("get", NODEDRAIN_PLURAL, API_GROUP),))
     try:
-        found = await engine.binder.fetch_drain(name)
+        found = await questions.drain(name)
     except Exception as exc:
         log.warning("cannot read NodeDrain %s: %s", name, exc)
         return _json({"error": f"cannot read NodeDrain {name}: {exc}"}, 503)
@@ -200,19 +202,20 @@ async def drain_plan(name: str, request: Request, engine: EngineDep, gate: GateD
              responses={**API_BAD, 200: {"description": "a fresh evaluation of every node: decision and scores; "
                                                         f"decision.error.code is one of {ERROR_CODES}"},
                         404: {"model": ApiError, "description": "the named policy does not exist"}})
-async def preview(request: Request, engine: EngineDep, gate: GateDep, settings: SettingsDep) -> Response:
+async def preview(request: Request, questions: QuestionsDep, gate: GateDep, settings: SettingsDep,
+                  metrics: MetricsDep) -> Response:
     started = time.perf_counter()
     caller = await caller_of(request, gate)
     try:
         shape = decode(await request.body(), ShapeRequest)
         shape_pod = bounded_pod(shape, settings)
         await gate.require(caller, shape_accesses(shape_pod))
-        result = engine.preview(shape_pod, shape.policy, shape.nodes)
+        result = questions.preview(shape_pod, shape.policy, shape.nodes)
     except BadRequest as exc:
         return _json({"error": str(exc)}, 400)
     except LookupError as exc:
         return _json({"error": str(exc).strip("'\"")}, 404)
-    engine.metrics.observe("preview", time.perf_counter() - started)
+    metrics.observe("preview", time.perf_counter() - started)
     return _json(result)
 
 
@@ -225,7 +228,8 @@ CAPACITY_RESPONSES: dict[int | str, dict[str, Any]] = {
 @router.get("/capacity", responses=CAPACITY_RESPONSES)
 async def capacity_get(
     request: Request,
-    engine: EngineDep,
+    questions: QuestionsDep,
+    metrics: MetricsDep,
     gate: GateDep,
     settings: SettingsDep,
     namespace: str = Query("default", min_length=1, max_length=253),
@@ -243,31 +247,32 @@ async def capacity_get(
                              policy=policy or None)
     except (BadRequest, ValueError) as exc:
         return _json({"error": str(exc)}, 400)
-    return await _capacity(engine, gate, settings, caller, shape)
+    return await _capacity(questions, metrics, gate, settings, caller, shape)
 
 
 @router.post("/capacity", responses=CAPACITY_RESPONSES, openapi_extra=body_schema(ShapeRequest))
-async def capacity_post(request: Request, engine: EngineDep, gate: GateDep, settings: SettingsDep) -> Response:
+async def capacity_post(request: Request, questions: QuestionsDep, metrics: MetricsDep, gate: GateDep,
+                        settings: SettingsDep) -> Response:
     caller = await caller_of(request, gate)
     try:
         shape = decode(await request.body(), ShapeRequest)
     except BadRequest as exc:
         return _json({"error": str(exc)}, 400)
-    return await _capacity(engine, gate, settings, caller, shape)
+    return await _capacity(questions, metrics, gate, settings, caller, shape)
 
 
-async def _capacity(engine: Extender, gate: ApiGate, settings: ExtenderSettings, caller: Caller | None,
-                    shape: ShapeRequest) -> Response:
+async def _capacity(questions: Questions, metrics: Metrics, gate: ApiGate, settings: ExtenderSettings,
+                    caller: Caller | None, shape: ShapeRequest) -> Response:
     started = time.perf_counter()
     try:
         shape_pod = bounded_pod(shape, settings)
         await gate.require(caller, shape_accesses(shape_pod))
-        result = engine.capacity(shape_pod, shape.policy)
+        result = questions.capacity(shape_pod, shape.policy)
     except BadRequest as exc:
         return _json({"error": str(exc)}, 400)
     except LookupError as exc:
         return _json({"error": str(exc).strip("'\"")}, 404)
-    engine.metrics.observe("capacity", time.perf_counter() - started)
+    metrics.observe("capacity", time.perf_counter() - started)
     return _json(result)
 
 
@@ -275,28 +280,28 @@ async def _capacity(engine: Extender, gate: ApiGate, settings: ExtenderSettings,
             responses={**API_BAD, 200: {"description": "the latest decision of a pod the policy governs "
                                                        "(decision, decisionSource) and a fresh preview"},
                        404: {"model": ApiError, "description": "no valid PlacementPolicy of that name"}})
-async def policy_decision(namespace: str, name: str, request: Request, engine: EngineDep,
-                          gate: GateDep) -> Response:
+async def policy_decision(namespace: str, name: str, request: Request, questions: QuestionsDep,
+                          gate: GateDep, metrics: MetricsDep) -> Response:
     started = time.perf_counter()
     # a decision of a pod of the namespace, and a preview: what both of those answers need
     await authorize(request, gate, (Access("get", "pods", namespace=namespace),
                                     Access("list", POLICY_PLURAL, API_GROUP, namespace),
                                     Access("list", "nodes")))
     try:
-        result = engine.policy_decision(namespace, name)
+        result = questions.policy_decision(namespace, name)
     except LookupError as exc:
         return _json({"error": str(exc).strip("'\"")}, 404)
-    engine.metrics.observe("policy_decision", time.perf_counter() - started)
+    metrics.observe("policy_decision", time.perf_counter() - started)
     return _json(result)
 
 
 @router.get("/nodes/allocations",
             responses={**API_BAD, 200: {"description": "every node's allocatable, requested, free and unknown "
                                                        "dimensions, and the settings in force"}})
-async def allocations(request: Request, engine: EngineDep, gate: GateDep) -> Response:
+async def allocations(request: Request, questions: QuestionsDep, gate: GateDep, metrics: MetricsDep) -> Response:
     started = time.perf_counter()
     await authorize(request, gate, (Access("list", "nodes"),
                                     Access("list", POLICY_PLURAL, API_GROUP)))  # every namespace's
-    result = engine.allocations()
-    engine.metrics.observe("allocations", time.perf_counter() - started)
+    result = questions.allocations()
+    metrics.observe("allocations", time.perf_counter() - started)
     return _json(result)

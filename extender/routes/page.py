@@ -33,7 +33,7 @@ from berth.extender.page import (
     placement_card,
     policy_row,
 )
-from berth.extender.routes.deps import EngineDep, GateDep, SettingsDep, StoreDep
+from berth.extender.routes.deps import EngineDep, GateDep, QuestionsDep, SettingsDep, StoreDep
 from berth.extender.routes.explain import DRAIN_NAME
 from berth.extender.wire import BadRequest
 
@@ -189,7 +189,7 @@ async def policies(request: Request, ui: PageDep, store: StoreDep,
                   namespace=namespace)
 
 @router.get("/pods/{namespace}/{name}")
-async def placement(request: Request, ui: PageDep, engine: EngineDep, store: StoreDep, namespace: str,
+async def placement(request: Request, ui: PageDep, questions: QuestionsDep, store: StoreDep, namespace: str,
                     name: str) -> Response:
     accesses = (Access("get", "pods", namespace=namespace),
                 Access("list", POLICY_PLURAL, API_GROUP, namespace), Access("list", "nodes"))
@@ -199,13 +199,13 @@ async def placement(request: Request, ui: PageDep, engine: EngineDep, store: Sto
     with store.lock:
         pod = find_pod(store, namespace, name)
     try:
-        raw = await engine.decision_of(namespace, name)
+        raw = await questions.decision_of(namespace, name)
     except Exception as exc:
         return ui.problem(503, f"cannot read the decision of {namespace}/{name}: {exc}")
     recorded = orjson.loads(raw) if raw is not None else None
     if pod is None and recorded is None:
         return ui.problem(404, f"berth knows no pod {namespace}/{name} and has recorded no decision for it")
-    fresh = engine.preview(pod, None, None) if pod is not None else None
+    fresh = questions.preview(pod, None, None) if pod is not None else None
     return ui.render("placement.html", namespace=namespace, name=name, pod=pod,
                   card=placement_card(recorded, fresh["decision"] if fresh else None,
                                       fresh["scores"] if fresh else {}))
@@ -220,14 +220,14 @@ async def drains(request: Request, ui: PageDep, name: str = Query("", max_length
     return ui.render("drain.html", name="", drain=None)
 
 @router.get("/drains/{name}")
-async def drain(request: Request, ui: PageDep, engine: EngineDep, name: str) -> Response:
+async def drain(request: Request, ui: PageDep, questions: QuestionsDep, name: str) -> Response:
     if len(name) > 253 or not DRAIN_NAME.fullmatch(name):
         return ui.problem(400, f"name: {name[:64]!r} is not a NodeDrain name (a DNS subdomain)")
     caller = await ui.authorize(request, (Access("get", NODEDRAIN_PLURAL, API_GROUP),))
     if isinstance(caller, Response):
         return caller  # before the NodeDrain is read with berth's rights
     try:
-        found = await engine.binder.fetch_drain(name)
+        found = await questions.drain(name)
     except Exception as exc:
         return ui.problem(503, f"cannot read NodeDrain {name}: {exc}")
     if found is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from berth.extender.engine import CAPACITY_PLAN_LIMIT
+from berth.extender.questions import CAPACITY_PLAN_LIMIT
 from tests.extender.helpers import harness, node, pod, policy
 
 WEB = {"app": "web"}
