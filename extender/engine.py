@@ -34,16 +34,12 @@ from berth.core import (
     ROUND_STRATEGIES,
     ClusterView,
     Decision,
-    ErrorCode,
     Evaluation,
     NodeInfo,
     ObjectError,
     Overlay,
-    PlacementError,
     PlacementPolicy,
     PodInfo,
-    Refusal,
-    Refused,
     Round,
     Settings,
     Steer,
@@ -239,24 +235,13 @@ class Extender:
                   ) -> tuple[Evaluation, Round | None]:
         rnd, failed_plan = self._round(state, pod, policy, now, eval_now)
         if failed_plan is not None:
-            return self._plan_failure(pod, policy, failed_plan, names), None
+            return Evaluation(rounds.refused_by_round(failed_plan, names)), None
         left = rounds.quota(rnd, pod.uid) if rnd is not None else None
         ev = evaluate_pod(state, pod, policy, self.core_settings, eval_now,
                           nodes=names, quota=left, strategy=strategy)
         if rnd is not None:
-            ev.decision.plan = dict(rnd.plan)
+            ev.decision.plan, ev.decision.round_id = dict(rnd.plan), rnd.id
         return ev, rnd
-
-    def _plan_failure(self, pod: PodInfo, policy: PlacementPolicy | None, plan_decision: Decision,
-                      names: Sequence[str]) -> Evaluation:
-        error = plan_decision.error or PlacementError(ErrorCode.INSUFFICIENT_RESOURCE, "the round cannot be planned")
-        resolvable = error.code is ErrorCode.INSUFFICIENT_RESOURCE
-        reason = f"{error.code.value}: {error.message}"
-        decision = Decision(pod=pod.key, policy=policy.key if policy else None, strategy=plan_decision.strategy,
-                            considered=list(names),
-                            refused=Refused({n: Refusal(reason, resolvable) for n in names}),
-                            warnings=list(plan_decision.warnings), error=error)
-        return Evaluation(decision)
 
     # -- filter ----------------------------------------------------------------------------
 

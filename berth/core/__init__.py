@@ -25,10 +25,10 @@ test holds them to it), so what is below can change without touching them.
 
 from berth.core import round as rounds
 from berth.core.capacity import capacity_report, capacity_table, node_allocations
-from berth.core.decision import DECISION_ANNOTATION, Decision, Refusal, Refused, decision_record_schema, refusal_cause
+from berth.core.decision import DECISION_ANNOTATION, Decision, Refused, decision_record_schema, refusal_cause
 from berth.core.drain import DrainPlan, DrainRequest, InvalidDrain, PodPlan, PodState, PolicyLookup, plan_drain
 from berth.core.drain_hold import HOLD_UID_PREFIX, NO_STEER, Hold, Steer, Workload, honour_target, steer
-from berth.core.errors import ERROR_CODES, ErrorCode, InvalidPolicy, PlacementError
+from berth.core.errors import ERROR_CODES, InvalidPolicy, PlacementError
 from berth.core.evaluate import Evaluation, evaluate_pod, score_runs, scores
 from berth.core.fit import check_fit, demand
 from berth.core.framework import collect_candidates
@@ -109,7 +109,6 @@ __all__ = [
     "DrainMode",
     "DrainPlan",
     "DrainRequest",
-    "ErrorCode",
     "Evaluation",
     "Hold",
     "InvalidDrain",
@@ -127,7 +126,6 @@ __all__ = [
     "PodPlan",
     "PodState",
     "PolicyLookup",
-    "Refusal",
     "Refused",
     "Round",
     "RoundMark",

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from berth.core.candidates import CandidateSet
-from berth.core.decision import DECISION_ANNOTATION, Decision, DecisionRecord, Refused
+from berth.core.decision import DECISION_ANNOTATION, Decision, DecisionRecord, Refusal, Refused
 from berth.core.errors import ErrorCode, PlacementError
 from berth.core.framework import collect_candidates
 from berth.core.kube import ObjectError, parse_time
@@ -182,6 +182,16 @@ def open_round(state: ClusterState, pod: PodInfo, policy: PlacementPolicy, setti
                         plan=None if error is not None else dict(plan), error=error)
     rnd = Round(policy.key, now, plan, now) if error is None else None
     return Opening(rnd, decision, waiting)
+
+
+def refused_by_round(failed: Decision, nodes: Sequence[str]) -> Decision:
+    """The decision for a pod whose round cannot open (``failed``: :attr:`Opening.decision`):
+    each of ``nodes`` refused for the round's reason, resolvable when the round lacks room
+    (preemption may make it), and the round's error and warnings."""
+    error = failed.error or PlacementError(ErrorCode.INSUFFICIENT_RESOURCE, "the round cannot be planned")
+    refusal = Refusal(f"{error.code.value}: {error.message}", error.code is ErrorCode.INSUFFICIENT_RESOURCE)
+    return Decision(pod=failed.pod, policy=failed.policy, strategy=failed.strategy, considered=list(nodes),
+                    refused=Refused(dict.fromkeys(nodes, refusal)), warnings=list(failed.warnings), error=error)
 
 
 # -- next, consume, release --------------------------------------------------------------------

@@ -239,3 +239,21 @@ def test_a_restarted_extender_resumes_the_round_its_pods_record_until_it_expires
     assert rounds.sequence(resumed) == rounds.sequence(rnd) == ["a", "a"]
     assert rounds.in_force(resumed, NOW + 10 + 120, 120.0, "p2")
     assert not rounds.in_force(resumed, NOW + 10 + 121, 120.0, "p2")
+
+
+@pytest.mark.parametrize(("name", "spec", "placed", "code", "resolvable"), [
+    ("a_full_fill_round_cannot_be_preempted_into_room", {"strategy": "Fill", "count": 2, "nodesLimit": 2},
+     ["a", "a", "b", "b"], "already_filled", False),
+    ("an_each_round_short_of_room_may_be_once_victims_go", {"strategy": "Each", "count": 9, "nodesLimit": 2},
+     [], "insufficient_resource", True),
+])
+def test_a_round_that_cannot_open_refuses_every_node_for_its_reason(name: str, spec: dict[str, Any],
+                                                                     placed: list[str], code: str,
+                                                                     resolvable: bool) -> None:
+    view = cluster(NODES, [web(f"x{i}", node_name=n, cpu="500m") for i, n in enumerate(placed)])
+    opening = rounds.open_round(view, SHAPE, policy(**spec), Settings(), NOW, 3)
+    assert opening.round is None
+    decision = rounds.refused_by_round(opening.decision, ["a", "c"])
+    assert decision.error == opening.error and decision.winner is None and decision.considered == ["a", "c"]
+    assert {n: (r.reason.split(":")[0], r.resolvable) for n, r in decision.refused.items()} == \
+        {"a": (code, resolvable), "c": (code, resolvable)}
