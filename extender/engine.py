@@ -50,12 +50,13 @@ from berth.core import (
     pod_from_object,
     rounds,
 )
-from berth.extender.binder import Binder, BindError, EventQueue
+from berth.extender.binder import Binder
+from berth.extender.binding import Bindings
 from berth.extender.metrics import Metrics
 from berth.extender.replies import failed_nodes, filter_reply, priorities
 from berth.extender.request_nodes import NodeEcho, RequestNodes, read_request_nodes
 from berth.extender.settings import ExtenderSettings
-from berth.extender.store import Assumption, ClusterStore
+from berth.extender.store import ClusterStore
 from berth.extender.wire import (
     ExtenderArgs,
     ExtenderBindingArgs,
@@ -155,14 +156,14 @@ class Extender:
         self.metrics = metrics or Metrics(store)
         self.clock = clock or time.time
         self.eval_clock = eval_clock or self.clock
-        self._binding: set[str] = set()  # uids of the pods whose bind is in flight
-        self.events = EventQueue(binder.record_event, self.metrics.events_dropped.inc)
+        self.bindings = Bindings(store, binder, self.metrics, self._recheck)
+        self.events = self.bindings.events
         self._filter_decisions: OrderedDict[str, bytes] = OrderedDict()
         self._recent: _Recent | None = None
         self._echo = NodeEcho(store)
         self._refusals_told: OrderedDict[str, str] = OrderedDict()  # pod uid -> its last BerthRefused message
         self._tasks: set[asyncio.Task[None]] = set()
-        self.metrics.cache_sizes = lambda: {"binds_in_flight": len(self._binding),
+        self.metrics.cache_sizes = lambda: {"binds_in_flight": len(self.bindings),
                                             "events_queued": self.events.queued(),
                                             "filter_decisions": len(self._filter_decisions),
                                             "encoded_nodes": len(self._echo),
@@ -389,86 +390,9 @@ class Extender:
     # -- bind ------------------------------------------------------------------------------
 
     async def bind(self, args: ExtenderBindingArgs, started: float | None = None) -> dict[str, str]:
-        started = time.perf_counter() if started is None else started
-        result, error = await self._bind(args)
-        self.metrics.observe("bind", time.perf_counter() - started, result)
-        if error:
-            log.info("bind of %s/%s to %s refused: %s", args.PodNamespace, args.PodName, args.Node, error)
-        return {"Error": scheduler_text(error)}
-
-    async def _bind(self, args: ExtenderBindingArgs) -> tuple[str, str]:
-        """The recheck and the reservation happen together under the store's lock (nothing awaits
-        between them), so a concurrent bind to the same node sees the reservation; the Binding is
-        created without any lock held, and a failed Binding releases the reservation. Binds of the
-        same pod do not overlap: a second one while the first is in flight is refused (kube-scheduler
-        retries it, and by then the pod is bound or its room is free again). The BerthPlaced Event
-        is queued and written in the background (:class:`berth.extender.binder.EventQueue`)."""
-        node = args.Node
-        pod = await self._bind_pod(args)
-        if pod is None:
-            return "unknown_pod", (f"berth: pod {args.PodNamespace}/{args.PodName} ({args.PodUID}) is unknown; "
-                                   "it may have been deleted")
-        if pod.uid in self._binding:
-            self.metrics.bind_conflicts.labels("in_flight").inc()
-            return "conflict", f"berth: a bind of pod {pod.key} is already in flight"
-        self._binding.add(pod.uid)
-        try:
-            with self.store.lock:
-                prior = self.store.assumed.get(pod.uid)
-            checked = self._recheck(pod, node)
-            if isinstance(checked, str):
-                self.metrics.bind_conflicts.labels("recheck").inc()
-                return "conflict", checked
-            annotations, message = checked
-            try:
-                await self.binder.bind(pod, node, annotations)
-            except Exception as exc:  # kube-scheduler retries the pod
-                await self._after_failed_bind(pod, prior)
-                if isinstance(exc, BindError):  # the API server's refusal, already worded
-                    return "bind_failed", str(exc)
-                log.exception("bind of %s to %s failed", pod.key, node)  # the network, or worse
-                return "bind_failed", f"berth: bind of {pod.key} to {node} failed: {exc}"
-        finally:
-            self._binding.discard(pod.uid)
-        if message:
-            self.events.offer(pod, node, message)
-        return "bound", ""
-
-    async def _after_failed_bind(self, pod: PodInfo, prior: Assumption | None) -> None:
-        """After a Binding failed, make the view hold what the API server holds. A refusal does not
-        mean the pod runs nowhere: an earlier Binding (whose reply timed out) or another scheduler
-        may have bound it, and the API server then answers Conflict while the pod takes room on
-        its node. So the pod is read again and counted as the API server shows it. When it cannot
-        be read, an earlier bind's assumption is put back (that Binding may have been created) and
-        anything else is released."""
-        with self.store.lock:
-            self.store.release(pod.uid)
-        try:
-            raw = await self.binder.fetch_pod(pod.namespace, pod.name)
-        except Exception as exc:
-            log.warning("cannot read pod %s after its failed bind: %s", pod.key, exc)
-            raw = None
-        with self.store.lock:
-            if raw is not None and _uid(raw) == pod.uid:
-                self.store.apply_pod(raw)
-            elif prior is not None and prior.bound and pod.uid not in self.store.assumed:
-                self.store.restore(prior)
-
-    async def _bind_pod(self, args: ExtenderBindingArgs) -> PodInfo | None:
-        with self.store.lock:
-            pod = self.store.known_pod(args.PodUID)
-        if pod is not None:
-            return replace(pod, node_name=None)
-        raw = await self.binder.fetch_pod(args.PodNamespace, args.PodName)
-        if raw is None:
-            return None
-        try:
-            fetched = pod_from_object(raw)
-        except ObjectError:
-            return None
-        if fetched.uid != args.PodUID:
-            return None
-        return replace(fetched, node_name=None)
+        """kube-scheduler's bind: the recheck and reservation here (:meth:`_recheck`), the Binding and
+        the Event against the API server (:class:`berth.extender.binding.Bindings`)."""
+        return await self.bindings.bind(args, started)
 
     def _recheck(self, pod: PodInfo, node: str) -> tuple[dict[str, str], str] | str:
         """Under the store lock: judge ``node`` alone against bound + assumed pods and, when it still
@@ -607,11 +531,6 @@ class Extender:
     def _expire(self, now: float) -> None:
         for entry in self.store.expire(now):
             self.metrics.assumptions_expired.labels("bound" if entry.bound else "tentative").inc()
-
-
-def _uid(raw: Mapping[str, Any]) -> str:
-    meta = raw.get("metadata")
-    return str(meta.get("uid") or "") if isinstance(meta, Mapping) else ""
 
 
 def _resource_version(raw: Mapping[str, Any]) -> str:
