@@ -26,7 +26,8 @@ have no round size of their own, so their round is every waiting pod, placed pod
 
 **Its life** (pure functions; the time is always the caller's ``now``):
 
-- :func:`open_round`: plan it for the waiting pods (the count rule);
+- :func:`open_round`: plan it for the waiting pods (the count rule); :func:`refused_by_round`:
+  what a pod is told when its round cannot open;
 - :func:`next_node` / :func:`sequence` / :func:`quota`: where its next pods go;
 - :func:`consume` / :func:`release`: a pod takes a place, or gives it back (its bind failed,
   its tentative place lapsed);
