@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.extender.helpers import node, pod, policy
+from tests.builders import make_node, make_pod, make_policy
 
 WEB = {"app": "web"}
 
@@ -60,10 +60,10 @@ class Extender:
 
 
 def _cluster(tmp: Path) -> Path:
-    items = [node(f"n{i}", cpu="8", memory="32Gi", labels={"topology.kubernetes.io/zone": f"z{i % 3}"})
+    items = [make_node(f"n{i}").cpu("8").memory("32Gi").labels({"topology.kubernetes.io/zone": f"z{i % 3}"}).obj()
              for i in range(12)]
-    items += [policy("web", strategy="Spread"),
-              *(pod(f"web-{i}", labels=WEB, cpu="1", node_name=f"n{i}") for i in range(6))]
+    items += [make_policy("web").strategy("Spread").obj(),
+              *(make_pod(f"web-{i}").labels(WEB).cpu("1").on(f"n{i}").obj() for i in range(6))]
     path = tmp / "snapshot.json"
     path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
     return path

@@ -25,11 +25,12 @@ from berth.core.model import PodInfo
 from berth.extender.app import create_app
 from berth.extender.authz import Access, Caller
 from berth.extender.settings import ExtenderSettings
+from tests.builders import make_node, make_pod, make_policy
 from tests.e2e.harness import temporary_namespace
 from tests.e2e.harness.fixtures import control_plane, kube_api  # noqa: F401  (pytest fixtures)
 from tests.e2e.harness.kube import simple_pod
 from tests.e2e.stack import Extender, berth_crd  # noqa: F401  (pytest fixture)
-from tests.extender.helpers import Clock, make_store, node, pod, policy
+from tests.extender.helpers import Clock, make_store
 
 TOKENS = {"alice-token": Caller("alice", groups=("system:authenticated",)),
           "bob-token": Caller("bob", groups=("system:authenticated",)),
@@ -83,8 +84,12 @@ class Binder:
 
     async def fetch_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         self.reads.append(f"{namespace}/{name}")
-        return pod(name, namespace=namespace, node_name="a",
-                   annotations={DECISION_ANNOTATION: json.dumps({"winner": "a", "strategy": "Spread"})})
+        return (make_pod(name)
+                .labels({})
+                .namespace(namespace)
+                .on("a")
+                .annotations({DECISION_ANNOTATION: json.dumps({"winner": "a", "strategy": "Spread"})})
+                .obj())
 
     async def fetch_drain(self, name: str) -> dict[str, Any] | None:
         self.reads.append(f"nodedrain/{name}")
@@ -95,7 +100,9 @@ class Binder:
 
 
 def _app(reviews: Reviews, **settings: Any) -> tuple[TestClient, Binder]:
-    store = make_store([node("a"), policy("web"), policy("secret-plan", namespace="bank")])
+    store = make_store([make_node("a").obj(),
+                        make_policy("web").obj(),
+                        make_policy("secret-plan").namespace("bank").match({"app": "secret-plan"}).obj()])
     binder = Binder()
     app = create_app(store, ExtenderSettings(**settings), binder=binder, clock=Clock(), reviewer=reviews)
     return TestClient(app), binder

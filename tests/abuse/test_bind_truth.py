@@ -19,6 +19,7 @@ from berth.core.model import PodInfo
 from berth.extender.app import create_app
 from berth.extender.binder import BindError
 from berth.extender.settings import ExtenderSettings
+from tests.builders import make_node, make_pod, make_policy
 from tests.e2e.harness import wait_for
 from tests.e2e.harness.fixtures import (  # noqa: F401  (pytest fixtures)
     control_plane,
@@ -29,7 +30,7 @@ from tests.e2e.harness.fixtures import (  # noqa: F401  (pytest fixtures)
 )
 from tests.e2e.harness.kube import NodeSpec, simple_pod
 from tests.e2e.stack import GROUP, PLURAL, VERSION, Extender, berth_crd, berth_extender, policy_manifest  # noqa: F401
-from tests.extender.helpers import Clock, args, bind_args, make_store, node, pod, policy
+from tests.extender.helpers import Clock, args, bind_args, make_store
 
 WEB = {"app": "web"}
 
@@ -92,42 +93,44 @@ def _passing(client: TestClient, pod_obj: dict[str, Any], names: list[str]) -> l
 def test_a_second_bind_of_a_pod_the_watch_shows_bound_keeps_its_room(labels: dict[str, str]) -> None:
     """The watch already shows the pod on node a; a bind of it to b (a second scheduler, a retry) is
     refused and the pod keeps counting on a: a governed 3-CPU pod no longer fits a 4-CPU node a."""
-    running = pod("first", labels=labels, cpu="2", node_name="a")
+    running = make_pod("first").labels(labels).cpu("2").on("a").obj()
     api = ApiServer([running])
-    client, store = _client([node("a", cpu="4"), node("b", cpu="4"), policy("web"), running], api)
+    client, store = _client([make_node("a").cpu("4").obj(),
+                             make_node("b").cpu("4").obj(),
+                             make_policy("web").obj(), running], api)
     error = _bind(client, running, "b")
     assert "already" in error
     assert store.view.pod(running["metadata"]["uid"]).node_name == "a"
-    assert _passing(client, pod("next", labels=WEB, cpu="3"), ["a"]) == []
+    assert _passing(client, make_pod("next").labels(WEB).cpu("3").obj(), ["a"]) == []
 
 
 @pytest.mark.parametrize("labels", [WEB, {"app": "batch"}], ids=["governed", "no_policy"])
 def test_a_retried_bind_refused_as_already_assigned_keeps_the_pod_on_its_node(labels: dict[str, str]) -> None:
     """The first Binding was created but its reply never came; kube-scheduler binds again, the API
     server answers Conflict before the watch shows the pod: the pod is read again and counted on a."""
-    first = pod("first", labels=labels, cpu="2")
+    first = make_pod("first").labels(labels).cpu("2").obj()
     api = ApiServer([first])
-    client, store = _client([node("a", cpu="4"), policy("web"), first], api)
+    client, store = _client([make_node("a").cpu("4").obj(), make_policy("web").obj(), first], api)
     _passing(client, first, ["a"])
     assert _bind(client, first, "a") == ""
     assert "already assigned" in _bind(client, first, "a")
     assert api.bindings == 1
     shown = store.view.pod(first["metadata"]["uid"])
     assert shown is not None and shown.node_name == "a"
-    assert _passing(client, pod("next", labels=WEB, cpu="3"), ["a"]) == []
+    assert _passing(client, make_pod("next").labels(WEB).cpu("3").obj(), ["a"]) == []
 
 
 def test_a_refused_bind_that_cannot_be_read_again_keeps_the_earlier_binds_count() -> None:
     """The Conflict comes and the pod cannot be read (the API server went away): the earlier bind's
     count on a stays, since that Binding may well exist."""
-    first = pod("first", labels=WEB, cpu="2")
+    first = make_pod("first").labels(WEB).cpu("2").obj()
     api = ApiServer([first])
-    client, _ = _client([node("a", cpu="4"), policy("web"), first], api)
+    client, _ = _client([make_node("a").cpu("4").obj(), make_policy("web").obj(), first], api)
     _passing(client, first, ["a"])
     assert _bind(client, first, "a") == ""
     api.unreadable = True
     assert "already assigned" in _bind(client, first, "a")
-    assert _passing(client, pod("next", labels=WEB, cpu="3"), ["a"]) == []
+    assert _passing(client, make_pod("next").labels(WEB).cpu("3").obj(), ["a"]) == []
 
 
 

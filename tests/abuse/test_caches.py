@@ -9,7 +9,8 @@ import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.abuse.conftest import WEB, Extender
-from tests.extender.helpers import args, bind_args, pod
+from tests.builders import make_pod
+from tests.extender.helpers import args, bind_args
 
 NAMES = [f"n{i}" for i in range(12)]
 
@@ -44,8 +45,11 @@ def test_job_churn_under_a_default_strategy_keeps_the_counted_selectors_bounded(
     with httpx.Client(base_url=extender.verbs, timeout=10) as client:
         for i in range(COUNTED_SELECTORS + 200):
             labels = {"job-name": f"batch-{i}", "controller-uid": f"uid-{i}"}
-            r = client.post("/filter", content=orjson.dumps(args(pod(f"job-{i}", namespace="batch", labels=labels,
-                                                                     cpu="10m"), NAMES)))
+            r = client.post("/filter", content=orjson.dumps(args((make_pod(f"job-{i}")
+                                                                  .namespace("batch")
+                                                                  .labels(labels)
+                                                                  .cpu("10m")
+                                                                  .obj()), NAMES)))
             assert r.status_code == 200 and r.json()["Error"] == "", r.text
     assert caches(extender)["counted_selectors"] <= COUNTED_SELECTORS
 
@@ -53,7 +57,7 @@ def test_job_churn_under_a_default_strategy_keeps_the_counted_selectors_bounded(
 def test_binds_in_flight_are_forgotten_once_answered(extender: Extender) -> None:
     with httpx.Client(base_url=extender.verbs, timeout=10) as client:
         for i in range(50):
-            p = pod(f"locked-{i}", labels=WEB, cpu="10m")
+            p = make_pod(f"locked-{i}").labels(WEB).cpu("10m").obj()
             client.post("/filter", content=orjson.dumps(args(p, NAMES)))
             r = client.post("/bind", content=orjson.dumps(bind_args(p, f"no-such-node-{i}")))
             assert r.status_code == 200 and r.json()["Error"], r.text  # refused by the recheck

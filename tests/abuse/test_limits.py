@@ -17,7 +17,8 @@ import orjson
 import pytest
 
 from tests.abuse.conftest import LIMITS, WEB, Extender
-from tests.extender.helpers import args, pod
+from tests.builders import make_pod
+from tests.extender.helpers import args
 
 NAMES = [f"n{i}" for i in range(12)]
 
@@ -25,7 +26,10 @@ NAMES = [f"n{i}" for i in range(12)]
 def _filter_ok(extender: Extender, name: str = "probe") -> float:
     """One filter on the extender port; its latency in seconds."""
     started = time.monotonic()
-    r = httpx.post(f"{extender.verbs}/filter", content=orjson.dumps(args(pod(name, labels=WEB, cpu="1"), NAMES)),
+    r = httpx.post(f"{extender.verbs}/filter", content=orjson.dumps(args((make_pod(name)
+                                                                          .labels(WEB)
+                                                                          .cpu("1")
+                                                                          .obj()), NAMES)),
                    timeout=5)
     assert r.status_code == 200 and r.json()["Error"] == "", r.text
     return time.monotonic() - started
@@ -101,7 +105,7 @@ def test_idle_connections_beyond_the_api_limit_are_closed_and_the_verbs_still_an
 
 
 def _shape(**pod_spec: Any) -> dict[str, Any]:
-    p = pod("shape", labels=WEB)
+    p = make_pod("shape").labels(WEB).obj()
     p["spec"].update(pod_spec)
     return {"pod": p}
 
@@ -161,7 +165,10 @@ def test_a_flood_of_api_requests_is_shed_and_the_verbs_keep_answering(extender: 
         flood = [pool.submit(ask, i) for i in range(160)]
         with httpx.Client(base_url=extender.verbs, timeout=5) as client:
             for i in range(10):
-                r = client.post("/filter", content=orjson.dumps(args(pod(f"loud-{i}", labels=WEB, cpu="1"), NAMES)))
+                r = client.post("/filter", content=orjson.dumps(args((make_pod(f"loud-{i}")
+                                                                      .labels(WEB)
+                                                                      .cpu("1")
+                                                                      .obj()), NAMES)))
                 assert r.status_code == 200 and r.json()["Error"] == "", r.text
         answers = [f.result() for f in flood]
     codes = [code for code, _ in answers]

@@ -22,10 +22,11 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from tests.builders import make_node, make_pod, make_policy
 from tests.e2e.harness.certs import _issue, _name, generate_pki
 from tests.e2e.harness.process import free_port
 from tests.e2e.stack import _berth_command
-from tests.extender.helpers import args, bind_args, node, pod, policy
+from tests.extender.helpers import args, bind_args
 
 SCHEDULER_CN = "berth-scheduler-client"
 
@@ -71,7 +72,9 @@ def leaves(tmp_path_factory: pytest.TempPathFactory) -> Leaves:
 def snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("snapshot") / "cluster.json"
     path.write_text(json.dumps({"apiVersion": "v1", "kind": "List",
-                                "items": [node("a"), policy("web"), pod("web-1", labels={"app": "web"})]}))
+                                "items": [make_node("a").obj(),
+                                          make_policy("web").obj(),
+                                          make_pod("web-1").labels({"app": "web"}).obj()]}))
     return path
 
 
@@ -113,7 +116,7 @@ def served(leaves: Leaves, snapshot: Path) -> Iterator[str]:
 def _verb(base: str, leaves: Leaves, client: tuple[Path, Path], path: str = "/filter") -> httpx.Response:
     context = ssl.create_default_context(cafile=str(leaves.ca))
     context.load_cert_chain(str(client[0]), str(client[1]))
-    pending = pod("web-2", labels={"app": "web"})
+    pending = make_pod("web-2").labels({"app": "web"}).obj()
     body = orjson.dumps(bind_args(pending, "a") if path == "/bind" else args(pending, ["a"]))
     return httpx.post(base + path, content=body, verify=context, timeout=10)
 

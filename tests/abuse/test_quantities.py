@@ -11,7 +11,8 @@ import orjson
 import pytest
 
 from tests.abuse.conftest import WEB, Extender
-from tests.extender.helpers import args, pod
+from tests.builders import make_node, make_pod
+from tests.extender.helpers import args
 
 REFUSED = [
     ("huge_exponent", "1e999999999", "too large"),
@@ -36,7 +37,7 @@ def test_capacity_refuses_the_quantity_at_once(extender: Extender, name: str, me
 
 @pytest.mark.parametrize(("name", "memory", "why"), REFUSED, ids=[c[0] for c in REFUSED])
 def test_preview_refuses_the_quantity_of_a_pod(extender: Extender, name: str, memory: str, why: str) -> None:
-    body = {"pod": pod(f"preview-{name}", labels=WEB, memory=memory)}
+    body = {"pod": make_pod(f"preview-{name}").labels(WEB).memory(memory).obj()}
     r = httpx.post(f"{extender.api}/api/v1/preview", content=orjson.dumps(body), timeout=5)
     assert r.status_code == 400, r.text
     assert "spec.containers[0].resources.requests.memory" in r.json()["error"] and why in r.json()["error"]
@@ -48,14 +49,14 @@ def test_filter_names_the_field_and_the_next_pod_of_the_shape_is_judged(extender
     """kube-scheduler gets the protocol's Error naming the field (never 'internal error'), and a
     pod of a valid shape afterwards is judged as usual: no verdict table was left half-built."""
     names = [f"n{i}" for i in range(12)]
-    bad = pod(f"bad-{name}", labels=WEB, cpu="1", memory=memory)
+    bad = make_pod(f"bad-{name}").labels(WEB).cpu("1").memory(memory).obj()
     r = httpx.post(f"{extender.verbs}/filter", content=orjson.dumps(args(bad, names)), timeout=5)
     assert r.status_code == 200, r.text
     error = r.json()["Error"]
     assert "spec.containers[0].resources.requests.memory" in error and why in error, error
     assert "internal error" not in error
     for i in range(2):
-        good = pod(f"good-{name}-{i}", labels=WEB, cpu="1", memory="1Gi")
+        good = make_pod(f"good-{name}-{i}").labels(WEB).cpu("1").memory("1Gi").obj()
         r = httpx.post(f"{extender.verbs}/filter", content=orjson.dumps(args(good, names)), timeout=5)
         assert r.status_code == 200 and r.json()["Error"] == "", r.text
         assert r.json()["NodeNames"], r.text
@@ -64,11 +65,9 @@ def test_filter_names_the_field_and_the_next_pod_of_the_shape_is_judged(extender
 def test_a_node_with_a_huge_allocatable_is_refused_not_judged(extender: Extender) -> None:
     """nodeCacheCapable: false: a Node object whose allocatable kube-scheduler could not count is
     reported unresolvable with the field named; the others are judged."""
-    from tests.extender.helpers import node
-
-    huge = node("huge", memory="1e400")
-    good = node("n0", cpu="8", memory="32Gi", labels={"topology.kubernetes.io/zone": "z0"})
-    body = {"Pod": pod("with-nodes", labels=WEB, cpu="1"), "Nodes": {"metadata": {}, "items": [huge, good]}}
+    huge = make_node("huge").memory("1e400").obj()
+    good = make_node("n0").cpu("8").memory("32Gi").labels({"topology.kubernetes.io/zone": "z0"}).obj()
+    body = {"Pod": make_pod("with-nodes").labels(WEB).cpu("1").obj(), "Nodes": {"metadata": {}, "items": [huge, good]}}
     r = httpx.post(f"{extender.verbs}/filter", content=orjson.dumps(body), timeout=5)
     assert r.status_code == 200, r.text
     reply = r.json()

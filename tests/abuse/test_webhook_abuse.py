@@ -18,7 +18,7 @@ from berth.core.errors import InvalidPolicy
 from berth.core.policy import spec_from_dict
 from berth.operator.admission import admission_problem
 from berth.operator.webhook import MAX_REVIEW_BYTES, BoundedWebhookServer
-from tests.operator import objects as o
+from tests.builders import make_policy
 
 # -- the server ---------------------------------------------------------------------------------
 
@@ -27,7 +27,7 @@ def review(**request: Any) -> dict[str, Any]:
     body = {"uid": "7f0c", "operation": "CREATE", "userInfo": {"username": "alice"},
             "kind": {"group": "berth.dev", "version": "v1alpha1", "kind": "PlacementPolicy"},
             "resource": {"group": "berth.dev", "version": "v1alpha1", "resource": "placementpolicies"},
-            "object": o.policy(), **request}
+            "object": make_policy().obj(), **request}
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": body}
 
 
@@ -112,7 +112,9 @@ def test_an_oversized_review_is_413_unread() -> None:
 
 async def _oversized() -> None:
     async with _serve() as served:
-        huge = review(object=o.policy({"selector": {"matchLabels": {"app": "x" * (MAX_REVIEW_BYTES + 1)}}}))
+        huge = review(object=(make_policy()
+                              .whole_spec({"selector": {"matchLabels": {"app": "x" * (MAX_REVIEW_BYTES + 1)}}})
+                              .obj()))
         reply = await served.post(orjson.dumps(huge))
         assert reply.status_code == 413, reply.text
         assert served.judged == []
@@ -173,7 +175,7 @@ def test_an_invalid_label_key_is_refused_by_the_model_and_at_admission(place: st
     spec = PLACES[place](key, "web")
     with pytest.raises(InvalidPolicy, match="label key"):
         spec_from_dict(spec)
-    problem = admission_problem(o.policy(spec), None, "CREATE")
+    problem = admission_problem(make_policy().whole_spec(spec).obj(), None, "CREATE")
     assert problem is not None and "label key" in problem and problem.startswith("spec.")
 
 
@@ -183,7 +185,7 @@ def test_an_invalid_label_value_is_refused_by_the_model_and_at_admission(place: 
     spec = PLACES[place]("app", value)
     with pytest.raises(InvalidPolicy, match="label value"):
         spec_from_dict(spec)
-    problem = admission_problem(o.policy(spec), None, "CREATE")
+    problem = admission_problem(make_policy().whole_spec(spec).obj(), None, "CREATE")
     assert problem is not None and "label value" in problem and len(problem) < 400
 
 

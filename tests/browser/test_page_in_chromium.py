@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.extender.helpers import node, pod, policy
+from tests.builders import make_node, make_pod, make_policy
 from tests.extender.test_server import free_port
 
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
@@ -46,24 +46,28 @@ def _tools() -> tuple[str, str]:
 
 
 def _snapshot() -> dict[str, Any]:
-    gpu = node("gpu-1", cpu="16", memory="64Gi", labels={ZONE: "b", "pool": "gpu"},
-               taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}])
+    gpu = (make_node("gpu-1")
+           .cpu("16")
+           .memory("64Gi")
+           .labels({ZONE: "b", "pool": "gpu"})
+           .taints([{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}])
+           .obj())
     gpu["status"]["allocatable"]["nvidia.com/gpu"] = "4"
-    no_memory = node("edge-1", cpu="2", memory=None, labels={ZONE: "c"})
-    web = policy("web", strategy="Spread")
+    no_memory = make_node("edge-1").cpu("2").memory(None).labels({ZONE: "c"}).obj()
+    web = make_policy("web").strategy("Spread").obj()
     web["status"] = {"conditions": [{"type": "Ready", "status": "True", "reason": "Placed", "message": "ok"},
                                     {"type": "Satisfied", "status": "False", "reason": "InsufficientResource",
                                      "message": "web-big fits nowhere"}], "plan": {"app-1": 1}}
     return {"apiVersion": "v1", "kind": "List", "items": [
-        node("app-1", cpu="8", memory="32Gi", labels={ZONE: "a", "pool": "app"}),
-        node("app-2", cpu="8", memory="32Gi", labels={ZONE: "b", "pool": "app"}),
-        node("app-3", cpu="4", memory="16Gi", labels={ZONE: "a", "pool": "app"}, unschedulable=True),
+        make_node("app-1").cpu("8").memory("32Gi").labels({ZONE: "a", "pool": "app"}).obj(),
+        make_node("app-2").cpu("8").memory("32Gi").labels({ZONE: "b", "pool": "app"}).obj(),
+        make_node("app-3").cpu("4").memory("16Gi").labels({ZONE: "a", "pool": "app"}).cordoned().obj(),
         gpu, no_memory, web,
-        pod("web-0", labels=WEB, cpu="6", memory="20Gi", node_name="app-1"),
-        pod("web-1", labels=WEB, cpu="3", memory="8Gi", node_name="app-2"),
-        pod("web-2", labels=WEB, cpu="1", memory="1Gi", node_name="app-2"),
-        pod("batch-0", namespace="batch", cpu="2", memory="4Gi", node_name="app-1"),
-        pod("web-big", labels=WEB, cpu="7", memory="8Gi"),
+        make_pod("web-0").labels(WEB).cpu("6").memory("20Gi").on("app-1").obj(),
+        make_pod("web-1").labels(WEB).cpu("3").memory("8Gi").on("app-2").obj(),
+        make_pod("web-2").labels(WEB).cpu("1").memory("1Gi").on("app-2").obj(),
+        make_pod("batch-0").labels({}).namespace("batch").cpu("2").memory("4Gi").on("app-1").obj(),
+        make_pod("web-big").labels(WEB).cpu("7").memory("8Gi").obj(),
     ]}
 
 

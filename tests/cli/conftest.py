@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from berth.cli.main import main
+from tests.builders import make_pod, make_policy
 from tests.cli import kube
 
 
@@ -37,8 +38,12 @@ def files(tmp_path: Path) -> Files:
     return Files(
         json=kube.write_json(tmp_path / "snapshot.json", kube.cluster()),
         yaml=kube.write_yaml_docs(tmp_path / "snapshot.yaml", kube.cluster()),
-        policy=kube.write_yaml(tmp_path / "policy.yaml", kube.policy("Auto")),
-        pod=kube.write_yaml(tmp_path / "pod.yaml", {k: v for k, v in kube.pod("web-new").items()
+        policy=kube.write_yaml(tmp_path / "policy.yaml", make_policy().strategy("Auto").obj()),
+        pod=kube.write_yaml(tmp_path / "pod.yaml", {k: v for k, v in (make_pod("web-new")
+                                                                      .cpu("500m")
+                                                                      .memory("1Gi")
+                                                                      .phase("Running")
+                                                                      .obj()).items()
                                                    if k != "status"}),
         dir=tmp_path,
     )

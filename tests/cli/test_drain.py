@@ -11,6 +11,7 @@ import pytest
 
 from berth.core.kube import parse_label_selector
 from berth.core.model import LabelSelector, Requirement
+from tests.builders import make_node, make_pod, make_policy
 from tests.cli import kube
 from tests.cli.conftest import Result, run_process
 
@@ -24,15 +25,35 @@ def drain_cluster() -> list[dict[str, Any]]:
     """n1 (drained) holds two web pods, a big one, a DaemonSet pod, a mirror pod and a bare pod;
     n2 and n3 are the other nodes."""
     return [
-        kube.node("n1", cpu="16", memory="32Gi"), kube.node("n2"), kube.node("n3", cpu="2", memory="4Gi", zone="b"),
-        kube.pod("web-1", node="n1", owner=RS),
-        kube.pod("web-2", node="n1", owner=RS),
-        kube.pod("big-1", node="n1", cpu="3", labels={"app": "big"}, owner=("ReplicaSet", "big-1a2b")),
-        kube.pod("agent-n1", node="n1", labels={"app": "agent"}, owner=("DaemonSet", "agent")),
-        kube.pod("etcd-n1", node="n1", labels={"app": "etcd"}, owner=("Node", "n1"),
-                 annotations={"kubernetes.io/config.mirror": "0f1e"}),
-        kube.pod("debug", node="n1", labels={"app": "debug"}),
-        kube.pod("batch-0", node="n2", cpu="1", memory="2Gi", labels={"app": "batch"}, owner=("Job", "batch")),
+        make_node("n1").zone("zone-a").cpu("16").memory("32Gi").obj(),
+        make_node("n2").zone("zone-a").obj(),
+        make_node("n3").zone("zone-b").cpu("2").memory("4Gi").obj(),
+        make_pod("web-1").on("n1").owner(RS).cpu("500m").memory("1Gi").obj(),
+        make_pod("web-2").on("n1").owner(RS).cpu("500m").memory("1Gi").obj(),
+        (make_pod("big-1")
+         .on("n1")
+         .cpu("3")
+         .labels({"app": "big"})
+         .owner(("ReplicaSet", "big-1a2b"))
+         .memory("1Gi")
+         .obj()),
+        (make_pod("agent-n1")
+         .on("n1")
+         .labels({"app": "agent"})
+         .owner(("DaemonSet", "agent"))
+         .cpu("500m")
+         .memory("1Gi")
+         .obj()),
+        (make_pod("etcd-n1")
+         .on("n1")
+         .labels({"app": "etcd"})
+         .owner(("Node", "n1"))
+         .annotations({"kubernetes.io/config.mirror": "0f1e"})
+         .cpu("500m")
+         .memory("1Gi")
+         .obj()),
+        make_pod("debug").on("n1").labels({"app": "debug"}).cpu("500m").memory("1Gi").obj(),
+        make_pod("batch-0").on("n2").cpu("1").memory("2Gi").labels({"app": "batch"}).owner(("Job", "batch")).obj(),
         kube.lease("n1"), kube.lease("n2"), kube.lease("n3"),
     ]
 
@@ -59,9 +80,13 @@ def test_drain_table_shows_each_pods_destination_and_each_blocked_pods_shortfall
 
 
 def test_drain_table_shows_the_first_refusals_of_many_destinations(tmp_path: Path, cli: Cli) -> None:
-    small = [kube.node(f"d{i:02d}", cpu="2", memory="4Gi") for i in range(12)]
-    snap = kube.write_json(tmp_path / "many.json", [kube.node("n1", cpu="16", memory="32Gi"), *small,
-                                                    kube.pod("big-1", node="n1", cpu="3", owner=RS)])
+    small = [make_node(f"d{i:02d}").zone("zone-a").cpu("2").memory("4Gi").obj() for i in range(12)]
+    snap = kube.write_json(tmp_path / "many.json", [(make_node("n1")
+                                                     .zone("zone-a")
+                                                     .cpu("16")
+                                                     .memory("32Gi")
+                                                     .obj()), *small,
+                                                    make_pod("big-1").on("n1").cpu("3").owner(RS).memory("1Gi").obj()])
     r = cli("drain", "n1", "--snapshot", snap, "--any")
     assert r.code == 1
     shown = [line.strip() for line in r.out.splitlines() if line.startswith(" ")]
@@ -96,7 +121,7 @@ def test_drain_exit_0_when_every_pod_has_a_destination(cli: Cli, snapshot: Path)
 
 def test_drain_follows_the_snapshots_placement_policy(tmp_path: Path, cli: Cli) -> None:
     """The snapshot's PlacementPolicy for the web pods excludes n2: they go to n3 although n2 is roomier."""
-    items = [*drain_cluster(), kube.policy(None, nodeFilter={"excludes": ["n2"]})]
+    items = [*drain_cluster(), make_policy().strategy(None).node_filter({"excludes": ["n2"]}).obj()]
     snap = kube.write_json(tmp_path / "with-policy.json", items)
     out = json.loads(cli("drain", "n1", "--snapshot", snap, "--any", "-o", "json").out)
     web = [p for p in out["pods"] if p["pod"].startswith("shop/web-")]

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.builders import make_node, make_pod, make_policy
 from tests.cli import kube
 from tests.cli.conftest import Files, Result, run_process
 
@@ -72,7 +73,7 @@ def test_snapshot_without_nodes(files: Files) -> None:
 
 
 def _policy_with(**spec: Any) -> dict[str, Any]:
-    return kube.policy("Auto", **spec)
+    return make_policy().strategy("Auto").spec(**spec).obj()
 
 
 def _spread(**extra: Any) -> dict[str, Any]:
@@ -81,7 +82,7 @@ def _spread(**extra: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("name", "policy", "field"), [
-    ("unknown-strategy", kube.policy("Sideways"), "spec.strategy"),
+    ("unknown-strategy", make_policy().strategy("Sideways").obj(), "spec.strategy"),
     ("bad-operator", _policy_with(placementRules=[{"anyOf": [{"resource": "Pod", "operator": "Maybe",
                                                              "labels": {"a": "b"}}]}]),
      "spec.placementRules[0].anyOf[0].operator"),
@@ -90,7 +91,7 @@ def _spread(**extra: Any) -> dict[str, Any]:
      "spec.placementRules[0]"),
     ("unknown-field", _policy_with(weight=3), "spec.weight"),
     ("negative-count", _policy_with(count=-1), "spec.count"),
-    ("no-name", {**kube.policy("Auto"), "metadata": {"namespace": "shop"}}, "metadata.name"),
+    ("no-name", {**make_policy().strategy("Auto").obj(), "metadata": {"namespace": "shop"}}, "metadata.name"),
     ("spread-key-in-selector", _policy_with(topologySpreadConstraints=[_spread(matchLabelKeys=["app"])]),
      "spec.topologySpreadConstraints[0].matchLabelKeys[0]: 'app' exists in both matchLabelKeys and labelSelector"),
     ("spread-keys-without-selector", _policy_with(topologySpreadConstraints=[
@@ -112,7 +113,7 @@ def test_invalid_policy_as_a_process(files: Files) -> None:
 
 
 def test_unknown_strategy_in_process(cli: Cli, files: Files) -> None:
-    path = files.write_policy("sideways.yaml", kube.policy("Sideways"))
+    path = files.write_policy("sideways.yaml", make_policy().strategy("Sideways").obj())
     r = cli(*_plan(files, policy=path))
     assert_one_line(r, "sideways.yaml: spec.strategy: unknown value 'Sideways'")
 
@@ -142,7 +143,7 @@ def test_malformed_quantity_in_a_snapshot_pod(files: Files) -> None:
 
 
 def test_malformed_quantity_in_the_pod_manifest(cli: Cli, files: Files) -> None:
-    pod = kube.pod("web-x")
+    pod = make_pod("web-x").cpu("500m").memory("1Gi").phase("Running").obj()
     pod["spec"]["containers"][0]["resources"]["limits"] = {"cpu": "2 cores"}
     path = kube.write_yaml(files.dir / "badpod.yaml", pod)
     assert_one_line(cli(*_plan(files, pod=path)), "badpod.yaml: spec.containers[0].resources.limits.cpu")
@@ -150,7 +151,7 @@ def test_malformed_quantity_in_the_pod_manifest(cli: Cli, files: Files) -> None:
 
 
 def test_malformed_pod_level_quantity_in_the_pod_manifest(cli: Cli, files: Files) -> None:
-    pod = kube.pod("web-x")
+    pod = make_pod("web-x").cpu("500m").memory("1Gi").phase("Running").obj()
     pod["spec"]["resources"] = {"requests": {"memory": "1 GB"}}
     path = kube.write_yaml(files.dir / "badpod.yaml", pod)
     assert_one_line(cli(*_plan(files, pod=path)), "badpod.yaml: spec.resources.requests.memory")
@@ -188,7 +189,7 @@ def test_malformed_objects_name_the_field(cli: Cli, files: Files, index: int, pa
 
 def test_items_must_be_objects(files: Files) -> None:
     path = files.dir / "items.json"
-    path.write_text(json.dumps({"kind": "List", "items": [kube.node("n1"), "n2"]}))
+    path.write_text(json.dumps({"kind": "List", "items": [make_node("n1").zone("zone-a").obj(), "n2"]}))
     assert_one_line(run_process(["capacity", "--snapshot", path, "--pod", files.pod]), "items.json: items[1]")
 
 

@@ -17,7 +17,8 @@ import pytest
 from berth.cli import live
 from berth.cli.main import main
 from berth.core.decision import DECISION_ANNOTATION
-from tests.extender.helpers import harness, node, pod, policy
+from tests.builders import make_node, make_pod, make_policy
+from tests.extender.helpers import harness
 
 WEB = {"app": "web"}
 RECORDED = {"pod": "shop/web-0", "policy": "shop/web", "strategy": "Spread", "trigger": "bind",
@@ -48,12 +49,17 @@ class FakeKube:
 
 
 def _objects() -> list[dict[str, Any]]:
-    web = policy("web", strategy="Spread")
+    web = make_policy("web").strategy("Spread").obj()
     web["status"] = {"conditions": [{"type": "Ready", "status": "True"}], "plan": {"a": 1},
                      "latestDecision": {"pod": "shop/web-0"}}
-    return [node("a", cpu="4"), node("b", cpu="2", memory=None), web,
-            pod("web-0", labels=WEB, cpu="3", node_name="a", annotations={DECISION_ANNOTATION: json.dumps(RECORDED)}),
-            pod("web-big", labels=WEB, cpu="6")]
+    return [make_node("a").cpu("4").obj(), make_node("b").cpu("2").memory(None).obj(), web,
+            (make_pod("web-0")
+             .labels(WEB)
+             .cpu("3")
+             .on("a")
+             .annotations({DECISION_ANNOTATION: json.dumps(RECORDED)})
+             .obj()),
+            make_pod("web-big").labels(WEB).cpu("6").obj()]
 
 
 @pytest.fixture

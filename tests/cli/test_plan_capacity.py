@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.builders import make_node, make_pod, make_policy
 from tests.cli import kube
 from tests.cli.conftest import Files, Result, run_process
 
@@ -69,7 +70,7 @@ def test_plan_refusal_exit_status_as_a_process(files: Files) -> None:
 
 
 def test_fill_plans_its_own_round(cli: Cli, files: Files) -> None:
-    policy = files.write_policy("fill.yaml", kube.policy("Fill", count=2))
+    policy = files.write_policy("fill.yaml", make_policy().strategy("Fill").count(2).obj())
     out = json.loads(cli("plan", "--snapshot", files.json, "--policy", policy, "--pod", files.pod).out)
     assert out["plan"] == {"n1": 1, "n2": 2, "n3": 2}  # each node topped up to 2; n1 holds one already
     assert out["decision"]["strategy"] == "Fill"
@@ -78,20 +79,23 @@ def test_fill_plans_its_own_round(cli: Cli, files: Files) -> None:
 
 
 def test_fill_already_filled_is_a_refusal(cli: Cli, files: Files) -> None:
-    policy = files.write_policy("fill.yaml", kube.policy("Fill", count=1, nodesLimit=1))
+    policy = files.write_policy("fill.yaml", make_policy().strategy("Fill").count(1).nodes_limit(1).obj())
     r = cli("plan", "--snapshot", files.json, "--policy", policy, "--pod", files.pod)
     assert r.code == 1
     assert json.loads(r.out)["error"]["code"] == "already_filled"
 
 
 def test_each_adds_count_per_node(cli: Cli, files: Files) -> None:
-    policy = files.write_policy("each.yaml", kube.policy("Each", count=2, nodesLimit=2))
+    policy = files.write_policy("each.yaml", make_policy().strategy("Each").count(2).nodes_limit(2).obj())
     out = json.loads(cli("plan", "--snapshot", files.json, "--policy", policy, "--pod", files.pod).out)
     assert out["plan"] == {"n1": 2, "n2": 2}  # the two roomiest nodes
 
 
 def test_policy_from_the_snapshot_when_none_is_given(cli: Cli, files: Files) -> None:
-    snapshot = kube.write_json(files.dir / "with-policy.json", [*kube.cluster(), kube.policy("Fill", count=2)])
+    snapshot = kube.write_json(files.dir / "with-policy.json", [*kube.cluster(), (make_policy()
+                                                                                  .strategy("Fill")
+                                                                                  .count(2)
+                                                                                  .obj())])
     out = json.loads(cli("plan", "--snapshot", snapshot, "--pod", files.pod).out)
     assert out["decision"]["strategy"] == "Fill"
     out = json.loads(cli("plan", "--snapshot", files.json, "--pod", files.pod).out)
@@ -99,7 +103,7 @@ def test_policy_from_the_snapshot_when_none_is_given(cli: Cli, files: Files) -> 
 
 
 def test_pod_namespace_defaults_to_the_policys(cli: Cli, files: Files) -> None:
-    pod = kube.pod("web-x")
+    pod = make_pod("web-x").cpu("500m").memory("1Gi").phase("Running").obj()
     del pod["metadata"]["namespace"]
     path = kube.write_yaml(files.dir / "pod-nons.yaml", pod)
     r = cli("plan", "--snapshot", files.json, "--policy", files.policy, "--pod", path, "--count", "3")
@@ -107,14 +111,24 @@ def test_pod_namespace_defaults_to_the_policys(cli: Cli, files: Files) -> None:
 
 
 def test_pod_in_another_namespace_than_the_policy_is_bad_input(cli: Cli, files: Files) -> None:
-    path = kube.write_yaml(files.dir / "pod-other.yaml", kube.pod("web-x", namespace="other"))
+    path = kube.write_yaml(files.dir / "pod-other.yaml", (make_pod("web-x")
+                                                          .namespace("other")
+                                                          .cpu("500m")
+                                                          .memory("1Gi")
+                                                          .phase("Running")
+                                                          .obj()))
     r = cli("plan", "--snapshot", files.json, "--policy", files.policy, "--pod", path)
     assert r.code == 2
     assert "pod-other.yaml: metadata.namespace" in r.err
 
 
 def test_selector_not_matching_the_pod_is_a_warning(cli: Cli, files: Files) -> None:
-    path = kube.write_yaml(files.dir / "pod-api.yaml", kube.pod("api-0", labels={"app": "api"}))
+    path = kube.write_yaml(files.dir / "pod-api.yaml", (make_pod("api-0")
+                                                        .labels({"app": "api"})
+                                                        .cpu("500m")
+                                                        .memory("1Gi")
+                                                        .phase("Running")
+                                                        .obj()))
     out = json.loads(cli("plan", "--snapshot", files.json, "--policy", files.policy, "--pod", path).out)
     assert any("selector does not match" in w for w in out["decision"]["warnings"])
 
@@ -143,7 +157,7 @@ def test_capacity_output_shape_is_exact(cli: Cli, files: Files) -> None:
 
 
 def test_capacity_applies_the_policy_node_filter(cli: Cli, files: Files) -> None:
-    policy = files.write_policy("filter.yaml", kube.policy("Auto", nodeFilter={"excludes": ["n3"]}))
+    policy = files.write_policy("filter.yaml", make_policy().strategy("Auto").node_filter({"excludes": ["n3"]}).obj())
     out = json.loads(cli("capacity", "--snapshot", files.json, "--pod", files.pod, "--policy", policy).out)
     assert out["nodes"] == {"n1": 7, "n2": 6} and out["total"] == 13
     assert out["placeable"]["pods"] == 13
@@ -167,7 +181,7 @@ def test_capacity_is_room_per_node_and_placeable_is_the_whole_policy(
     """Spread and rules say where, not how much room: every node the filter admits is listed with
     its raw room; what one round could place under the whole policy is ``placeable``, with why
     one more would not be."""
-    policy = files.write_policy("p.yaml", kube.policy("Auto", **spec))
+    policy = files.write_policy("p.yaml", make_policy().strategy("Auto").spec(**spec).obj())
     r = cli("capacity", "--snapshot", files.json, "--pod", files.pod, "--policy", policy)
     assert r.code == 0, r.err
     out = json.loads(r.out)
@@ -176,7 +190,7 @@ def test_capacity_is_room_per_node_and_placeable_is_the_whole_policy(
 
 
 def test_capacity_placeable_of_a_fixed_round(cli: Cli, files: Files) -> None:
-    policy = files.write_policy("fill.yaml", kube.policy("Fill", count=5, nodesLimit=2))
+    policy = files.write_policy("fill.yaml", make_policy().strategy("Fill").count(5).nodes_limit(2).obj())
     out = json.loads(cli("capacity", "--snapshot", files.json, "--pod", files.pod, "--policy", policy).out)
     # Fill tops n1 (web-0 there) up by 4 and n2 by 5: the round's own plan.
     assert out["placeable"] == {"pods": 9, "code": None, "reason": "Fill: the round's own plan, 2 node(s)"}
@@ -234,7 +248,7 @@ def test_a_stale_lease_marks_its_node_down(cli: Cli, files: Files) -> None:
 
 def test_without_leases_liveness_is_the_ready_condition(cli: Cli, files: Files) -> None:
     items = [o for o in kube.cluster() if o["kind"] != "Lease"]
-    items[2] = kube.node("n3", cpu="2", memory="4Gi", zone="b", ready=False)
+    items[2] = make_node("n3").zone("zone-b").cpu("2").memory("4Gi").ready(False).obj()
     snapshot = kube.write_json(files.dir / "noleases.json", items)
     out = json.loads(cli("capacity", "--snapshot", snapshot, "--pod", files.pod).out)
     assert out["nodes"] == {"n1": 7, "n2": 6}
@@ -263,7 +277,7 @@ WORKLOADS = ["Deployment", "StatefulSet", "ReplicaSet", "DaemonSet", "Job", "Cro
 @pytest.mark.parametrize("kind", WORKLOADS)
 def test_a_workload_manifest_is_read_as_its_pod_template(cli: Cli, files: Files, kind: str) -> None:
     """``--pod deployment.yaml`` plans and measures the pods the workload would make, as the Pod would."""
-    pod = kube.pod("web-new")
+    pod = make_pod("web-new").cpu("500m").memory("1Gi").phase("Running").obj()
     template = {"metadata": {"labels": pod["metadata"]["labels"]}, "spec": pod["spec"]}
     path = kube.write_yaml(files.dir / f"{kind}.yaml", _workload(kind, template))
     plan = ("plan", "--snapshot", files.json, "--policy", files.policy, "--count", "3")
@@ -284,7 +298,7 @@ def test_a_workload_without_a_pod_template_is_one_clear_error(cli: Cli, files: F
 
 
 def test_a_workload_template_error_names_the_field_as_the_file_spells_it(cli: Cli, files: Files) -> None:
-    pod = kube.pod("web-new")
+    pod = make_pod("web-new").cpu("500m").memory("1Gi").phase("Running").obj()
     pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
     path = kube.write_yaml(files.dir / "deploy.yaml", _workload("Deployment", {"spec": pod["spec"]}))
     r = cli("capacity", "--snapshot", files.json, "--pod", path)
@@ -300,7 +314,10 @@ def test_a_kind_that_makes_no_pods_is_refused_by_name(cli: Cli, files: Files) ->
 
 
 def test_plan_stopped_by_topology_spread_says_spread_unsatisfied(cli: Cli, files: Files) -> None:
-    policy = files.write_policy("spread.yaml", kube.policy("Auto", topologySpreadConstraints=ZONE_SPREAD))
+    policy = files.write_policy("spread.yaml", (make_policy()
+                                                .strategy("Auto")
+                                                .spec(topologySpreadConstraints=ZONE_SPREAD)
+                                                .obj()))
     r = cli("plan", "--snapshot", files.json, "--policy", policy, "--pod", files.pod, "--count", "9")
     assert r.code == 1, r.err
     error = json.loads(r.out)["error"]
@@ -310,7 +327,7 @@ def test_plan_stopped_by_topology_spread_says_spread_unsatisfied(cli: Cli, files
 
 
 def test_plan_fill_names_the_nodes_it_passed_over(cli: Cli, files: Files) -> None:
-    policy = files.write_policy("fill.yaml", kube.policy("Fill", count=7, nodesLimit=2))
+    policy = files.write_policy("fill.yaml", make_policy().strategy("Fill").count(7).nodes_limit(2).obj())
     r = cli("plan", "--snapshot", files.json, "--policy", policy, "--pod", files.pod)
     assert r.code == 1, r.err
     assert json.loads(r.out)["error"] == {
@@ -320,14 +337,21 @@ def test_plan_fill_names_the_nodes_it_passed_over(cli: Cli, files: Files) -> Non
 
 
 def test_plan_warns_when_includes_names_a_node_that_does_not_exist(cli: Cli, files: Files) -> None:
-    policy = files.write_policy("inc.yaml", kube.policy("Auto", nodeFilter={"includes": ["n1", "n9"]}))
+    policy = files.write_policy("inc.yaml", (make_policy()
+                                             .strategy("Auto")
+                                             .node_filter({"includes": ["n1", "n9"]})
+                                             .obj()))
     out = json.loads(cli("plan", "--snapshot", files.json, "--policy", policy, "--pod", files.pod).out)
     assert out["plan"] == {"n1": 1}
     assert "nodeFilter.includes names 1 node berth has not seen: n9" in out["decision"]["warnings"]
 
 
 def _pod_manifest(files: Files, name: str, change: Callable[[dict[str, Any]], None]) -> Any:
-    pod = {k: v for k, v in kube.pod("web-new").items() if k != "status"}
+    pod = {k: v for k, v in (make_pod("web-new")
+                             .cpu("500m")
+                             .memory("1Gi")
+                             .phase("Running")
+                             .obj()).items() if k != "status"}
     change(pod["spec"])
     return kube.write_yaml(files.dir / name, pod)
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from berth.snapshot import SnapshotError, load_snapshot, parse_documents, snapshot_from_documents
+from tests.builders import make_node, make_policy
 from tests.cli import kube
 from tests.cli.conftest import Files, Result
 
@@ -119,7 +120,7 @@ def test_now_is_the_newest_lease_else_the_clock(files: Files) -> None:
     snap = load_snapshot(str(files.json))
     assert snap.now() == kube.RENEWED_EPOCH
     assert snap.now(override=5.0) == 5.0
-    no_leases = snapshot_from_documents([kube.as_list([kube.node("n1")])], "x")
+    no_leases = snapshot_from_documents([kube.as_list([make_node("n1").zone("zone-a").obj()])], "x")
     assert no_leases.now(clock=lambda: 42.0) == 42.0
     assert not no_leases.view().leases_tracked
 
@@ -146,13 +147,13 @@ def test_several_lists_in_one_yaml_file() -> None:
 
 
 def test_error_in_a_later_document_names_it() -> None:
-    docs = [kube.as_list([kube.node("n1")]), {"kind": "ConfigMap", "metadata": {"name": "c"}}]
+    docs = [kube.as_list([make_node("n1").zone("zone-a").obj()]), {"kind": "ConfigMap", "metadata": {"name": "c"}}]
     with pytest.raises(SnapshotError, match=r"^two.yaml: document 2: kind: expected Node, Pod, Lease or "
                                             r"PlacementPolicy"):
         snapshot_from_documents(docs, "two.yaml")
 
 
 def test_invalid_policy_in_a_snapshot_names_its_path() -> None:
-    bad = kube.policy("Sideways")
+    bad = make_policy().strategy("Sideways").obj()
     with pytest.raises(SnapshotError, match=r"^s.json: items\[1\] \(PlacementPolicy shop/web\): spec.strategy: "):
-        snapshot_from_documents([kube.as_list([kube.node("n1"), bad])], "s.json")
+        snapshot_from_documents([kube.as_list([make_node("n1").zone("zone-a").obj(), bad])], "s.json")

@@ -15,9 +15,9 @@ from berth.core.policy import Strategy
 from berth.core.settings import Settings
 from berth.sample import SOURCE, ZONE_LABEL, sample_objects, workloads_text
 from berth.snapshot import snapshot_from_documents
+from tests.builders import make_node, make_pod, make_policy
 from tests.cli import kube
 from tests.cli.conftest import Files, Result, run_in_terminal, run_process
-from tests.core.builders import web
 
 Cli = Callable[..., Result]
 STRATEGY_NAMES = ["Auto", "Fill", "Each", "Global", "Drained", "Balanced", "Spread", "BestFit", "Default"]
@@ -193,7 +193,9 @@ def test_placements_never_exceed_allocatable() -> None:
 
 
 def test_measures_on_a_tiny_cluster() -> None:
-    items = [kube.node("n1", zone="a"), kube.node("n2", zone="b"), kube.node("n3", zone="b")]
+    items = [make_node("n1").zone("zone-a").obj(),
+             make_node("n2").zone("zone-b").obj(),
+             make_node("n3").zone("zone-b").obj()]
     snap = snapshot_from_documents([kube.as_list(items)], "tiny")
     mix = parse_mix(textwrap.dedent("""\
         kind: WorkloadMix
@@ -226,7 +228,7 @@ ROUND_SHAPES = [
                          ids=[c[0] for c in ROUND_SHAPES])
 def test_round_shape(name: str, replicas: int, spec: dict[str, int], room: list[int],
                      expected: tuple[int, int]) -> None:
-    w = Workload("batch", "jobs", replicas, web("b"), spec)
+    w = Workload("batch", "jobs", replicas, make_pod("b").info(), spec)
     assert w.round_shape(room) == expected
 
 
@@ -306,16 +308,15 @@ def test_bad_jobs(cli: Cli, value: str) -> None:
 def test_a_workload_larger_than_a_round_is_placed_round_after_round_as_the_extender_does(
         strategy: Strategy, spec: dict[str, int], replicas: int) -> None:
     from tests.core.builders import cluster as core_cluster
-    from tests.core.builders import node as core_node
     from tests.extender import helpers as ext
 
     sizes = {"a": "4", "b": "8", "c": "2"}
-    w = Workload("web", "shop", replicas, web("w", cpu="500m"), spec)
-    outcome = place_workload(core_cluster([core_node(n, cpu=c) for n, c in sizes.items()]), w, strategy,
+    w = Workload("web", "shop", replicas, make_pod("w").cpu("500m").info(), spec)
+    outcome = place_workload(core_cluster([make_node(n).cpu(c).info() for n, c in sizes.items()]), w, strategy,
                              Settings(), ext.NOW)
-    pods = [ext.pod(f"web-{i}", labels={"app": "web"}, cpu="500m", memory="128Mi") for i in range(replicas)]
-    h = ext.harness([*(ext.node(n, cpu=c) for n, c in sizes.items()),
-                     ext.policy("web", strategy=strategy.value, **spec), *pods])
+    pods = [make_pod(f"web-{i}").labels({"app": "web"}).cpu("500m").memory("128Mi").obj() for i in range(replicas)]
+    h = ext.harness([*(make_node(n).cpu(c).obj() for n, c in sizes.items()),
+                     make_policy("web").strategy(strategy.value).spec(**spec).obj(), *pods])
     landed: dict[str, int] = {}
     for p in pods:
         where = h.schedule(p)

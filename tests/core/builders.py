@@ -1,7 +1,5 @@
-"""Tiny builders for the core's tests: nodes, pods, a cluster view and policies in a line each.
-
-Quantities are written the Kubernetes way ("4", "500m", "8Gi"); ``None`` leaves a dimension
-out of a node's allocatable, which the core reads as *unknown* (never zero).
+"""The core's tests' own helpers: a cluster view in a line, the clock, and named scenarios run
+against the core. Nodes, pods and policies come from the one set of builders, :mod:`tests.builders`.
 """
 
 from __future__ import annotations
@@ -13,92 +11,16 @@ from typing import Any
 from berth.core.decision import Decision
 from berth.core.errors import ErrorCode
 from berth.core.evaluate import Evaluation, evaluate_pod
-from berth.core.model import NodeInfo, Owner, PodInfo, Taint, Toleration
+from berth.core.model import NodeInfo, PodInfo
 from berth.core.plan import PlanResult, plan_round
-from berth.core.policy import PlacementPolicy, policy_from_manifest
-from berth.core.quantity import CPU, DISK, MEMORY, PODS, to_base_units
+from berth.core.policy import PlacementPolicy
 from berth.core.settings import Settings
 from berth.core.view import ClusterView
+from tests.builders import make_pod, make_policy
 
 NOW = 1_000_000.0
 """The clock every test hands the core."""
 
-ZONE = "topology.kubernetes.io/zone"
-HOSTNAME = "kubernetes.io/hostname"
-
-Quantity = str | int | None
-
-
-def node(
-    name: str,
-    *,
-    cpu: Quantity = "4",
-    memory: Quantity = "8Gi",
-    disk: Quantity = "100Gi",
-    pods: Quantity = "110",
-    labels: Mapping[str, str] | None = None,
-    taints: Iterable[Taint] = (),
-    ready: bool | None = True,
-    unschedulable: bool = False,
-    bypassed: bool = False,
-    extra: Mapping[str, Quantity] | None = None,
-) -> NodeInfo:
-    allocatable: dict[str, int] = {}
-    for resource, value in ((CPU, cpu), (MEMORY, memory), (DISK, disk), (PODS, pods), *(extra or {}).items()):
-        if value is not None:
-            allocatable[resource] = to_base_units(resource, value)
-    return NodeInfo(
-        name=name,
-        labels={HOSTNAME: name, **(labels or {})},
-        allocatable=allocatable,
-        taints=tuple(taints),
-        unschedulable=unschedulable,
-        ready=ready,
-        bypassed=bypassed,
-    )
-
-
-def pod(
-    name: str,
-    *,
-    cpu: Quantity = "100m",
-    memory: Quantity = "128Mi",
-    disk: Quantity = None,
-    labels: Mapping[str, str] | None = None,
-    namespace: str = "shop",
-    node: str | None = None,
-    terminating: bool = False,
-    sleepy: bool = False,
-    tolerations: Iterable[Toleration] = (),
-    extra: Mapping[str, Quantity] | None = None,
-    uid: str | None = None,
-    controller: Owner | None = None,
-    mirror: bool = False,
-) -> PodInfo:
-    requests: dict[str, int] = {}
-    for resource, value in ((CPU, cpu), (MEMORY, memory), (DISK, disk), *(extra or {}).items()):
-        if value is not None:
-            amount = to_base_units(resource, value)
-            if amount:
-                requests[resource] = amount
-    return PodInfo(
-        uid=uid or f"{namespace}/{name}",
-        name=name,
-        namespace=namespace,
-        labels=dict(labels if labels is not None else {"app": "web"}),
-        requests=requests,
-        node_name=node,
-        terminating=terminating,
-        sleepy=sleepy,
-        tolerations=tuple(tolerations),
-        controller=controller,
-        mirror=mirror,
-    )
-
-
-def web(name: str, node_name: str | None = None, **kw: Any) -> PodInfo:
-    """A pod of the ``app: web`` workload that most tests place."""
-    return pod(name, node=node_name, **kw)
 
 
 def cluster(
@@ -112,21 +34,6 @@ def cluster(
     for name, renewed in (leases or {}).items():
         view.set_lease(name, renewed)
     return view
-
-
-def manifest(namespace: str = "shop", name: str = "web", **spec: Any) -> dict[str, Any]:
-    spec.setdefault("selector", {"matchLabels": {"app": "web"}})
-    return {
-        "apiVersion": "berth.dev/v1alpha1",
-        "kind": "PlacementPolicy",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    }
-
-
-def policy(namespace: str = "shop", name: str = "web", **spec: Any) -> PlacementPolicy:
-    """A validated policy; keyword arguments are spec fields in their Kubernetes spelling."""
-    return policy_from_manifest(manifest(namespace, name, **spec))
 
 
 def evaluate(
@@ -152,7 +59,7 @@ def spread_pods(
     out = []
     for node_name, n in counts.items():
         for i in range(n):
-            out.append(pod(f"{prefix}-{node_name}-{i}", node=node_name, labels=labels))
+            out.append(make_pod(f"{prefix}-{node_name}-{i}").on(node_name).labels(labels).info())
     return out
 
 
@@ -173,7 +80,7 @@ class Scenario:
     name: str
     nodes: tuple[NodeInfo, ...]
     pods: tuple[PodInfo, ...] = ()
-    pod: PodInfo = field(default_factory=lambda: web("new"))
+    pod: PodInfo = field(default_factory=lambda: make_pod("new").info())
     spec: Mapping[str, Any] | None = None
     settings: Settings = field(default_factory=Settings)
     leases: Mapping[str, float | None] | None = None
@@ -196,10 +103,15 @@ class Scenario:
         return self.name
 
 
+def scenario_policy(spec: Mapping[str, Any]) -> PlacementPolicy:
+    """A scenario's policy: ``spec`` fields in their Kubernetes spelling."""
+    return make_policy().spec(**spec).build()
+
+
 def run(s: Scenario) -> Decision:
     """Run a scenario and check every expectation it sets; returns the decision for extra checks."""
     view = cluster(s.nodes, s.pods, leases=s.leases)
-    pol = policy(**s.spec) if s.spec is not None else None
+    pol = scenario_policy(s.spec) if s.spec is not None else None
     if s.count is not None or s.round or s.plan is not None:
         result = plan_round(view, s.pod, pol, s.settings, NOW, s.count)
         decision = result.decision

@@ -21,9 +21,10 @@ from berth.core.model import LabelSelector, Requirement
 from berth.core.plan import shared_plan_key
 from berth.core.policy import PlacementPolicy
 from berth.core.settings import Settings
+from tests.builders import ZONE, make_pod, make_policy
 
 from . import builders
-from .builders import NOW, ZONE, Scenario, cluster, manifest, policy
+from .builders import NOW, Scenario, cluster
 
 
 class WireSpecRead(AssertionError):
@@ -65,17 +66,19 @@ def test_the_scenarios_are_found() -> None:
 
 @pytest.mark.parametrize("s", SCENARIOS, ids=str)
 def test_scenario_answers_alike_from_the_compiled_policy_alone(s: Scenario, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(builders, "policy", lambda **spec: compiled_only(policy(**spec)))
+    monkeypatch.setattr(builders, "scenario_policy", lambda spec: compiled_only(make_policy().spec(**spec).build()))
     builders.run(s)  # every expectation of the scenario, checked as in its own test
     assert s.spec is not None
     view = cluster(s.nodes, s.pods, leases=s.leases)
-    wire = capacity_report(view, s.pod, policy(**s.spec), s.settings, NOW, limit=20).to_dict()
+    wire = capacity_report(view, s.pod, make_policy().spec(**s.spec).build(), s.settings, NOW, limit=20).to_dict()
     view = cluster(s.nodes, s.pods, leases=s.leases)
-    assert capacity_report(view, s.pod, compiled_only(policy(**s.spec)), s.settings, NOW, limit=20).to_dict() == wire
+    assert capacity_report(view, s.pod, compiled_only(make_policy()
+                                                       .spec(**s.spec)
+                                                       .build()), s.settings, NOW, limit=20).to_dict() == wire
 
 
 def test_the_wire_spec_stand_in_fails_when_read() -> None:
-    pol = compiled_only(policy())
+    pol = compiled_only(make_policy().build())
     with pytest.raises(WireSpecRead, match=r"spec\.strategy"):
         _ = pol.spec.strategy
 
@@ -103,16 +106,20 @@ COMPILED = [
 @pytest.mark.parametrize(("name", "spec", "expected"), COMPILED, ids=[c[0] for c in COMPILED])
 def test_spread_constraints_compile_to_core_types(name: str, spec: dict[str, Any],
                                                    expected: tuple[SpreadConstraint, ...]) -> None:
-    compiled = policy(**spec).spread_constraints
+    compiled = make_policy().spec(**spec).build().spread_constraints
     assert compiled == expected
     assert all(c.when_unsatisfiable is e.when_unsatisfiable for c, e in zip(compiled, expected, strict=True))
     assert [c.hard for c in compiled] == [c.when_unsatisfiable == "DoNotSchedule" for c in expected]
 
 
 def test_node_filter_capacity_and_scalars_compile_to_core_types() -> None:
-    pol = policy(strategy="Fill", count=3, nodesLimit=2, affinityMatching="Preferred",
-                 nodeFilter={"includes": ["b", "a", "b"], "excludes": ["c"], "labels": {"disk": "ssd"}},
-                 capacity={"cpuOvercommitPercent": 150, "rejectUnknownCapacity": True})
+    pol = (make_policy()
+           .strategy("Fill")
+           .count(3)
+           .nodes_limit(2)
+           .node_filter({"includes": ["b", "a", "b"], "excludes": ["c"], "labels": {"disk": "ssd"}})
+           .spec(affinityMatching="Preferred", capacity={"cpuOvercommitPercent": 150, "rejectUnknownCapacity": True})
+           .build())
     assert pol.node_filter == NodeFilter(("b", "a", "b"), frozenset({"c"}), {"disk": "ssd"}, False)
     assert pol.node_filter.included == frozenset({"a", "b"})
     assert pol.capacity == CapacityOverrides(cpu_overcommit_percent=150, reject_unknown_capacity=True)
@@ -124,15 +131,17 @@ def test_node_filter_capacity_and_scalars_compile_to_core_types() -> None:
 
 
 def test_node_filters_alike_share_one_key_and_differ_from_others() -> None:
-    a = policy(nodeFilter={"labels": {"disk": "ssd", "zone": "a"}, "excludes": ["x", "y"]}).node_filter
-    b = policy(name="other", nodeFilter={"labels": {"zone": "a", "disk": "ssd"}, "excludes": ["y", "x"]}).node_filter
-    c = policy(nodeFilter={"labels": {"disk": "ssd", "zone": "a"}, "excludes": ["x"]}).node_filter
+    a = make_policy().node_filter({"labels": {"disk": "ssd", "zone": "a"}, "excludes": ["x", "y"]}).build().node_filter
+    b = (make_policy("other")
+         .node_filter({"labels": {"zone": "a", "disk": "ssd"}, "excludes": ["y", "x"]})
+         .build()).node_filter
+    c = make_policy().node_filter({"labels": {"disk": "ssd", "zone": "a"}, "excludes": ["x"]}).build().node_filter
     assert a.key == b.key != c.key
-    assert policy().node_filter.key != policy(nodeFilter={"all": True}).node_filter.key
+    assert make_policy().build().node_filter.key != make_policy().node_filter({"all": True}).build().node_filter.key
 
 
 def test_compiled_types_are_frozen() -> None:
-    pol = policy(topologySpreadConstraints=[{"topologyKey": ZONE}])
+    pol = make_policy().spread({"topologyKey": ZONE}).build()
     with pytest.raises(FrozenInstanceError):
         pol.spread_constraints[0].max_skew = 5  # type: ignore[misc]
     with pytest.raises(FrozenInstanceError):
@@ -150,7 +159,7 @@ def test_the_rule_tree_is_parsed_once_per_policy(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(policy_module, "parse_rules", counted)
     rules = [{"anyOf": [{"resource": "Node", "operator": "Has", "labels": {"disk": "ssd"}},
                         {"resource": "Pod", "operator": "HasNot", "labels": {"app": "db"}, "within": ZONE}]}]
-    pol = policy_module.policy_from_manifest(manifest(placementRules=rules))
+    pol = policy_module.policy_from_manifest(make_policy().spec(placementRules=rules).obj())
     assert calls == ["spec.placementRules"]
     assert pol.rules[0].describe().startswith("anyOf(Node Has {disk=ssd}")
 
@@ -166,10 +175,10 @@ def test_the_rule_tree_is_parsed_once_per_policy(monkeypatch: pytest.MonkeyPatch
 ])
 def test_a_manifest_compiling_fails_names_the_first_bad_field(spec: dict[str, Any], path: str) -> None:
     with pytest.raises(policy_module.InvalidPolicy) as caught:
-        policy_module.policy_from_manifest(manifest(**spec))
+        policy_module.policy_from_manifest(make_policy().spec(**spec).obj())
     assert caught.value.path == path
     with pytest.raises(policy_module.InvalidPolicy) as again:
-        policy_module.spec_from_dict(manifest(**spec)["spec"])
+        policy_module.spec_from_dict(make_policy().spec(**spec).obj()["spec"])
     assert again.value.path == path
 
 
@@ -177,5 +186,6 @@ def test_a_manifest_compiling_fails_names_the_first_bad_field(spec: dict[str, An
                                   {"strategy": "Fill", "count": 2},
                                   {"capacity": {"memoryOvercommitPercent": 120}, "nodesLimit": 3}], ids=str)
 def test_the_key_of_a_shared_plan_reads_the_compiled_policy_alone(spec: dict[str, Any]) -> None:
-    pod = builders.web("new")
-    assert shared_plan_key(pod, compiled_only(policy(**spec)), 4) == shared_plan_key(pod, policy(**spec), 4)
+    pod = make_pod("new").info()
+    assert shared_plan_key(pod, compiled_only(make_policy().spec(**spec).build()), 4) == shared_plan_key(pod,
+                                              make_policy().spec(**spec).build(), 4)

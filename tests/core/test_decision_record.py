@@ -20,7 +20,8 @@ from berth.core.errors import ErrorCode, PlacementError
 from berth.core.evaluate import scores
 from berth.core.policy import policy_from_manifest
 from berth.operator import crdgen
-from tests.core.builders import cluster, evaluate, manifest, node, web
+from tests.builders import make_node, make_pod, make_policy
+from tests.core.builders import cluster, evaluate
 from tests.decision_schema import SCHEMA_FILE, schema_problems, valid_record
 
 TIME = "2026-01-01T00:00:00Z"
@@ -39,9 +40,12 @@ def test_generator_writes_the_schema(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_record_of_an_evaluation_validates_and_counts_every_node() -> None:
-    view = cluster([node("a", cpu="1"), node("b", cpu="1"), node("c"), node("d", unschedulable=True)])
-    governing = policy_from_manifest({**(m := manifest()), "metadata": {**m["metadata"], "generation": 7}})
-    decision = evaluate(view, web("new", cpu="2"), governing).decision
+    view = cluster([make_node("a").cpu("1").info(),
+                    make_node("b").cpu("1").info(),
+                    make_node("c").info(),
+                    make_node("d").cordoned().info()])
+    governing = policy_from_manifest({**(m := make_policy().obj()), "metadata": {**m["metadata"], "generation": 7}})
+    decision = evaluate(view, make_pod("new").cpu("2").info(), governing).decision
     decision.time, decision.trigger = TIME, "filter"
     record = valid_record(decision.record().to_json())
     assert (record.considered_count, record.considered) == (4, ["a", "b", "c", "d"])

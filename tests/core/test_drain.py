@@ -18,25 +18,25 @@ from berth.core.model import LabelSelector, Owner, PodInfo, Taint
 from berth.core.policy import PlacementPolicy
 from berth.core.settings import Settings
 from berth.core.view import ClusterView
+from tests.builders import ZONE, NodeBuilder, PodBuilder, make_node, make_pod, make_policy
 
-from .builders import NOW, ZONE, cluster, evaluate, node, pod, policy
+from .builders import NOW, cluster, evaluate
 
 WEB = Owner("ReplicaSet", "web-7d9f")
 API = Owner("ReplicaSet", "api-5c4b")
 
 
-def web(name: str, at: str, **kw: Any) -> PodInfo:
+def web(name: str, at: str) -> PodBuilder:
     """A pod of the web Deployment's ReplicaSet, bound to ``at``."""
-    kw.setdefault("controller", WEB)
-    return pod(name, node=at, **kw)
+    return make_pod(name).on(at).owner(WEB)
 
 
-def api(name: str, at: str, **kw: Any) -> PodInfo:
-    return pod(name, node=at, labels={"app": "api"}, controller=API, **kw)
+def api(name: str, at: str) -> PodBuilder:
+    return make_pod(name).on(at).labels({"app": "api"}).owner(API)
 
 
-def zoned(name: str, zone: str, **kw: Any) -> Any:
-    return node(name, labels={ZONE: zone}, **kw)
+def zoned(name: str, zone: str) -> NodeBuilder:
+    return make_node(name).zone(zone)
 
 
 def drain(view: ClusterView, request: DrainRequest, pol: PlacementPolicy | None = None) -> DrainPlan:
@@ -76,10 +76,13 @@ def _zone_counts(result: DrainPlan, view_pods: tuple[PodInfo, ...], zones: Mappi
     return counts
 
 
-SPREAD_NODES = (zoned("a1", "zone-a"), zoned("a2", "zone-a"), zoned("b1", "zone-b"), zoned("c1", "zone-c"))
-SPREAD_PODS = (web("w1", "a1"), web("w2", "a1"), web("w3", "b1"), web("w4", "c1"),
+SPREAD_NODES = (zoned("a1", "zone-a").info(),
+                zoned("a2", "zone-a").info(),
+                zoned("b1", "zone-b").info(),
+                zoned("c1", "zone-c").info())
+SPREAD_PODS = (web("w1", "a1").info(), web("w2", "a1").info(), web("w3", "b1").info(), web("w4", "c1").info(),
                # a2 is busy: the default ranking alone would send the pods to b1 and c1
-               pod("batch", node="a2", cpu="3", labels={"app": "batch"}, controller=Owner("Job", "batch")))
+               make_pod("batch").on("a2").cpu("3").labels({"app": "batch"}).owner(Owner("Job", "batch")).info())
 SPREAD_ZONES = {"a1": "zone-a", "a2": "zone-a", "b1": "zone-b", "c1": "zone-c"}
 ONE_PER_NODE = [{"resource": "Pod", "operator": "HasNot", "labels": {"app": "web"}}]
 
@@ -91,31 +94,31 @@ def _spread_held(result: DrainPlan) -> None:
 
 CASES = [
     Case("destinations_only: the pods go only to the named destinations, though c has more room",
-         nodes=(node("a"), node("b"), node("c", cpu="64", memory="256Gi")),
-         pods=(web("w1", "a"), web("w2", "a")),
+         nodes=(make_node("a").info(), make_node("b").info(), make_node("c").cpu("64").memory("256Gi").info()),
+         pods=(web("w1", "a").info(), web("w2", "a").info()),
          request=DrainRequest(nodes=("a",), destinations=("b",)),
          destination={"w1": "b", "w2": "b"}),
     Case("destinations_by_selector: the nodes the destination selector matches",
-         nodes=(node("a"), zoned("b", "zone-b"), zoned("c", "zone-c", cpu="64")),
-         pods=(web("w1", "a"),),
+         nodes=(make_node("a").info(), zoned("b", "zone-b").info(), zoned("c", "zone-c").cpu("64").info()),
+         pods=(web("w1", "a").info(),),
          request=DrainRequest(nodes=("a",), destination_selector=LabelSelector({ZONE: "zone-b"})),
          destination={"w1": "b"}),
     Case("any_destination: every node but the drained one, spread by the default ranking",
-         nodes=(node("a"), node("b"), node("c")),
-         pods=(web("w1", "a"), web("w2", "a")),
+         nodes=(make_node("a").info(), make_node("b").info(), make_node("c").info()),
+         pods=(web("w1", "a").info(), web("w2", "a").info()),
          request=DrainRequest(nodes=("a",), any_destination=True),
          destination_in={"w1": frozenset({"b", "c"}), "w2": frozenset({"b", "c"})},
          check=lambda r: (
              assert_equal({p.destination for p in r.pods}, {"b", "c"}),
              assert_equal(r.destinations, ["b", "c"]))),
     Case("never_the_source: the drained node is never chosen, though it has the most room",
-         nodes=(node("a", cpu="64", memory="256Gi"), node("b"), node("c")),
-         pods=(web("w1", "a"), web("w2", "a"), web("w3", "a")),
+         nodes=(make_node("a").cpu("64").memory("256Gi").info(), make_node("b").info(), make_node("c").info()),
+         pods=(web("w1", "a").info(), web("w2", "a").info(), web("w3", "a").info()),
          request=DrainRequest(nodes=("a",), any_destination=True),
          never=frozenset({"a"})),
     Case("never_a_drained_node: two drained nodes never take each other's pods",
-         nodes=(node("a", cpu="64"), node("b", cpu="64"), node("c")),
-         pods=(web("w1", "a"), web("w2", "b")),
+         nodes=(make_node("a").cpu("64").info(), make_node("b").cpu("64").info(), make_node("c").info()),
+         pods=(web("w1", "a").info(), web("w2", "b").info()),
          request=DrainRequest(nodes=("a", "b"), any_destination=True),
          destination={"w1": "c", "w2": "c"}),
     Case("spread_held_across_moved_pods: DoNotSchedule sends a pod back into the emptied zone",
@@ -126,52 +129,57 @@ CASES = [
          check=_spread_held),
     Case("rules_held_across_moved_pods: one web pod per node, the second moved pod sees the first "
          "(without the rule both would go to the roomy c)",
-         nodes=(node("a"), node("b"), node("c", cpu="64", memory="256Gi"), node("d"), node("e")),
-         pods=(web("w1", "a"), web("w2", "b"), web("w3", "c")),
+         nodes=(make_node("a").info(),
+                make_node("b").info(),
+                make_node("c").cpu("64").memory("256Gi").info(),
+                make_node("d").info(),
+                make_node("e").info()),
+         pods=(web("w1", "a").info(), web("w2", "b").info(), web("w3", "c").info()),
          request=DrainRequest(nodes=("a", "b"), any_destination=True),
          spec={"placementRules": ONE_PER_NODE},
          check=lambda r: assert_equal(sorted(p.destination or "" for p in r.pods), ["d", "e"])),
     Case("moved_pod_does_not_count_against_itself: one per node, its own node emptied by the drain",
-         nodes=(node("a"), node("b")),
-         pods=(web("w1", "a"),),
+         nodes=(make_node("a").info(), make_node("b").info()),
+         pods=(web("w1", "a").info(),),
          request=DrainRequest(nodes=("a",), destinations=("b",)),
          spec={"placementRules": ONE_PER_NODE},
          destination={"w1": "b"}),
     Case("daemonset_and_mirror_pods_left_alone",
-         nodes=(node("a"), node("b")),
-         pods=(web("w1", "a"), pod("agent", node="a", labels={"app": "agent"}, controller=Owner("DaemonSet", "agent")),
-               pod("etcd-a", node="a", labels={"app": "etcd"}, controller=Owner("Node", "a"), mirror=True)),
+         nodes=(make_node("a").info(), make_node("b").info()),
+         pods=(web("w1", "a").info(),
+               make_pod("agent").on("a").labels({"app": "agent"}).owner(Owner("DaemonSet", "agent")).info(),
+               make_pod("etcd-a").on("a").labels({"app": "etcd"}).owner(Owner("Node", "a")).mirror().info()),
          request=DrainRequest(nodes=("a",), any_destination=True),
          destination={"w1": "b"}, state={"agent": PodState.LEFT, "etcd-a": PodState.LEFT}),
     Case("pod_without_controller_left_unless_included",
-         nodes=(node("a"), node("b")),
-         pods=(pod("lonely", node="a"),),
+         nodes=(make_node("a").info(), make_node("b").info()),
+         pods=(make_pod("lonely").on("a").info(),),
          request=DrainRequest(nodes=("a",), any_destination=True),
          state={"lonely": PodState.LEFT}),
     Case("pod_without_controller_moved_when_included",
-         nodes=(node("a"), node("b")),
-         pods=(pod("lonely", node="a"),),
+         nodes=(make_node("a").info(), make_node("b").info()),
+         pods=(make_pod("lonely").on("a").info(),),
          request=DrainRequest(nodes=("a",), any_destination=True, include_unmanaged=True),
          destination={"lonely": "b"}),
     Case("terminating_pod_left: it is already leaving",
-         nodes=(node("a"), node("b")),
-         pods=(web("w1", "a", terminating=True),),
+         nodes=(make_node("a").info(), make_node("b").info()),
+         pods=(web("w1", "a").terminating().info(),),
          request=DrainRequest(nodes=("a",), any_destination=True),
          state={"w1": PodState.LEFT}),
     Case("move_takes_only_the_selected_pods",
-         nodes=(node("a"), node("b"), node("c")),
-         pods=(web("w1", "a"), api("a1", "a")),
+         nodes=(make_node("a").info(), make_node("b").info(), make_node("c").info()),
+         pods=(web("w1", "a").info(), api("a1", "a").info()),
          request=DrainRequest(nodes=("a",), pods=LabelSelector({"app": "api"}), destinations=("b", "c")),
          check=lambda r: assert_equal([p.pod for p in r.pods], ["shop/a1"])),
     Case("fill_round_on_the_destinations: Fill tops each destination up to its count (3), in its plan's order",
-         nodes=(node("a"), node("b"), node("c"), node("d")),
-         pods=(web("w1", "a"), web("w2", "a"), web("w3", "a"), web("w4", "a")),
+         nodes=(make_node("a").info(), make_node("b").info(), make_node("c").info(), make_node("d").info()),
+         pods=(web("w1", "a").info(), web("w2", "a").info(), web("w3", "a").info(), web("w4", "a").info()),
          request=DrainRequest(nodes=("a",), destinations=("b", "c")),
          spec={"strategy": "Fill", "count": 3, "nodesLimit": 2},
          check=lambda r: assert_equal(Counter(p.destination for p in r.pods), Counter({"b": 3, "c": 1}))),
     Case("fill_round_short_of_room_blocks_the_rest: Fill on one destination takes only its count",
-         nodes=(node("a"), node("b")),
-         pods=(web("w1", "a"), web("w2", "a"), web("w3", "a")),
+         nodes=(make_node("a").info(), make_node("b").info()),
+         pods=(web("w1", "a").info(), web("w2", "a").info(), web("w3", "a").info()),
          request=DrainRequest(nodes=("a",), destinations=("b",)),
          spec={"strategy": "Fill", "count": 2, "nodesLimit": 1},
          state={"w1": PodState.PLANNED, "w2": PodState.PLANNED, "w3": PodState.BLOCKED}),
@@ -185,7 +193,7 @@ def assert_equal(got: object, want: object) -> None:
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name.split(":")[0])
 def test_drain_plan(case: Case) -> None:
     view = cluster(case.nodes, case.pods)
-    pol = policy(**case.spec) if case.spec is not None else None
+    pol = make_policy().spec(**case.spec).build() if case.spec is not None else None
     result = drain(view, case.request, pol)
     found = by_pod(result)
     for name, where in case.destination.items():
@@ -203,13 +211,17 @@ def test_drain_plan(case: Case) -> None:
 
 
 def test_pod_that_fits_nowhere_is_blocked_with_every_destinations_shortfall() -> None:
-    view = cluster([node("a", cpu="8"), node("b", cpu="2"), node("c", cpu="2")], [web("big", "a", cpu="3")])
+    view = cluster([make_node("a").cpu("8").info(),
+                    make_node("b").cpu("2").info(),
+                    make_node("c").cpu("2").info()], [web("big", "a").cpu("3").info()])
     result = drain(view, DrainRequest(nodes=("a",), any_destination=True))
     entry = by_pod(result)["big"]
     assert entry.state is PodState.BLOCKED and entry.destination is None
     assert entry.code is not None and entry.code.value == "insufficient_resource"
     # the same message the fit check gives for each destination
-    fit = evaluate(cluster([node("b", cpu="2"), node("c", cpu="2")]), pod("big", cpu="3")).decision.refused
+    fit = evaluate(cluster([make_node("b").cpu("2").info(),
+                            make_node("c").cpu("2").info()]),
+                            make_pod("big").cpu("3").info()).decision.refused
     assert entry.refused == {"b": fit["b"].reason, "c": fit["c"].reason}
     assert entry.refused["b"] == "insufficient capacity: cpu: needs 3, 2 free of 2 allocatable (short by 1)"
     assert result.blocked
@@ -218,8 +230,10 @@ def test_pod_that_fits_nowhere_is_blocked_with_every_destinations_shortfall() ->
 def test_two_workloads_competing_for_one_destination_never_overfill_it() -> None:
     """b has room for two 1-CPU pods: the first workload (by namespace and name) takes its room, the
     second gets what is left, and its other pod is blocked with b's shortfall."""
-    view = cluster([node("a"), node("b", cpu="2")],
-                   [api("api-1", "a", cpu="1"), web("web-1", "a", cpu="1"), web("web-2", "a", cpu="1")])
+    view = cluster([make_node("a").info(), make_node("b").cpu("2").info()],
+                   [api("api-1", "a").cpu("1").info(),
+                    web("web-1", "a").cpu("1").info(),
+                    web("web-2", "a").cpu("1").info()])
     result = drain(view, DrainRequest(nodes=("a",), destinations=("b",)))
     found = by_pod(result)
     assert found["api-1"].destination == "b"
@@ -232,8 +246,11 @@ def test_two_workloads_competing_for_one_destination_never_overfill_it() -> None
 def test_held_destinations_are_kept_and_their_room_counted_first() -> None:
     """An executing drain keeps the destination of a pod on its way (terminating once evicted): the
     pod is planned there, and the others are planned around the room it takes."""
-    on_its_way = web("web-1", "a", cpu="2", terminating=True)
-    view = cluster([node("a"), node("b", cpu="2"), node("c", cpu="2")], [on_its_way, web("web-2", "a", cpu="2")])
+    on_its_way = web("web-1", "a").cpu("2").terminating().info()
+    view = cluster([make_node("a").info(),
+                    make_node("b").cpu("2").info(),
+                    make_node("c").cpu("2").info()], [on_its_way,
+                    web("web-2", "a").cpu("2").info()])
     result = plan_drain(view, DrainRequest(nodes=("a",), any_destination=True), lambda _: None, Settings(), NOW,
                         {on_its_way.uid: "b"})
     found = by_pod(result)
@@ -242,16 +259,16 @@ def test_held_destinations_are_kept_and_their_room_counted_first() -> None:
 
 
 def test_a_held_destination_no_longer_allowed_is_not_kept() -> None:
-    moving = web("web-1", "a", cpu="2")
-    view = cluster([node("a"), node("b", cpu="2"), node("c", cpu="2")], [moving])
+    moving = web("web-1", "a").cpu("2").info()
+    view = cluster([make_node("a").info(), make_node("b").cpu("2").info(), make_node("c").cpu("2").info()], [moving])
     result = plan_drain(view, DrainRequest(nodes=("a",), destinations=("b",)), lambda _: None, Settings(), NOW,
                         {moving.uid: "c"})
     assert by_pod(result)["web-1"].destination == "b"
 
 
 def test_explicit_move_target_is_honoured_with_a_warning_where_berth_refuses() -> None:
-    view = cluster([node("a"), node("b"), node("c")], [web("w1", "a")])
-    pol = policy(nodeFilter={"excludes": ["b"]})
+    view = cluster([make_node("a").info(), make_node("b").info(), make_node("c").info()], [web("w1", "a").info()])
+    pol = make_policy().node_filter({"excludes": ["b"]}).build()
     result = drain(view, DrainRequest(nodes=("a",), pods=LabelSelector({"app": "web"}), destinations=("b",)), pol)
     entry = by_pod(result)["w1"]
     assert (entry.state, entry.destination) == (PodState.PLANNED, "b")
@@ -260,8 +277,8 @@ def test_explicit_move_target_is_honoured_with_a_warning_where_berth_refuses() -
 
 
 def test_explicit_move_target_is_blocked_where_kube_scheduler_refuses() -> None:
-    tainted = node("b", taints=[Taint("dedicated", "gpu", "NoSchedule")])
-    view = cluster([node("a"), tainted], [web("w1", "a")])
+    tainted = make_node("b").taints([Taint("dedicated", "gpu", "NoSchedule")]).info()
+    view = cluster([make_node("a").info(), tainted], [web("w1", "a").info()])
     result = drain(view, DrainRequest(nodes=("a",), pods=LabelSelector({"app": "web"}), destinations=("b",)))
     entry = by_pod(result)["w1"]
     assert entry.state is PodState.BLOCKED
@@ -270,15 +287,15 @@ def test_explicit_move_target_is_blocked_where_kube_scheduler_refuses() -> None:
 
 def test_named_destinations_without_a_pod_selector_are_not_an_explicit_target() -> None:
     """A whole-node drain to one destination still obeys berth's checks."""
-    view = cluster([node("a"), node("b")], [web("w1", "a")])
-    pol = policy(nodeFilter={"excludes": ["b"]})
+    view = cluster([make_node("a").info(), make_node("b").info()], [web("w1", "a").info()])
+    pol = make_policy().node_filter({"excludes": ["b"]}).build()
     entry = by_pod(drain(view, DrainRequest(nodes=("a",), destinations=("b",)), pol))["w1"]
     assert entry.state is PodState.BLOCKED
     assert entry.refused == {"b": "excluded by nodeFilter.excludes"}
 
 
 def test_planning_never_changes_the_view() -> None:
-    view = cluster([node("a"), node("b")], [web("w1", "a"), web("w2", "a")])
+    view = cluster([make_node("a").info(), make_node("b").info()], [web("w1", "a").info(), web("w2", "a").info()])
     before = {n: dict(view.requested(n)) for n in view.nodes}
     drain(view, DrainRequest(nodes=("a",), any_destination=True))
     assert {n: dict(view.requested(n)) for n in view.nodes} == before
@@ -298,7 +315,7 @@ def test_planning_never_changes_the_view() -> None:
      "cannot be combined"),
 ], ids=lambda v: v if isinstance(v, str) else "")
 def test_invalid_drain_names_its_field(name: str, request_: DrainRequest, field_name: str, phrase: str) -> None:
-    view = cluster([node("a"), node("b")], [web("w1", "a")])
+    view = cluster([make_node("a").info(), make_node("b").info()], [web("w1", "a").info()])
     with pytest.raises(InvalidDrain) as caught:
         drain(view, request_)
     assert caught.value.field == field_name
@@ -328,14 +345,21 @@ OWNERS = [Owner("ReplicaSet", f"rs-{i}") for i in range(3)]
 @st.composite
 def drains(draw: st.DrawFn) -> tuple[ClusterView, DrainRequest]:
     names = [f"n{i}" for i in range(draw(st.integers(2, 6)))]
-    nodes = [node(n, cpu=str(draw(st.integers(1, 6))), memory=f"{draw(st.integers(1, 8))}Gi",
-                  pods=str(draw(st.integers(1, 12)))) for n in names]
+    nodes = [(make_node(n)
+              .cpu(str(draw(st.integers(1, 6))))
+              .memory(f"{draw(st.integers(1, 8))}Gi")
+              .pods(str(draw(st.integers(1, 12))))
+              .info()) for n in names]
     pods = []
     for i in range(draw(st.integers(0, 14))):
         owner = draw(st.sampled_from([*OWNERS, None]))
-        pods.append(pod(f"p{i}", node=draw(st.sampled_from(names)), cpu=f"{draw(st.integers(1, 20)) * 100}m",
-                        memory=f"{draw(st.integers(1, 8)) * 128}Mi",
-                        labels={"app": owner.name if owner else f"bare-{i}"}, controller=owner))
+        pods.append(make_pod(f"p{i}")
+                     .on(draw(st.sampled_from(names)))
+                     .cpu(f"{draw(st.integers(1, 20)) * 100}m")
+                     .memory(f"{draw(st.integers(1, 8)) * 128}Mi")
+                     .labels({"app": owner.name if owner else f"bare-{i}"})
+                     .owner(owner)
+                     .info())
     drained = draw(st.lists(st.sampled_from(names), min_size=1, max_size=len(names) - 1, unique=True))
     rest = [n for n in names if n not in drained]
     if draw(st.booleans()):

@@ -10,14 +10,15 @@ from berth.core.model import NodeInfo, Owner, PodInfo, Taint
 from berth.core.policy import PlacementPolicy
 from berth.core.settings import Settings
 from berth.core.view import ClusterView
-from tests.core.builders import NOW, cluster, node, policy, web
+from tests.builders import make_node, make_pod, make_policy
+from tests.core.builders import NOW, cluster
 
 RS = Owner("ReplicaSet", "web-1")
 OTHER = Owner("ReplicaSet", "api-1")
 
 
 def evicted(name: str = "w1", uid: str | None = None) -> PodInfo:
-    return web(name, "a", controller=RS, uid=uid)
+    return make_pod(name).on("a").owner(RS).uid(uid).info()
 
 
 def hold(destination: str = "c", *, pod: PodInfo | None = None, explicit: bool = False,
@@ -26,11 +27,11 @@ def hold(destination: str = "c", *, pod: PodInfo | None = None, explicit: bool =
 
 
 SHAPES = [
-    ("same workload and requests", web("r1", controller=RS), True),
-    ("another controller", web("r1", controller=OTHER), False),
-    ("no controller", web("r1"), False),
-    ("another namespace", web("r1", controller=RS, namespace="other"), False),
-    ("other requests", web("r1", controller=RS, cpu="200m"), False),
+    ("same workload and requests", make_pod("r1").owner(RS).info(), True),
+    ("another controller", make_pod("r1").owner(OTHER).info(), False),
+    ("no controller", make_pod("r1").info(), False),
+    ("another namespace", make_pod("r1").owner(RS).namespace("other").info(), False),
+    ("other requests", make_pod("r1").owner(RS).cpu("200m").info(), False),
 ]
 
 
@@ -41,32 +42,32 @@ def test_a_replacement_is_of_the_same_workload_and_shape(case: str, replacement:
 
 def test_claim_takes_the_first_hold_by_destination() -> None:
     holds = [hold("d", pod=evicted("w1", uid="u1")), hold("c", pod=evicted("w2", uid="u2"))]
-    found = claim(holds, web("r1", controller=RS), NOW)
+    found = claim(holds, make_pod("r1").owner(RS).info(), NOW)
     assert found is not None and found.destination == "c"
 
 
 def test_claim_skips_holds_another_pod_took() -> None:
     holds = [hold("d", pod=evicted("w1", uid="u1")), hold("c", pod=evicted("w2", uid="u2"))]
-    found = claim(holds, web("r1", controller=RS), NOW, taken={"u2"})
+    found = claim(holds, make_pod("r1").owner(RS).info(), NOW, taken={"u2"})
     assert found is not None and found.destination == "d"
 
 
 def test_claim_ignores_a_hold_past_its_deadline() -> None:
-    assert claim([hold(deadline=NOW)], web("r1", controller=RS), NOW) is None
+    assert claim([hold(deadline=NOW)], make_pod("r1").owner(RS).info(), NOW) is None
 
 
 def test_steer_offers_a_claimed_hold_s_destination_alone() -> None:
-    found = steer(web("r1", controller=RS), [hold("c")], {}, NOW)
+    found = steer(make_pod("r1").owner(RS).info(), [hold("c")], {}, NOW)
     assert found.hold is not None and found.nodes(["a", "b", "c"]) == ["c"]
 
 
 def test_steer_keeps_a_drained_workload_off_the_drained_nodes() -> None:
-    found = steer(web("r1", controller=RS, cpu="200m"), [hold("c")], {("shop", RS): frozenset({"a"})}, NOW)
+    found = steer(make_pod("r1").owner(RS).cpu("200m").info(), [hold("c")], {("shop", RS): frozenset({"a"})}, NOW)
     assert found.hold is None and found.nodes(["a", "b", "c"]) == ["b", "c"]
 
 
 def test_steer_says_nothing_about_other_workloads() -> None:
-    assert steer(web("r1", controller=OTHER), [hold("c")], {("shop", RS): frozenset({"a"})}, NOW) is NO_STEER
+    assert steer(make_pod("r1").owner(OTHER).info(), [hold("c")], {("shop", RS): frozenset({"a"})}, NOW) is NO_STEER
 
 
 def test_a_hold_s_placeholder_has_the_evicted_pod_s_shape() -> None:
@@ -78,12 +79,14 @@ def test_a_hold_s_placeholder_has_the_evicted_pod_s_shape() -> None:
 def _evaluation_on(view_nodes: list[NodeInfo], target: str,
                    pol: PlacementPolicy) -> tuple[ClusterView, PodInfo, Evaluation]:
     view = cluster(view_nodes)
-    replacement = web("r1", controller=RS)
+    replacement = make_pod("r1").owner(RS).info()
     return view, replacement, evaluate_pod(view, replacement, pol, Settings(), NOW, nodes=[target])
 
 
 def test_an_explicit_target_berth_refuses_is_honoured_with_a_warning() -> None:
-    view, replacement, ev = _evaluation_on([node("a"), node("c")], "c", policy(nodeFilter={"excludes": ["c"]}))
+    view, replacement, ev = _evaluation_on([make_node("a").info(),
+                                            make_node("c").info()], "c",
+                                            make_policy().node_filter({"excludes": ["c"]}).build())
     assert ev.decision.winner is None  # berth's own checks refuse it
     honour_target(view, replacement, hold("c", explicit=True), ev)
     assert ev.decision.winner == "c" and ev.passing == ["c"]
@@ -91,13 +94,15 @@ def test_an_explicit_target_berth_refuses_is_honoured_with_a_warning() -> None:
 
 
 def test_an_explicit_target_kube_scheduler_refuses_stays_refused() -> None:
-    tainted = node("c", taints=[Taint("dedicated", "gpu", "NoSchedule")])
-    view, replacement, ev = _evaluation_on([node("a"), tainted], "c", policy())
+    tainted = make_node("c").taints([Taint("dedicated", "gpu", "NoSchedule")]).info()
+    view, replacement, ev = _evaluation_on([make_node("a").info(), tainted], "c", make_policy().build())
     honour_target(view, replacement, hold("c", explicit=True), ev)
     assert ev.decision.winner is None and "c" not in ev.passing
 
 
 def test_a_destination_of_a_whole_node_drain_is_not_honoured_over_berth_s_checks() -> None:
-    view, replacement, ev = _evaluation_on([node("a"), node("c")], "c", policy(nodeFilter={"excludes": ["c"]}))
+    view, replacement, ev = _evaluation_on([make_node("a").info(),
+                                            make_node("c").info()], "c",
+                                            make_policy().node_filter({"excludes": ["c"]}).build())
     honour_target(view, replacement, hold("c", explicit=False), ev)
     assert ev.decision.winner is None

@@ -17,8 +17,9 @@ from berth.core.liveness import lease_down_reason
 from berth.core.model import NodeAffinity, NodeSelectorTerm, PodInfo, Requirement, Taint, Toleration
 from berth.core.settings import Settings
 from berth.core.view import ClusterView
+from tests.builders import make_node, make_pod, make_policy
 
-from .builders import NOW, Scenario, cluster, evaluate, node, pod, policy, run, web
+from .builders import NOW, Scenario, cluster, evaluate, run
 
 TEST = {"berth.dev/test-node": "true"}
 FRESH = NOW - 5
@@ -26,71 +27,76 @@ FRESH = NOW - 5
 LIVENESS = [
     Scenario(
         "ready_node_is_up",
-        nodes=(node("a"),), passing=frozenset({"a"}),
+        nodes=(make_node("a").info(),), passing=frozenset({"a"}),
     ),
     Scenario(
         "not_ready_node_is_down",
-        nodes=(node("a", ready=False), node("b")), passing=frozenset({"b"}),
+        nodes=(make_node("a").ready(False).info(), make_node("b").info()), passing=frozenset({"b"}),
         refused={"a": "node is down: not Ready"},
     ),
     Scenario(
         "node_without_ready_condition_is_down",
-        nodes=(node("a", ready=None), node("b")), passing=frozenset({"b"}),
+        nodes=(make_node("a").ready(None).info(), make_node("b").info()), passing=frozenset({"b"}),
         refused={"a": "node is down: it reports no Ready condition"},
     ),
     Scenario(
         "stale_lease_older_than_threshold_is_down",
-        nodes=(node("a"), node("b")), leases={"a": NOW - 41, "b": FRESH}, passing=frozenset({"b"}),
+        nodes=(make_node("a").info(),
+               make_node("b").info()), leases={"a": NOW - 41, "b": FRESH}, passing=frozenset({"b"}),
         refused={"a": "node is down: Lease not renewed for 41s (threshold 40s)"},
     ),
     Scenario(
         "lease_exactly_at_threshold_is_up",
-        nodes=(node("a"),), leases={"a": NOW - 40}, passing=frozenset({"a"}),
+        nodes=(make_node("a").info(),), leases={"a": NOW - 40}, passing=frozenset({"a"}),
     ),
     Scenario(
         "liveness_threshold_is_a_setting",
-        nodes=(node("a"),), leases={"a": NOW - 100}, settings=Settings(liveness_threshold_seconds=120),
+        nodes=(make_node("a").info(),), leases={"a": NOW - 100}, settings=Settings(liveness_threshold_seconds=120),
         passing=frozenset({"a"}),
     ),
     Scenario(
         "missing_lease_when_leases_are_tracked_is_down",
-        nodes=(node("a"), node("b")), leases={"b": FRESH}, passing=frozenset({"b"}),
+        nodes=(make_node("a").info(), make_node("b").info()), leases={"b": FRESH}, passing=frozenset({"b"}),
         refused={"a": "node is down: no Lease in kube-node-lease"},
     ),
     Scenario(
         "lease_without_renew_time_is_down",
-        nodes=(node("a"), node("b")), leases={"a": None, "b": FRESH}, passing=frozenset({"b"}),
+        nodes=(make_node("a").info(), make_node("b").info()), leases={"a": None, "b": FRESH}, passing=frozenset({"b"}),
         refused={"a": "no Lease"},
     ),
     Scenario(
         "leases_are_ignored_when_not_tracked",
-        nodes=(node("a"),), leases=None, passing=frozenset({"a"}),
+        nodes=(make_node("a").info(),), leases=None, passing=frozenset({"a"}),
     ),
     Scenario(
         "bypass_annotation_means_down",
-        nodes=(node("a", bypassed=True), node("b")), passing=frozenset({"b"}),
+        nodes=(make_node("a").bypassed().info(), make_node("b").info()), passing=frozenset({"b"}),
         refused={"a": "node is down: bypassed (berth.dev/bypass)"},
     ),
     Scenario(
         "test_node_label_skips_liveness",
-        nodes=(node("a", labels=TEST, ready=False), node("b", labels=TEST, ready=None), node("c", labels=TEST)),
+        nodes=(make_node("a").labels(TEST).ready(False).info(),
+               make_node("b").labels(TEST).ready(None).info(),
+               make_node("c").labels(TEST).info()),
         leases={"a": NOW - 1000}, passing=frozenset({"a", "b", "c"}),
     ),
     Scenario(
         "test_node_label_does_not_skip_bypass",
-        nodes=(node("a", labels=TEST, bypassed=True), node("b")), passing=frozenset({"b"}),
+        nodes=(make_node("a").labels(TEST).bypassed().info(), make_node("b").info()), passing=frozenset({"b"}),
         refused={"a": "bypassed"},
     ),
     Scenario(
         "down_and_filtered_nodes_are_unresolvable_refusals",
-        nodes=(node("a", ready=False), node("b", memory="1Gi")), pod=web("new", memory="2Gi"),
+        nodes=(make_node("a").ready(False).info(),
+               make_node("b").memory("1Gi").info()), pod=make_pod("new").memory("2Gi").info(),
         refused={"a": "not Ready", "b": "insufficient capacity"},
     ),
 ]
 
-ASSORTED = (node("a", labels={"disk": "ssd", "tier": "gold"}), node("b", labels={"disk": "ssd"}),
-            node("c", labels={"disk": "ssd", "tier": "gold"}, ready=False),
-            node("d", labels={"disk": "ssd", "tier": "gold"}))
+ASSORTED = (make_node("a").labels({"disk": "ssd", "tier": "gold"}).info(),
+            make_node("b").labels({"disk": "ssd"}).info(),
+            make_node("c").labels({"disk": "ssd", "tier": "gold"}).ready(False).info(),
+            make_node("d").labels({"disk": "ssd", "tier": "gold"}).info())
 
 NODE_FILTER = [
     Scenario(
@@ -122,7 +128,7 @@ NODE_FILTER = [
     ),
     Scenario(
         "includes_short_circuits_bypass_too",
-        nodes=(node("a", bypassed=True), node("b")), spec={"nodeFilter": {"includes": ["a"]}},
+        nodes=(make_node("a").bypassed().info(), make_node("b").info()), spec={"nodeFilter": {"includes": ["a"]}},
         passing=frozenset({"a"}),
     ),
     Scenario(
@@ -132,7 +138,7 @@ NODE_FILTER = [
     ),
     Scenario(
         "labels_refusal_names_the_wrong_value",
-        nodes=(node("a", labels={"tier": "iron"}),), spec={"nodeFilter": {"labels": {"tier": "gold"}}},
+        nodes=(make_node("a").labels({"tier": "iron"}).info(),), spec={"nodeFilter": {"labels": {"tier": "gold"}}},
         refused={"a": "nodeFilter.labels needs tier=gold (tier=iron)"},
     ),
     Scenario(
@@ -142,7 +148,7 @@ NODE_FILTER = [
     ),
     Scenario(
         "all_true_keeps_down_nodes",
-        nodes=(*ASSORTED, node("e", bypassed=True)), spec={"nodeFilter": {"all": True}},
+        nodes=(*ASSORTED, make_node("e").bypassed().info()), spec={"nodeFilter": {"all": True}},
         passing=frozenset({"a", "b", "c", "d", "e"}),
     ),
     Scenario(
@@ -159,48 +165,52 @@ NODE_FILTER = [
 CONSTRAINTS = [
     Scenario(
         "cordoned_node_is_refused",
-        nodes=(node("a", unschedulable=True), node("b")), passing=frozenset({"b"}),
+        nodes=(make_node("a").cordoned().info(), make_node("b").info()), passing=frozenset({"b"}),
         refused={"a": "cordoned"},
     ),
     Scenario(
         "cordon_applies_even_to_included_nodes",
-        nodes=(node("a", unschedulable=True), node("b")), spec={"nodeFilter": {"includes": ["a", "b"]}},
+        nodes=(make_node("a").cordoned().info(), make_node("b").info()), spec={"nodeFilter": {"includes": ["a", "b"]}},
         passing=frozenset({"b"}), refused={"a": "cordoned"},
     ),
     Scenario(
         "pod_tolerating_unschedulable_may_use_a_cordoned_node",
-        nodes=(node("a", unschedulable=True),),
-        pod=pod("new", tolerations=(Toleration("node.kubernetes.io/unschedulable", "Exists", "", "NoSchedule"),)),
+        nodes=(make_node("a").cordoned().info(),),
+        pod=(make_pod("new")
+             .tolerations((Toleration("node.kubernetes.io/unschedulable", "Exists", "", "NoSchedule"),))
+             .info()),
         passing=frozenset({"a"}),
     ),
     Scenario(
         "untolerated_no_schedule_taint_refuses",
-        nodes=(node("a", taints=(Taint("gpu", "true", "NoSchedule"),)), node("b")),
+        nodes=(make_node("a").taints((Taint("gpu", "true", "NoSchedule"),)).info(), make_node("b").info()),
         passing=frozenset({"b"}), refused={"a": "untolerated taint gpu=true:NoSchedule"},
     ),
     Scenario(
         "untolerated_no_execute_taint_refuses",
-        nodes=(node("a", taints=(Taint("broken", "", "NoExecute"),)),), refused={"a": "broken:NoExecute"},
+        nodes=(make_node("a").taints((Taint("broken", "", "NoExecute"),)).info(),), refused={"a": "broken:NoExecute"},
     ),
     Scenario(
         "prefer_no_schedule_taint_does_not_filter",
-        nodes=(node("a", taints=(Taint("gpu", "true", "PreferNoSchedule"),)),), passing=frozenset({"a"}),
+        nodes=(make_node("a").taints((Taint("gpu", "true", "PreferNoSchedule"),)).info(),), passing=frozenset({"a"}),
     ),
     Scenario(
         "tolerated_taint_passes",
-        nodes=(node("a", taints=(Taint("gpu", "true", "NoSchedule"),)),),
-        pod=pod("new", tolerations=(Toleration("gpu", "Equal", "true", ""),)), passing=frozenset({"a"}),
+        nodes=(make_node("a").taints((Taint("gpu", "true", "NoSchedule"),)).info(),),
+        pod=make_pod("new").tolerations((Toleration("gpu", "Equal", "true", ""),)).info(), passing=frozenset({"a"}),
     ),
     Scenario(
         "node_selector_must_match",
-        nodes=(node("a", labels={"disk": "ssd"}), node("b")),
-        pod=replace(web("new"), node_affinity=NodeAffinity(node_selector={"disk": "ssd"})),
+        nodes=(make_node("a").labels({"disk": "ssd"}).info(), make_node("b").info()),
+        pod=replace(make_pod("new").info(), node_affinity=NodeAffinity(node_selector={"disk": "ssd"})),
         passing=frozenset({"a"}), refused={"b": "nodeSelector"},
     ),
     Scenario(
         "required_node_affinity_terms_are_ored",
-        nodes=(node("a", labels={"zone": "1"}), node("b", labels={"zone": "2"}), node("c", labels={"zone": "3"})),
-        pod=replace(web("new"), node_affinity=NodeAffinity(required_terms=(
+        nodes=(make_node("a").labels({"zone": "1"}).info(),
+               make_node("b").labels({"zone": "2"}).info(),
+               make_node("c").labels({"zone": "3"}).info()),
+        pod=replace(make_pod("new").info(), node_affinity=NodeAffinity(required_terms=(
             NodeSelectorTerm((Requirement("zone", "In", ("1",)),)),
             NodeSelectorTerm((Requirement("zone", "In", ("3",)),))))),
         passing=frozenset({"a", "c"}),
@@ -228,8 +238,8 @@ def test_pod_constraints(s: Scenario) -> None:
 
 
 def test_capacity_refusals_are_resolvable_filter_refusals_are_not() -> None:
-    view = cluster([node("a", ready=False), node("b", memory="1Gi")])
-    decision = evaluate(view, web("new", memory="2Gi"), policy()).decision
+    view = cluster([make_node("a").ready(False).info(), make_node("b").memory("1Gi").info()])
+    decision = evaluate(view, make_pod("new").memory("2Gi").info(), make_policy().build()).decision
     assert not decision.refused["a"].resolvable
     assert decision.refused["b"].resolvable
 
@@ -275,7 +285,7 @@ def test_lease_suspects_kept_incrementally_include_every_node_whose_lease_is_dow
         elif kind == "remove":
             view.remove_lease(name)
         elif kind == "node":
-            view.upsert_node(node(name))
+            view.upsert_node(make_node(name).info())
         at = t if kind == "evaluate" else NOW
         suspects = lease_suspects(view, s, at)
         down = {n for n in view.nodes if lease_down_reason(n, view, s, at) is not None}
@@ -293,7 +303,7 @@ def affinity_pod(*terms: dict[str, Any] | None, node_selector: dict[str, str] | 
         spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": listed}}}
     parsed = pod_from_object({"kind": "Pod", "metadata": {"name": "new", "namespace": "shop"}, "spec": spec})
-    return replace(web("new"), node_affinity=parsed.node_affinity)
+    return replace(make_pod("new").info(), node_affinity=parsed.node_affinity)
 
 
 def expr(key: str, operator: str, *values: str) -> dict[str, Any]:
@@ -314,7 +324,7 @@ def name_is(*values: str, operator: str = "In") -> dict[str, Any]:
 
 
 def one_node(name: str, labels: dict[str, str], p: PodInfo, matches: bool, case: str) -> Scenario:
-    n = node(name, labels=labels)
+    n = make_node(name).labels(labels).info()
     if matches:
         return Scenario(case, nodes=(n,), pod=p, passing=frozenset({name}))
     return Scenario(case, nodes=(n,), pod=p, passing=frozenset(), refused={name: "required node affinity"})

@@ -34,8 +34,9 @@ from berth.core.policy import PlacementPolicy
 from berth.core.quantity import CPU, DISK, MEMORY, PODS
 from berth.core.settings import Settings
 from berth.core.view import ClusterView
+from tests.builders import ZONE, make_policy
 
-from .builders import NOW, ZONE, policy
+from .builders import NOW
 
 GI = 2**30
 MI = 2**20
@@ -155,7 +156,7 @@ def policies(draw: st.DrawFn, strategies: list[str | None], *, extras: bool = Tr
                         {"resource": "Node", "operator": "HasNot", "labels": {"disk": "ssd"}}]}],
         ]))
         spec["affinityMatching"] = draw(st.sampled_from(["Enforced", "Preferred"]))
-    return policy(**spec)
+    return make_policy().spec(**spec).build()
 
 
 def _round_count(pol: PlacementPolicy, drawn: int) -> int | None:
@@ -238,7 +239,7 @@ def test_plan_sums_to_the_count_or_fails(world: World, p: PodInfo, pol: Placemen
 @PROPS
 @given(world=worlds(unknown=False), p=new_pods(), count=st.integers(1, 40))
 def test_auto_ends_at_the_flattest_reachable_distribution(world: World, p: PodInfo, count: int) -> None:
-    pol = policy(strategy="Auto")
+    pol = make_policy().strategy("Auto").build()
     view = world.view()
     table = capacity_table(view, p, pol, world.settings, NOW)
     have = view.matching_counts("shop", pol.selector)

@@ -12,10 +12,11 @@ from berth.core import round as rounds
 from berth.core.decision import DECISION_ANNOTATION, Decision
 from berth.core.round import ROUND_ANNOTATION, Round, RoundMark
 from berth.core.settings import Settings
-from tests.core.builders import NOW, cluster, node, policy, web
+from tests.builders import make_node, make_pod, make_policy
+from tests.core.builders import NOW, cluster
 
-NODES = [node("a", cpu="4"), node("b", cpu="8"), node("c", cpu="2")]
-SHAPE = web("w", cpu="500m")
+NODES = [make_node("a").cpu("4").info(), make_node("b").cpu("8").info(), make_node("c").cpu("2").info()]
+SHAPE = make_pod("w").cpu("500m").info()
 
 
 # -- open: the count rule ------------------------------------------------------------------------
@@ -40,7 +41,7 @@ OPEN: list[tuple[str, dict[str, Any], int, dict[str, int] | None, str | None]] =
 @pytest.mark.parametrize(("name", "spec", "waiting", "plan", "code"), OPEN, ids=[c[0] for c in OPEN])
 def test_open_round(name: str, spec: dict[str, Any], waiting: int, plan: dict[str, int] | None,
                     code: str | None) -> None:
-    opening = rounds.open_round(cluster(NODES), SHAPE, policy(**spec), Settings(), NOW, waiting)
+    opening = rounds.open_round(cluster(NODES), SHAPE, make_policy().spec(**spec).build(), Settings(), NOW, waiting)
     if plan is None:
         assert opening.round is None and opening.error is not None and opening.error.code.value == code
         return
@@ -51,15 +52,19 @@ def test_open_round(name: str, spec: dict[str, Any], waiting: int, plan: dict[st
 
 
 def test_a_full_fill_round_opens_nothing() -> None:
-    full = [web(f"x{i}", node_name=n, cpu="500m") for i, n in enumerate(["a", "a", "b", "b"])]
-    opening = rounds.open_round(cluster(NODES, full), SHAPE, policy(strategy="Fill", count=2, nodesLimit=2),
+    full = [make_pod(f"x{i}").on(n).cpu("500m").info() for i, n in enumerate(["a", "a", "b", "b"])]
+    opening = rounds.open_round(cluster(NODES, full), SHAPE, (make_policy()
+                                                              .strategy("Fill")
+                                                              .count(2)
+                                                              .nodes_limit(2)
+                                                              .build()),
                                 Settings(), NOW, 3)
     assert opening.round is None and opening.error is not None and opening.error.code.value == "already_filled"
 
 
 def test_greedy_strategies_have_no_round() -> None:
     with pytest.raises(ValueError, match="pod by pod"):
-        rounds.open_round(cluster(NODES), SHAPE, policy(strategy="Auto"), Settings(), NOW, 3)
+        rounds.open_round(cluster(NODES), SHAPE, make_policy().strategy("Auto").build(), Settings(), NOW, 3)
 
 
 @pytest.mark.parametrize(("whole", "waiting", "size"), [(4, 9, 4), (4, 3, 3), (4, 4, 4), (4, 0, 1), (1, 1, 1)])
@@ -223,7 +228,7 @@ def test_a_restarted_extender_resumes_the_round_its_pods_record_until_it_expires
     """The extender opened a round at NOW and bound two pods at NOW+10; after a restart nothing but
     the pods' annotations is left: they give back the round with the places it had left, in force
     until it has been idle for the timeout."""
-    opening = rounds.open_round(cluster(NODES), SHAPE, policy(strategy="Fill", count=2, nodesLimit=2),
+    opening = rounds.open_round(cluster(NODES), SHAPE, make_policy().strategy("Fill").count(2).nodes_limit(2).build(),
                                 Settings(), NOW, 4)
     assert opening.round is not None
     rnd = opening.round
@@ -250,8 +255,8 @@ def test_a_restarted_extender_resumes_the_round_its_pods_record_until_it_expires
 def test_a_round_that_cannot_open_refuses_every_node_for_its_reason(name: str, spec: dict[str, Any],
                                                                      placed: list[str], code: str,
                                                                      resolvable: bool) -> None:
-    view = cluster(NODES, [web(f"x{i}", node_name=n, cpu="500m") for i, n in enumerate(placed)])
-    opening = rounds.open_round(view, SHAPE, policy(**spec), Settings(), NOW, 3)
+    view = cluster(NODES, [make_pod(f"x{i}").on(n).cpu("500m").info() for i, n in enumerate(placed)])
+    opening = rounds.open_round(view, SHAPE, make_policy().spec(**spec).build(), Settings(), NOW, 3)
     assert opening.round is None
     decision = rounds.refused_by_round(opening.decision, ["a", "c"])
     assert decision.error == opening.error and decision.winner is None and decision.considered == ["a", "c"]

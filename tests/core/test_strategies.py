@@ -8,16 +8,17 @@ import pytest
 from berth.core.errors import ErrorCode
 from berth.core.model import NodeInfo, PodInfo
 from berth.core.settings import Settings
+from tests.builders import make_node, make_pod, make_policy
 
-from .builders import Scenario, cluster, node, plan, pod, policy, run, spread_pods, web
+from .builders import Scenario, cluster, plan, run, spread_pods
 
 # A web pod is 100m / 128Mi: a default node (4 cpu, 8Gi) holds 40 of them; "cpu=N" nodes hold 10*N.
-EMPTY3 = (node("a"), node("b"), node("c"))
+EMPTY3 = (make_node("a").info(), make_node("b").info(), make_node("c").info())
 
 
 def cpu_node(name: str, pods_fit: int) -> NodeInfo:
     """A node with room for exactly ``pods_fit`` web pods (cpu-bound)."""
-    return node(name, cpu=f"{pods_fit * 100}m")
+    return make_node(name).cpu(f"{pods_fit * 100}m").info()
 
 
 AUTO = [
@@ -33,7 +34,7 @@ AUTO = [
     ),
     Scenario(
         "auto_equal_count_and_room_ties_go_to_lowest_name",
-        nodes=(node("c"), node("b"), node("a")),
+        nodes=(make_node("c").info(), make_node("b").info(), make_node("a").info()),
         spec={"strategy": "Auto"}, count=1, plan={"a": 1},
     ),
     Scenario(
@@ -44,21 +45,23 @@ AUTO = [
     ),
     Scenario(
         "auto_counts_only_the_workload_not_other_pods",
-        nodes=(node("a"), node("b")),
-        pods=(pod("x1", node="a", labels={"app": "other"}), pod("x2", node="a", labels={"app": "other"})),
+        nodes=(make_node("a").info(), make_node("b").info()),
+        pods=(make_pod("x1").on("a").labels({"app": "other"}).info(),
+              make_pod("x2").on("a").labels({"app": "other"}).info()),
         spec={"strategy": "Auto"}, count=2, plan={"a": 1, "b": 1},
     ),
     Scenario(
         "auto_counts_only_the_policys_namespace",
-        nodes=(node("a"), node("b")),
-        pods=(pod("t1", node="a", namespace="other-tenant"), pod("t2", node="a", namespace="other-tenant"),
-              pod("mine", node="b")),
+        nodes=(make_node("a").info(), make_node("b").info()),
+        pods=(make_pod("t1").on("a").namespace("other-tenant").info(),
+              make_pod("t2").on("a").namespace("other-tenant").info(),
+              make_pod("mine").on("b").info()),
         spec={"strategy": "Auto"}, count=1, plan={"a": 1},
     ),
     Scenario(
         "auto_excludes_zero_capacity_nodes_up_front",
-        nodes=(cpu_node("full", 1), node("b")),
-        pods=(pod("x", node="full", labels={}),),
+        nodes=(cpu_node("full", 1), make_node("b").info()),
+        pods=(make_pod("x").on("full").labels({}).info(),),
         spec={"strategy": "Auto"}, count=2, plan={"b": 2},
     ),
     Scenario(
@@ -79,7 +82,7 @@ AUTO = [
     ),
     Scenario(
         "auto_fails_when_ceiling_makes_request_unsatisfiable",
-        nodes=(node("a"), node("b")),
+        nodes=(make_node("a").info(), make_node("b").info()),
         spec={"strategy": "Auto", "nodesLimit": 1}, count=3, error=ErrorCode.INSUFFICIENT_RESOURCE,
     ),
 ]
@@ -92,23 +95,27 @@ FILL = [
     ),
     Scenario(
         "fill_top_up_is_never_negative",
-        nodes=(node("a"), node("b")), pods=tuple(spread_pods({"a": 5})),
+        nodes=(make_node("a").info(), make_node("b").info()), pods=tuple(spread_pods({"a": 5})),
         spec={"strategy": "Fill", "count": 3}, round=True, plan={"b": 3},
     ),
     Scenario(
         "fill_is_a_no_op_once_satisfied_already_filled",
-        nodes=(node("a"), node("b")), pods=tuple(spread_pods({"a": 3, "b": 4})),
+        nodes=(make_node("a").info(), make_node("b").info()), pods=tuple(spread_pods({"a": 3, "b": 4})),
         spec={"strategy": "Fill", "count": 3}, round=True, error=ErrorCode.ALREADY_FILLED,
     ),
     Scenario(
         "fill_nodes_limit_is_how_many_nodes_sorted_by_count_then_capacity",
         # (Count, Capacity) descending: a (count 1), then c (room 30) before b (room 20).
-        nodes=(node("a"), node("b", cpu="2"), node("c", cpu="3")), pods=tuple(spread_pods({"a": 1})),
+        nodes=(make_node("a").info(),
+               make_node("b").cpu("2").info(),
+               make_node("c").cpu("3").info()), pods=tuple(spread_pods({"a": 1})),
         spec={"strategy": "Fill", "count": 2, "nodesLimit": 2}, round=True, plan={"a": 1, "c": 2},
     ),
     Scenario(
         "fill_limit_covers_already_filled_nodes_first",
-        nodes=(node("a"), node("b"), node("c", cpu="8")), pods=tuple(spread_pods({"a": 2})),
+        nodes=(make_node("a").info(),
+               make_node("b").info(),
+               make_node("c").cpu("8").info()), pods=tuple(spread_pods({"a": 2})),
         spec={"strategy": "Fill", "count": 2, "nodesLimit": 2}, round=True, plan={"c": 2},
     ),
     Scenario(
@@ -118,37 +125,38 @@ FILL = [
     ),
     Scenario(
         "fill_limit_zero_fails_when_a_candidate_cannot_reach_count",
-        nodes=(node("a"), cpu_node("small", 1)),
+        nodes=(make_node("a").info(), cpu_node("small", 1)),
         spec={"strategy": "Fill", "count": 2}, round=True, error=ErrorCode.INSUFFICIENT_RESOURCE,
         error_contains="small needs 2 more but has room for 1",
     ),
     Scenario(
         "fill_passes_over_a_node_that_cannot_reach_count",
         # small comes first (Count 1) but has room for 1 of the 2 it needs: b is covered instead.
-        nodes=(node("a"), node("b"), cpu_node("small", 2)), pods=tuple(spread_pods({"small": 1})),
+        nodes=(make_node("a").info(),
+               make_node("b").info(), cpu_node("small", 2)), pods=tuple(spread_pods({"small": 1})),
         spec={"strategy": "Fill", "count": 3, "nodesLimit": 2}, round=True, plan={"a": 3, "b": 3},
     ),
     Scenario(
         "fill_fails_when_fewer_than_nodes_limit_nodes_can_be_covered",
-        nodes=(node("a"), cpu_node("small", 2)), pods=tuple(spread_pods({"small": 1})),
+        nodes=(make_node("a").info(), cpu_node("small", 2)), pods=tuple(spread_pods({"small": 1})),
         spec={"strategy": "Fill", "count": 3, "nodesLimit": 2}, round=True,
         error=ErrorCode.INSUFFICIENT_RESOURCE, error_contains="Fill: 1 of 2 nodes can reach 3 pods",
     ),
     Scenario(
         "fill_nodes_limit_above_the_number_of_nodes_fails",
-        nodes=(node("a"), node("b")),
+        nodes=(make_node("a").info(), make_node("b").info()),
         spec={"strategy": "Fill", "count": 1, "nodesLimit": 3}, round=True,
         error=ErrorCode.INSUFFICIENT_RESOURCE, error_contains="Fill: 2 of 3 nodes can reach 1 pods",
     ),
     Scenario(
         "fill_unverified_node_ranks_after_verified_nodes",
         # u holds more pods of the workload (Count first) but cannot verify its memory: a is covered.
-        nodes=(node("u", memory=None), node("a")), pods=tuple(spread_pods({"u": 1})),
+        nodes=(make_node("u").memory(None).info(), make_node("a").info()), pods=tuple(spread_pods({"u": 1})),
         spec={"strategy": "Fill", "count": 2, "nodesLimit": 1}, round=True, plan={"a": 2},
     ),
     Scenario(
         "fill_unverified_node_that_must_be_covered_says_its_capacity_is_unknown",
-        nodes=(node("a"), node("u", memory=None)),
+        nodes=(make_node("a").info(), make_node("u").memory(None).info()),
         spec={"strategy": "Fill", "count": 2, "nodesLimit": 2}, round=True,
         error=ErrorCode.INSUFFICIENT_RESOURCE,
         error_contains="u needs 2 more but its capacity is unknown (the node reports no memory)",
@@ -159,7 +167,7 @@ FILL = [
     ),
     Scenario(
         "fill_round_count_beyond_the_plan_fails",
-        nodes=(node("a"),), spec={"strategy": "Fill", "count": 2}, count=3,
+        nodes=(make_node("a").info(),), spec={"strategy": "Fill", "count": 2}, count=3,
         error=ErrorCode.INSUFFICIENT_RESOURCE,
     ),
 ]
@@ -172,35 +180,35 @@ EACH = [
     ),
     Scenario(
         "each_nodes_limit_takes_top_capacity_nodes",
-        nodes=(node("a", cpu="1"), node("b", cpu="3"), node("c", cpu="2")),
+        nodes=(make_node("a").cpu("1").info(), make_node("b").cpu("3").info(), make_node("c").cpu("2").info()),
         spec={"strategy": "Each", "count": 2, "nodesLimit": 2}, round=True, plan={"b": 2, "c": 2},
     ),
     Scenario(
         "each_capacity_ties_go_to_lowest_name",
-        nodes=(node("c"), node("b"), node("a")),
+        nodes=(make_node("c").info(), make_node("b").info(), make_node("a").info()),
         spec={"strategy": "Each", "count": 1, "nodesLimit": 2}, round=True, plan={"a": 1, "b": 1},
     ),
     Scenario(
         "each_fails_when_one_chosen_node_lacks_room",
-        nodes=(node("a"), cpu_node("small", 1)),
+        nodes=(make_node("a").info(), cpu_node("small", 1)),
         spec={"strategy": "Each", "count": 2}, round=True, error=ErrorCode.INSUFFICIENT_RESOURCE,
         error_contains="small needs 2 more but has room for 1",
     ),
     Scenario(
         "each_unverified_node_ranks_after_verified_nodes",
         # Both have room for one web pod; u comes first by name but cannot verify its memory.
-        nodes=(node("u", memory=None), cpu_node("v", 1)),
+        nodes=(make_node("u").memory(None).info(), cpu_node("v", 1)),
         spec={"strategy": "Each", "count": 1, "nodesLimit": 1}, round=True, plan={"v": 1},
     ),
     Scenario(
         "each_unverified_chosen_node_says_its_capacity_is_unknown",
-        nodes=(node("a"), node("u", memory=None)),
+        nodes=(make_node("a").info(), make_node("u").memory(None).info()),
         spec={"strategy": "Each", "count": 2}, round=True, error=ErrorCode.INSUFFICIENT_RESOURCE,
         error_contains="u needs 2 more but its capacity is unknown (the node reports no memory)",
     ),
     Scenario(
         "each_fails_when_fewer_candidates_than_nodes_limit",
-        nodes=(node("a"), node("b")),
+        nodes=(make_node("a").info(), make_node("b").info()),
         spec={"strategy": "Each", "count": 1, "nodesLimit": 3}, round=True,
         error=ErrorCode.INSUFFICIENT_RESOURCE,
     ),
@@ -211,24 +219,24 @@ GLOBAL_DRAINED = [
         "global_least_loaded_after_placing_not_fewest_instances",
         # big: 16 cpu / 32Gi, half used by pods of different sizes -> usage .5 + rate .125 = .625;
         # small: 4 cpu / 8Gi, empty -> 0 + .5. AUTO (most room) would pick big; GLOBAL picks small.
-        nodes=(node("big", cpu="16", memory="32Gi"), node("small", cpu="4", memory="8Gi")),
-        pods=(pod("x1", cpu="6", memory="4Gi", node="big", labels={}),
-              pod("x2", cpu="2", memory="12Gi", node="big", labels={})),
-        pod=web("new", cpu="2", memory="4Gi"),
+        nodes=(make_node("big").cpu("16").memory("32Gi").info(), make_node("small").cpu("4").memory("8Gi").info()),
+        pods=(make_pod("x1").cpu("6").memory("4Gi").on("big").labels({}).info(),
+              make_pod("x2").cpu("2").memory("12Gi").on("big").labels({}).info()),
+        pod=make_pod("new").cpu("2").memory("4Gi").info(),
         spec={"strategy": "Global"}, count=1, plan={"small": 1},
     ),
     Scenario(
         "global_updates_projected_usage_before_the_next_pick",
         # small after one: 1.0 vs big .625 -> big; big then .75 vs small 1.0 -> big.
-        nodes=(node("big", cpu="16", memory="32Gi"), node("small", cpu="4", memory="8Gi")),
-        pods=(pod("x1", cpu="6", memory="4Gi", node="big", labels={}),
-              pod("x2", cpu="2", memory="12Gi", node="big", labels={})),
-        pod=web("new", cpu="2", memory="4Gi"),
+        nodes=(make_node("big").cpu("16").memory("32Gi").info(), make_node("small").cpu("4").memory("8Gi").info()),
+        pods=(make_pod("x1").cpu("6").memory("4Gi").on("big").labels({}).info(),
+              make_pod("x2").cpu("2").memory("12Gi").on("big").labels({}).info()),
+        pod=make_pod("new").cpu("2").memory("4Gi").info(),
         spec={"strategy": "Global"}, count=3, plan={"small": 1, "big": 2},
     ),
     Scenario(
         "global_ignores_nodes_limit",
-        nodes=(node("a"), node("b")),
+        nodes=(make_node("a").info(), make_node("b").info()),
         spec={"strategy": "Global", "nodesLimit": 1}, count=4, plan={"a": 2, "b": 2},
     ),
     Scenario(
@@ -239,14 +247,14 @@ GLOBAL_DRAINED = [
     Scenario(
         "drained_capacity_ties_go_to_higher_usage",
         # Both have room for 2 web pods; b is 75% cpu used, a 50%.
-        nodes=(node("a", cpu="4"), node("b", cpu="8")),
-        pods=(pod("x1", cpu="3800m", memory=None, node="a", labels={}),
-              pod("x2", cpu="7800m", memory=None, node="b", labels={})),
+        nodes=(make_node("a").cpu("4").info(), make_node("b").cpu("8").info()),
+        pods=(make_pod("x1").cpu("3800m").memory(None).on("a").labels({}).info(),
+              make_pod("x2").cpu("7800m").memory(None).on("b").labels({}).info()),
         spec={"strategy": "Drained"}, count=1, plan={"b": 1},
     ),
     Scenario(
         "drained_leaves_roomy_nodes_empty",
-        nodes=(node("roomy", cpu="64"), cpu_node("t1", 3), cpu_node("t2", 4)),
+        nodes=(make_node("roomy").cpu("64").info(), cpu_node("t1", 3), cpu_node("t2", 4)),
         spec={"strategy": "Drained"}, count=7, plan={"t1": 3, "t2": 4},
     ),
     Scenario(
@@ -259,12 +267,12 @@ GLOBAL_DRAINED = [
 
 def pct_node(name: str) -> NodeInfo:
     """A node with 100 cpu, 100Gi memory and 100Gi disk, so that shares read as percentages."""
-    return node(name, cpu="100", memory="100Gi", disk="100Gi")
+    return make_node(name).cpu("100").memory("100Gi").disk("100Gi").info()
 
 
 def load(name: str, on: str, *, cpu: str | None = None, memory: str | None = None, disk: str | None = None,
          sleepy: bool = False) -> PodInfo:
-    return pod(name, node=on, cpu=cpu, memory=memory, disk=disk, labels={}, sleepy=sleepy)
+    return make_pod(name).on(on).cpu(cpu).memory(memory).disk(disk).labels({}).sleepy(sleepy).info()
 
 
 BALANCED_SPREAD_BEST_FIT = [
@@ -274,7 +282,7 @@ BALANCED_SPREAD_BEST_FIT = [
         nodes=(pct_node("host-a"), pct_node("host-b")),
         pods=(load("x1", "host-a", memory="40Gi", disk="60Gi"),
               load("x2", "host-b", memory="42Gi", disk="10Gi")),
-        pod=web("new", cpu=None, memory="1Gi"),
+        pod=make_pod("new").cpu(None).memory("1Gi").info(),
         spec={"strategy": "Balanced"}, ranking=("host-b", "host-a"),
     ),
     Scenario(
@@ -282,7 +290,7 @@ BALANCED_SPREAD_BEST_FIT = [
         nodes=(pct_node("host-a"), pct_node("host-b")),
         pods=(load("x1", "host-a", memory="36Gi", disk="80Gi"),
               load("x2", "host-b", memory="40Gi", disk="0")),
-        pod=web("new", cpu=None, memory="1Gi"),
+        pod=make_pod("new").cpu(None).memory("1Gi").info(),
         spec={"strategy": "Balanced"}, ranking=("host-a", "host-b"),
     ),
     Scenario(
@@ -290,7 +298,7 @@ BALANCED_SPREAD_BEST_FIT = [
         nodes=(pct_node("host-a"), pct_node("host-b")),
         pods=(load("x1", "host-a", memory="40Gi", cpu="50"),
               load("x2", "host-b", memory="43Gi", cpu="10")),
-        pod=web("new", cpu="1", memory="1Gi"),
+        pod=make_pod("new").cpu("1").memory("1Gi").info(),
         spec={"strategy": "Balanced"}, ranking=("host-b", "host-a"),
     ),
     Scenario(
@@ -303,21 +311,21 @@ BALANCED_SPREAD_BEST_FIT = [
         # The pod brings host A to 80% and host B to 60%; Spread picks B.
         nodes=(pct_node("host-a"), pct_node("host-b")),
         pods=(load("x1", "host-a", memory="70Gi"), load("x2", "host-b", memory="50Gi")),
-        pod=web("new", cpu=None, memory="10Gi"),
+        pod=make_pod("new").cpu(None).memory("10Gi").info(),
         spec={"strategy": "Spread"}, ranking=("host-b", "host-a"),
     ),
     Scenario(
         "best_fit_most_projected_use_first",
         nodes=(pct_node("host-a"), pct_node("host-b")),
         pods=(load("x1", "host-a", memory="70Gi"), load("x2", "host-b", memory="50Gi")),
-        pod=web("new", cpu=None, memory="10Gi"),
+        pod=make_pod("new").cpu(None).memory("10Gi").info(),
         spec={"strategy": "BestFit"}, ranking=("host-a", "host-b"),
     ),
     Scenario(
         "best_fit_packs_one_node_before_the_next",
-        nodes=(node("a", cpu="1"), node("b", cpu="1")),
-        pods=(pod("x", cpu="100m", memory=None, node="b", labels={}),),
-        pod=web("new", memory=None),
+        nodes=(make_node("a").cpu("1").info(), make_node("b").cpu("1").info()),
+        pods=(make_pod("x").cpu("100m").memory(None).on("b").labels({}).info(),),
+        pod=make_pod("new").memory(None).info(),
         spec={"strategy": "BestFit"}, count=10, plan={"b": 9, "a": 1},
     ),
     Scenario(
@@ -327,7 +335,7 @@ BALANCED_SPREAD_BEST_FIT = [
         pods=(load("s1", "a", memory="10Gi", sleepy=True),
               load("s2", "b", memory="20Gi", sleepy=True),
               load("r1", "a", memory="30Gi")),
-        pod=web("new", cpu=None, memory="1Gi", sleepy=True),
+        pod=make_pod("new").cpu(None).memory("1Gi").sleepy().info(),
         spec={"strategy": "Spread"}, ranking=("b", "a", "c"),
     ),
     Scenario(
@@ -336,7 +344,7 @@ BALANCED_SPREAD_BEST_FIT = [
         pods=(load("s1", "a", memory="10Gi", sleepy=True),
               load("s2", "b", memory="20Gi", sleepy=True),
               load("r1", "a", memory="30Gi")),
-        pod=web("new", cpu=None, memory="1Gi", sleepy=True),
+        pod=make_pod("new").cpu(None).memory("1Gi").sleepy().info(),
         spec={"strategy": "BestFit"}, ranking=("b", "a", "c"),
     ),
     Scenario(
@@ -345,7 +353,7 @@ BALANCED_SPREAD_BEST_FIT = [
         pods=(load("s1", "a", memory="10Gi", sleepy=True),
               load("s2", "b", memory="20Gi", sleepy=True),
               load("r1", "a", memory="30Gi")),
-        pod=web("new", cpu=None, memory="1Gi"),
+        pod=make_pod("new").cpu(None).memory("1Gi").info(),
         spec={"strategy": "Spread"}, ranking=("c", "b", "a"),
     ),
     Scenario(
@@ -354,14 +362,14 @@ BALANCED_SPREAD_BEST_FIT = [
         # b (40 + 10/2)/100 = 45% -> a.
         nodes=(pct_node("a"), pct_node("b")),
         pods=(load("s1", "a", memory="60Gi", sleepy=True), load("r1", "b", memory="40Gi")),
-        pod=web("new", cpu=None, memory="10Gi", sleepy=True),
+        pod=make_pod("new").cpu(None).memory("10Gi").sleepy().info(),
         spec={"strategy": "Balanced"}, ranking=("a", "b"),
     ),
     Scenario(
         "balanced_regular_pod_sees_real_memory",
         nodes=(pct_node("a"), pct_node("b")),
         pods=(load("s1", "a", memory="60Gi", sleepy=True), load("r1", "b", memory="40Gi")),
-        pod=web("new", cpu=None, memory="10Gi"),
+        pod=make_pod("new").cpu(None).memory("10Gi").info(),
         spec={"strategy": "Balanced"}, ranking=("b", "a"),
     ),
     Scenario(
@@ -369,7 +377,7 @@ BALANCED_SPREAD_BEST_FIT = [
         # Factor 1 is no discount: a 80%, b 60%.
         nodes=(pct_node("a"), pct_node("b")),
         pods=(load("s1", "a", memory="60Gi", sleepy=True), load("r1", "b", memory="40Gi")),
-        pod=web("new", cpu=None, memory="10Gi", sleepy=True),
+        pod=make_pod("new").cpu(None).memory("10Gi").sleepy().info(),
         settings=Settings(sleepy_memory_factor=1.0),
         spec={"strategy": "Balanced"}, ranking=("b", "a"),
     ),
@@ -378,15 +386,15 @@ BALANCED_SPREAD_BEST_FIT = [
         # Discounted the pod would fit on a ((90/2 + 20/2) < 100), but real memory 90 + 20 > 100.
         nodes=(pct_node("a"),),
         pods=(load("s1", "a", memory="90Gi", sleepy=True),),
-        pod=web("new", cpu=None, memory="20Gi", sleepy=True),
+        pod=make_pod("new").cpu(None).memory("20Gi").sleepy().info(),
         spec={"strategy": "Balanced"},
         refused={"a": "insufficient capacity: memory: needs 20.0 GiB, 10.0 GiB free"},
         error=ErrorCode.INSUFFICIENT_RESOURCE,
     ),
     Scenario(
         "strategy_changes_order_never_the_capacity_rule",
-        nodes=(pct_node("a"), node("tiny", cpu="100", memory="1Gi")),
-        pod=web("new", cpu=None, memory="2Gi"),
+        nodes=(pct_node("a"), make_node("tiny").cpu("100").memory("1Gi").info()),
+        pod=make_pod("new").cpu(None).memory("2Gi").info(),
         spec={"strategy": "BestFit"}, ranking=("a",), refused={"tiny": "insufficient capacity"},
     ),
 ]
@@ -399,7 +407,7 @@ WEIGHED_DIMENSIONS = [
         # the node whose disk it loads least, not onto the fullest disk.
         nodes=(pct_node("full-disk"), pct_node("roomy-disk")),
         pods=(load("x1", "full-disk", disk="80Gi"), load("x2", "roomy-disk", cpu="50", memory="50Gi")),
-        pod=web("new", cpu=None, memory=None, disk="5Gi"),
+        pod=make_pod("new").cpu(None).memory(None).disk("5Gi").info(),
         spec={"strategy": "Global"}, count=2, plan={"roomy-disk": 2},
     ),
     Scenario(
@@ -407,7 +415,7 @@ WEIGHED_DIMENSIONS = [
         # b is less used on cpu and memory (10% against 20%) but its disk is 60% requested, a's empty.
         nodes=(pct_node("a"), pct_node("b")),
         pods=(load("x1", "a", cpu="20", memory="20Gi"), load("x2", "b", cpu="10", memory="10Gi", disk="60Gi")),
-        pod=web("new", cpu="1", memory="1Gi", disk="1Gi"),
+        pod=make_pod("new").cpu("1").memory("1Gi").disk("1Gi").info(),
         spec={"strategy": "Global"}, ranking=("a", "b"),
     ),
     Scenario(
@@ -416,7 +424,7 @@ WEIGHED_DIMENSIONS = [
         # which this pod does not ask for). Drained prefers the higher usage: a.
         nodes=(pct_node("a"), pct_node("b")),
         pods=(load("x1", "a", disk="40Gi"), load("x2", "b", disk="35Gi", cpu="90")),
-        pod=web("new", cpu=None, memory=None, disk="10Gi"),
+        pod=make_pod("new").cpu(None).memory(None).disk("10Gi").info(),
         spec={"strategy": "Drained"}, count=1, plan={"a": 1},
     ),
     Scenario(
@@ -424,29 +432,29 @@ WEIGHED_DIMENSIONS = [
         # A memory-only pod: cpu-busy's cpu is 90% requested, which does not matter; its memory is lower.
         nodes=(pct_node("cpu-busy"), pct_node("mem-busy")),
         pods=(load("x1", "cpu-busy", cpu="90", memory="10Gi"), load("x2", "mem-busy", memory="50Gi")),
-        pod=web("new", cpu=None, memory="1Gi"),
+        pod=make_pod("new").cpu(None).memory("1Gi").info(),
         spec={"strategy": "Spread"}, ranking=("cpu-busy", "mem-busy"),
     ),
     Scenario(
         "best_fit_ignores_a_dimension_the_pod_does_not_ask_for",
         nodes=(pct_node("cpu-busy"), pct_node("mem-busy")),
         pods=(load("x1", "cpu-busy", cpu="90", memory="10Gi"), load("x2", "mem-busy", memory="50Gi")),
-        pod=web("new", cpu=None, memory="1Gi"),
+        pod=make_pod("new").cpu(None).memory("1Gi").info(),
         spec={"strategy": "BestFit"}, ranking=("mem-busy", "cpu-busy"),
     ),
     Scenario(
         "spread_a_dimension_the_node_does_not_report_is_not_full",
         # no-cpu reports no cpu, which a memory-only pod does not ask for: it is not 100% used.
-        nodes=(node("no-cpu", cpu=None, memory="100Gi"), pct_node("half")),
+        nodes=(make_node("no-cpu").cpu(None).memory("100Gi").info(), pct_node("half")),
         pods=(load("x1", "no-cpu", memory="20Gi"), load("x2", "half", memory="50Gi")),
-        pod=web("new", cpu=None, memory="1Gi"),
+        pod=make_pod("new").cpu(None).memory("1Gi").info(),
         spec={"strategy": "Spread"}, ranking=("no-cpu", "half"), no_warnings=True,
     ),
     Scenario(
         "best_fit_a_dimension_the_node_does_not_report_is_not_full",
-        nodes=(node("no-cpu", cpu=None, memory="100Gi"), pct_node("half")),
+        nodes=(make_node("no-cpu").cpu(None).memory("100Gi").info(), pct_node("half")),
         pods=(load("x1", "no-cpu", memory="20Gi"), load("x2", "half", memory="50Gi")),
-        pod=web("new", cpu=None, memory="1Gi"),
+        pod=make_pod("new").cpu(None).memory("1Gi").info(),
         spec={"strategy": "BestFit"}, ranking=("half", "no-cpu"), no_warnings=True,
     ),
 ]
@@ -479,29 +487,29 @@ def test_balanced_spread_best_fit(s: Scenario) -> None:
 
 def test_fill_rerun_after_applying_its_plan_is_already_filled() -> None:
     """FILL is a convergence target: once its plan has landed, the same request adds nothing."""
-    view = cluster([node("a"), node("b"), node("c")], spread_pods({"a": 1}))
-    pol = policy(strategy="Fill", count=2)
-    first = plan(view, web("new"), pol)
+    view = cluster([make_node("a").info(), make_node("b").info(), make_node("c").info()], spread_pods({"a": 1}))
+    pol = make_policy().strategy("Fill").count(2).build()
+    first = plan(view, make_pod("new").info(), pol)
     assert first.error is None and first.plan == {"a": 1, "b": 2, "c": 2}
     i = 0
     for node_name, n in first.plan.items():
         for _ in range(n):
-            view.assume(web(f"placed-{i}"), node_name)
+            view.assume(make_pod(f"placed-{i}").info(), node_name)
             i += 1
-    again = plan(view, web("new"), pol)
+    again = plan(view, make_pod("new").info(), pol)
     assert again.error is not None and again.error.code is ErrorCode.ALREADY_FILLED
     assert again.plan == {}
 
 
 def test_each_is_an_increment_not_a_target() -> None:
     """Unlike FILL, EACH adds count again on every round."""
-    view = cluster([node("a"), node("b")])
-    pol = policy(strategy="Each", count=1)
-    first = plan(view, web("new"), pol)
+    view = cluster([make_node("a").info(), make_node("b").info()])
+    pol = make_policy().strategy("Each").count(1).build()
+    first = plan(view, make_pod("new").info(), pol)
     assert first.plan == {"a": 1, "b": 1}
     for i, node_name in enumerate(first.plan):
-        view.assume(web(f"placed-{i}"), node_name)
-    assert plan(view, web("new"), pol).plan == {"a": 1, "b": 1}
+        view.assume(make_pod(f"placed-{i}").info(), node_name)
+    assert plan(view, make_pod("new").info(), pol).plan == {"a": 1, "b": 1}
 
 
 @pytest.mark.parametrize("s", WEIGHED_DIMENSIONS, ids=str)

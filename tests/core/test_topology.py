@@ -12,15 +12,16 @@ import pytest
 
 from berth.core.errors import ErrorCode, InvalidPolicy
 from berth.core.model import NodeAffinity, Taint, Toleration
+from tests.builders import HOSTNAME, ZONE, NodeBuilder, make_node, make_pod, make_policy
 
-from .builders import HOSTNAME, ZONE, Scenario, cluster, evaluate, node, plan, pod, policy, run, spread_pods, web
-
-
-def zoned(name: str, zone: str, **kw: Any) -> Any:
-    return node(name, labels={ZONE: zone, **kw.pop("labels", {})}, **kw)
+from .builders import Scenario, cluster, evaluate, plan, run, spread_pods
 
 
-Z3 = (zoned("n1", "zone1"), zoned("n2", "zone2"), zoned("n3", "zone3"))
+def zoned(name: str, zone: str) -> NodeBuilder:
+    return make_node(name).zone(zone)
+
+
+Z3 = (zoned("n1", "zone1").info(), zoned("n2", "zone2").info(), zoned("n3", "zone3").info())
 ALL3 = frozenset({"n1", "n2", "n3"})
 
 
@@ -33,7 +34,7 @@ def spec(*constraints: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {"topologySpreadConstraints": list(constraints), **extra}
 
 
-SSD_POD = replace(web("new"), node_affinity=NodeAffinity(node_selector={"disk": "ssd"}))
+SSD_POD = replace(make_pod("new").info(), node_affinity=NodeAffinity(node_selector={"disk": "ssd"}))
 
 SCENARIOS = [
     Scenario(
@@ -54,13 +55,13 @@ SCENARIOS = [
     ),
     Scenario(
         "skew_counts_every_node_of_a_domain",
-        nodes=(zoned("n1a", "zone1"), zoned("n1b", "zone1"), zoned("n2", "zone2")),
+        nodes=(zoned("n1a", "zone1").info(), zoned("n1b", "zone1").info(), zoned("n2", "zone2").info()),
         pods=tuple(spread_pods({"n1a": 1, "n1b": 1, "n2": 1})), spec=spec(tsc(1)),
         passing=frozenset({"n2"}),
     ),
     Scenario(
         "node_without_topology_key_is_refused_unresolvably",
-        nodes=(*Z3, node("nozone")), spec=spec(tsc(1)),
+        nodes=(*Z3, make_node("nozone").info()), spec=spec(tsc(1)),
         passing=ALL3, refused={"nozone": "node has no label topology.kubernetes.io/zone"},
     ),
     Scenario(
@@ -81,12 +82,13 @@ SCENARIOS = [
     ),
     Scenario(
         "terminating_pods_do_not_count_for_spread",
-        nodes=Z3, pods=(pod("t1", node="n1", terminating=True), pod("t2", node="n1", terminating=True)),
+        nodes=Z3, pods=(make_pod("t1").on("n1").terminating().info(), make_pod("t2").on("n1").terminating().info()),
         spec=spec(tsc(1)), passing=ALL3,
     ),
     Scenario(
         "pods_of_other_namespaces_do_not_count_for_spread",
-        nodes=Z3, pods=(pod("o1", node="n1", namespace="other"), pod("o2", node="n1", namespace="other")),
+        nodes=Z3, pods=(make_pod("o1").on("n1").namespace("other").info(),
+                        make_pod("o2").on("n1").namespace("other").info()),
         spec=spec(tsc(1)), passing=ALL3,
     ),
     Scenario(
@@ -98,8 +100,8 @@ SCENARIOS = [
     Scenario(
         "spread_alone_refusing_every_node_with_room_is_spread_unsatisfied_with_the_skew",
         # n3 is full; n1 and n2 have room, but zone3 has no pods of the workload: skew 2 for both.
-        nodes=(zoned("n1", "zone1"), zoned("n2", "zone2"), zoned("n3", "zone3", cpu="100m")),
-        pods=(*spread_pods({"n1": 1, "n2": 1}), pod("x", node="n3", labels={})), spec=spec(tsc(1)),
+        nodes=(zoned("n1", "zone1").info(), zoned("n2", "zone2").info(), zoned("n3", "zone3").cpu("100m").info()),
+        pods=(*spread_pods({"n1": 1, "n2": 1}), make_pod("x").on("n3").labels({}).info()), spec=spec(tsc(1)),
         passing=frozenset(), error=ErrorCode.SPREAD_UNSATISFIED,
         error_contains="n1: topology spread: placing here makes skew 2 in topology.kubernetes.io/zone=zone1",
         refused={"n3": "insufficient capacity"},
@@ -107,8 +109,10 @@ SCENARIOS = [
     Scenario(
         "spread_refusing_only_nodes_without_room_is_insufficient_resource",
         # Every node is full; spread refuses n1 and n2 too, but room is what is missing.
-        nodes=(zoned("n1", "zone1", cpu="100m"), zoned("n2", "zone2", cpu="100m"), zoned("n3", "zone3", cpu="100m")),
-        pods=(*spread_pods({"n1": 1, "n2": 1}), pod("x", node="n3", labels={})), spec=spec(tsc(1)),
+        nodes=(zoned("n1", "zone1").cpu("100m").info(),
+               zoned("n2", "zone2").cpu("100m").info(),
+               zoned("n3", "zone3").cpu("100m").info()),
+        pods=(*spread_pods({"n1": 1, "n2": 1}), make_pod("x").on("n3").labels({}).info()), spec=spec(tsc(1)),
         passing=frozenset(), error=ErrorCode.INSUFFICIENT_RESOURCE,
     ),
     Scenario(
@@ -123,15 +127,15 @@ SCENARIOS = [
     ),
     Scenario(
         "node_affinity_policy_honor_leaves_out_domains_the_pod_cannot_use",
-        nodes=(zoned("n1", "zone1", labels={"disk": "ssd"}), zoned("n2", "zone2", labels={"disk": "ssd"}),
-               zoned("n3", "zone3")),
+        nodes=(zoned("n1", "zone1").labels({"disk": "ssd"}).info(), zoned("n2", "zone2").labels({"disk": "ssd"}).info(),
+               zoned("n3", "zone3").info()),
         pods=tuple(spread_pods({"n1": 1, "n2": 1})), pod=SSD_POD, spec=spec(tsc(1)),
         passing=frozenset({"n1", "n2"}), refused={"n3": "nodeSelector"},
     ),
     Scenario(
         "node_affinity_policy_ignore_counts_every_domain",
-        nodes=(zoned("n1", "zone1", labels={"disk": "ssd"}), zoned("n2", "zone2", labels={"disk": "ssd"}),
-               zoned("n3", "zone3")),
+        nodes=(zoned("n1", "zone1").labels({"disk": "ssd"}).info(), zoned("n2", "zone2").labels({"disk": "ssd"}).info(),
+               zoned("n3", "zone3").info()),
         pods=tuple(spread_pods({"n1": 1, "n2": 1})), pod=SSD_POD,
         spec=spec(tsc(1, nodeAffinityPolicy="Ignore")),
         passing=frozenset(), refused={"n1": "skew 2", "n2": "skew 2"},
@@ -144,24 +148,24 @@ SCENARIOS = [
     ),
     Scenario(
         "node_taints_policy_ignore_is_the_default_and_counts_tainted_domains",
-        nodes=(zoned("n1", "zone1"), zoned("n2", "zone2"),
-               zoned("n3", "zone3", taints=(Taint("dedicated", "gpu", "NoSchedule"),))),
+        nodes=(zoned("n1", "zone1").info(), zoned("n2", "zone2").info(),
+               zoned("n3", "zone3").taints((Taint("dedicated", "gpu", "NoSchedule"),)).info()),
         pods=tuple(spread_pods({"n1": 1, "n2": 1})), spec=spec(tsc(1)),
         passing=frozenset(), refused={"n1": "skew 2", "n3": "untolerated taint dedicated=gpu:NoSchedule"},
     ),
     Scenario(
         "node_taints_policy_honor_leaves_out_untolerated_tainted_domains",
-        nodes=(zoned("n1", "zone1"), zoned("n2", "zone2"),
-               zoned("n3", "zone3", taints=(Taint("dedicated", "gpu", "NoSchedule"),))),
+        nodes=(zoned("n1", "zone1").info(), zoned("n2", "zone2").info(),
+               zoned("n3", "zone3").taints((Taint("dedicated", "gpu", "NoSchedule"),)).info()),
         pods=tuple(spread_pods({"n1": 1, "n2": 1})), spec=spec(tsc(1, nodeTaintsPolicy="Honor")),
         passing=frozenset({"n1", "n2"}),
     ),
     Scenario(
         "node_taints_policy_honor_keeps_tolerated_tainted_domains",
-        nodes=(zoned("n1", "zone1"), zoned("n2", "zone2"),
-               zoned("n3", "zone3", taints=(Taint("dedicated", "gpu", "NoSchedule"),))),
+        nodes=(zoned("n1", "zone1").info(), zoned("n2", "zone2").info(),
+               zoned("n3", "zone3").taints((Taint("dedicated", "gpu", "NoSchedule"),)).info()),
         pods=tuple(spread_pods({"n1": 1, "n2": 1})),
-        pod=pod("new", tolerations=(Toleration("dedicated", "Equal", "gpu", "NoSchedule"),)),
+        pod=make_pod("new").tolerations((Toleration("dedicated", "Equal", "gpu", "NoSchedule"),)).info(),
         spec=spec(tsc(1, nodeTaintsPolicy="Honor")),
         passing=frozenset({"n3"}),
     ),
@@ -169,13 +173,13 @@ SCENARIOS = [
         "match_label_keys_count_only_the_pods_own_revision",
         # Two pods of the old revision in zone1; the new revision counts 0/0/0.
         nodes=Z3, pods=tuple(spread_pods({"n1": 2}, labels={"app": "web", "pod-template-hash": "v1"})),
-        pod=pod("new", labels={"app": "web", "pod-template-hash": "v2"}),
+        pod=make_pod("new").labels({"app": "web", "pod-template-hash": "v2"}).info(),
         spec=spec(tsc(1, matchLabelKeys=["pod-template-hash"])), passing=ALL3,
     ),
     Scenario(
         "without_match_label_keys_every_revision_counts",
         nodes=Z3, pods=tuple(spread_pods({"n1": 2}, labels={"app": "web", "pod-template-hash": "v1"})),
-        pod=pod("new", labels={"app": "web", "pod-template-hash": "v2"}),
+        pod=make_pod("new").labels({"app": "web", "pod-template-hash": "v2"}).info(),
         spec=spec(tsc(1)), passing=frozenset({"n2", "n3"}),
     ),
     Scenario(
@@ -185,13 +189,13 @@ SCENARIOS = [
     Scenario(
         "schedule_anyway_prefers_the_emptier_zone",
         # The default ranking alone would pick the roomy n1 (most free share); spread prefers zone2.
-        nodes=(zoned("n1", "zone1", cpu="64", memory="256Gi"), zoned("n2", "zone2")),
+        nodes=(zoned("n1", "zone1").cpu("64").memory("256Gi").info(), zoned("n2", "zone2").info()),
         pods=tuple(spread_pods({"n1": 3})), spec=spec(tsc(1, "ScheduleAnyway")),
         ranking=("n2", "n1"),
     ),
     Scenario(
         "schedule_anyway_outranks_the_strategy",
-        nodes=(zoned("n1", "zone1"), zoned("n2", "zone2")),
+        nodes=(zoned("n1", "zone1").info(), zoned("n2", "zone2").info()),
         pods=tuple(spread_pods({"n1": 2})),
         spec=spec(tsc(1, "ScheduleAnyway"), strategy="BestFit"), ranking=("n2", "n1"),
     ),
@@ -205,21 +209,22 @@ def test_topology_spread(s: Scenario) -> None:
 
 def test_default_ranking_without_spread_picks_the_roomy_node() -> None:
     """The control case for schedule_anyway_prefers_the_emptier_zone."""
-    view = cluster([zoned("n1", "zone1", cpu="64", memory="256Gi"), zoned("n2", "zone2")], spread_pods({"n1": 3}))
-    assert evaluate(view, web("new"), policy()).decision.ranking == ["n1", "n2"]
+    view = cluster([zoned("n1", "zone1").cpu("64").memory("256Gi").info(),
+                    zoned("n2", "zone2").info()], spread_pods({"n1": 3}))
+    assert evaluate(view, make_pod("new").info(), make_policy().build()).decision.ranking == ["n1", "n2"]
 
 
 def test_assumed_pods_count_for_spread() -> None:
     view = cluster(Z3, spread_pods({"n1": 1}))
-    view.assume(web("inflight"), "n2")
-    decision = evaluate(view, web("new"), policy(**spec(tsc(1)))).decision
+    view.assume(make_pod("inflight").info(), "n2")
+    decision = evaluate(view, make_pod("new").info(), make_policy().spec(**spec(tsc(1))).build()).decision
     assert decision.ranking == ["n3"]
 
 
 def test_round_respects_spread_pod_by_pod() -> None:
     """1/1/0: the first pod must go to zone3; then 1/1/1 is level and the ranking decides."""
     view = cluster(Z3, spread_pods({"n1": 1, "n2": 1}))
-    result = plan(view, web("new"), policy(**spec(tsc(1))), count=3)
+    result = plan(view, make_pod("new").info(), make_policy().spec(**spec(tsc(1))).build(), count=3)
     assert result.error is None
     assert result.plan == {"n3": 1, "n1": 1, "n2": 1}
     assert list(result.plan) == ["n3", "n1", "n2"]
@@ -227,8 +232,8 @@ def test_round_respects_spread_pod_by_pod() -> None:
 
 def test_round_stops_with_an_error_when_spread_cannot_be_kept() -> None:
     view = cluster(Z3[:2], spread_pods({"n1": 1, "n2": 1}))
-    pol = policy(**spec(tsc(1, minDomains=3)))
-    result = plan(view, web("new"), pol, count=1)
+    pol = make_policy().spec(**spec(tsc(1, minDomains=3))).build()
+    result = plan(view, make_pod("new").info(), pol, count=1)
     assert result.plan == {} and result.error is not None
     assert result.error.code is ErrorCode.SPREAD_UNSATISFIED
     assert "skew 2" in result.error.message
@@ -237,9 +242,11 @@ def test_round_stops_with_an_error_when_spread_cannot_be_kept() -> None:
 def test_round_that_spread_stops_part_way_keeps_the_spread_code() -> None:
     """1/1/0, maxSkew 1, n1 and n2 with room for one more each: five pods reach 2/2/3, then n3 is the
     only node with room and a sixth there would make skew 2: spread, not room, stops the round."""
-    nodes = (zoned("n1", "zone1", cpu="200m"), zoned("n2", "zone2", cpu="200m"), zoned("n3", "zone3"))
+    nodes = (zoned("n1", "zone1").cpu("200m").info(),
+             zoned("n2", "zone2").cpu("200m").info(),
+             zoned("n3", "zone3").info())
     view = cluster(nodes, spread_pods({"n1": 1, "n2": 1}))
-    result = plan(view, web("new"), policy(**spec(tsc(1))), count=6)
+    result = plan(view, make_pod("new").info(), make_policy().spec(**spec(tsc(1))).build(), count=6)
     assert result.error is not None and result.error.code is ErrorCode.SPREAD_UNSATISFIED, result.error
     assert result.error.message.startswith("placed 5 of 6: ")
 
@@ -279,7 +286,7 @@ INVALID_SPREAD = [
 def test_spread_is_validated_as_the_kubernetes_api_does(name: str, constraints: list[dict[str, Any]], path: str,
                                                         problem: str) -> None:
     with pytest.raises(InvalidPolicy) as refused:
-        policy(**spec(*constraints))
+        make_policy().spec(**spec(*constraints)).build()
     assert refused.value.path == path
     assert problem in refused.value.problem
 
@@ -294,4 +301,4 @@ VALID_SPREAD = [
 
 @pytest.mark.parametrize(("name", "constraints"), VALID_SPREAD, ids=[c[0] for c in VALID_SPREAD])
 def test_spread_the_kubernetes_api_accepts_is_accepted(name: str, constraints: list[dict[str, Any]]) -> None:
-    assert len(policy(**spec(*constraints)).spec.topology_spread_constraints) == len(constraints)
+    assert len(make_policy().spec(**spec(*constraints)).build().spec.topology_spread_constraints) == len(constraints)

@@ -15,64 +15,67 @@ from berth.core.plan import shared_plan_key
 from berth.core.policy import Strategy, policy_from_manifest
 from berth.core.settings import Settings
 from berth.core.view import ClusterView
+from tests.builders import make_node, make_pod, make_policy
 
-from .builders import cluster, evaluate, manifest, node, plan, pod, policy, spread_pods, web
+from .builders import cluster, evaluate, plan, spread_pods
 
 # --- the view ---------------------------------------------------------------------------------
 
 
 def test_assumed_pods_count_for_capacity() -> None:
-    view = cluster([node("a", cpu="1")])
-    view.assume(web("inflight", cpu="800m"), "a")
-    assert view.is_assumed("shop/inflight")
-    decision = evaluate(view, web("new", cpu="300m")).decision
+    view = cluster([make_node("a").cpu("1").info()])
+    view.assume(make_pod("inflight").cpu("800m").info(), "a")
+    assert view.is_assumed("uid-shop-inflight")
+    decision = evaluate(view, make_pod("new").cpu("300m").info()).decision
     assert decision.refused["a"].reason.startswith("insufficient capacity: cpu: needs 300m, 200m free")
 
 
 def test_assumed_pods_count_for_the_workload_count() -> None:
-    view = cluster([node("a"), node("b")])
-    view.assume(web("inflight"), "a")
-    assert plan(view, web("new"), policy(strategy="Auto"), count=1).plan == {"b": 1}
+    view = cluster([make_node("a").info(), make_node("b").info()])
+    view.assume(make_pod("inflight").info(), "a")
+    assert plan(view, make_pod("new").info(), make_policy().strategy("Auto").build(), count=1).plan == {"b": 1}
 
 
 def test_watched_pod_replaces_its_assumption() -> None:
-    view = cluster([node("a", cpu="1")])
-    view.assume(web("p", cpu="600m"), "a")
-    view.upsert_pod(web("p", "a", cpu="600m"))
-    assert not view.is_assumed("shop/p")
+    view = cluster([make_node("a").cpu("1").info()])
+    view.assume(make_pod("p").cpu("600m").info(), "a")
+    view.upsert_pod(make_pod("p").on("a").cpu("600m").info())
+    assert not view.is_assumed("uid-shop-p")
     assert view.requested("a")["cpu"] == 600
     assert view.pod_count("a") == 1
 
 
 def test_removing_an_assumed_pod_frees_its_room() -> None:
-    view = cluster([node("a", cpu="1")])
-    view.assume(web("p", cpu="600m"), "a")
-    view.remove_pod("shop/p")
+    view = cluster([make_node("a").cpu("1").info()])
+    view.assume(make_pod("p").cpu("600m").info(), "a")
+    view.remove_pod("uid-shop-p")
     assert view.requested("a").get("cpu", 0) == 0
-    assert evaluate(view, web("new", cpu="1")).decision.ranking == ["a"]
+    assert evaluate(view, make_pod("new").cpu("1").info()).decision.ranking == ["a"]
 
 
 def test_terminating_pods_still_hold_capacity() -> None:
     """Like kube-scheduler: a terminating pod's resources are in use until it is gone."""
-    view = cluster([node("a", cpu="1")], [web("old", "a", cpu="800m", terminating=True)])
-    assert "insufficient capacity" in evaluate(view, web("new", cpu="300m")).decision.refused["a"].reason
+    view = cluster([make_node("a").cpu("1").info()], [make_pod("old").on("a").cpu("800m").terminating().info()])
+    assert "insufficient capacity" in evaluate(view, make_pod("new").cpu("300m").info()).decision.refused["a"].reason
 
 
 def test_terminating_pods_do_not_count_for_the_workload_count() -> None:
-    view = cluster([node("a"), node("b")], [web("old", "a", terminating=True), web("old2", "b")])
-    assert plan(view, web("new"), policy(strategy="Auto"), count=1).plan == {"a": 1}
+    view = cluster([make_node("a").info(),
+                    make_node("b").info()], [make_pod("old").on("a").terminating().info(),
+                    make_pod("old2").on("b").info()])
+    assert plan(view, make_pod("new").info(), make_policy().strategy("Auto").build(), count=1).plan == {"a": 1}
 
 
 def test_pod_rebinding_to_another_node_moves_its_requests() -> None:
-    view = cluster([node("a"), node("b")], [web("p", "a", cpu="1")])
-    view.upsert_pod(web("p", "b", cpu="1"))
+    view = cluster([make_node("a").info(), make_node("b").info()], [make_pod("p").on("a").cpu("1").info()])
+    view.upsert_pod(make_pod("p").on("b").cpu("1").info())
     assert view.requested("a").get("cpu", 0) == 0 and view.requested("b")["cpu"] == 1000
 
 
 def test_plan_never_changes_the_view() -> None:
-    view = cluster([node("a"), node("b")])
+    view = cluster([make_node("a").info(), make_node("b").info()])
     before = {n: dict(view.requested(n)) for n in view.nodes}
-    plan(view, web("new"), policy(strategy="Auto"), count=5)
+    plan(view, make_pod("new").info(), make_policy().strategy("Auto").build(), count=5)
     assert {n: dict(view.requested(n)) for n in view.nodes} == before
 
 
@@ -80,14 +83,14 @@ def test_plan_never_changes_the_view() -> None:
 
 
 def test_plan_sums_exactly_to_the_count() -> None:
-    view = cluster([node("a"), node("b"), node("c")])
-    result = plan(view, web("new"), policy(strategy="Auto"), count=7)
+    view = cluster([make_node("a").info(), make_node("b").info(), make_node("c").info()])
+    result = plan(view, make_pod("new").info(), make_policy().strategy("Auto").build(), count=7)
     assert result.error is None and sum(result.plan.values()) == 7
 
 
 def test_failed_plan_returns_an_error_and_no_plan() -> None:
-    view = cluster([node("a", cpu="300m")])
-    result = plan(view, web("new"), policy(strategy="Auto"), count=4)
+    view = cluster([make_node("a").cpu("300m").info()])
+    result = plan(view, make_pod("new").info(), make_policy().strategy("Auto").build(), count=4)
     assert result.plan == {}
     assert result.error is not None and result.error.code is ErrorCode.INSUFFICIENT_RESOURCE
     assert "placed 3 of 4" in result.error.message
@@ -95,22 +98,26 @@ def test_failed_plan_returns_an_error_and_no_plan() -> None:
 
 
 def test_zero_count_plans_nothing_without_error() -> None:
-    result = plan(cluster([node("a")]), web("new"), policy(strategy="Auto"), count=0)
+    result = plan(cluster([make_node("a").info()]),
+                           make_pod("new").info(),
+                           make_policy().strategy("Auto").build(), count=0)
     assert result.plan == {} and result.error is None
 
 
 def test_negative_count_is_refused() -> None:
     with pytest.raises(ValueError):
-        plan(cluster([node("a")]), web("new"), policy(), count=-1)
+        plan(cluster([make_node("a").info()]), make_pod("new").info(), make_policy().build(), count=-1)
 
 
 def test_greedy_plan_without_count_places_one_pod() -> None:
-    assert plan(cluster([node("a")]), web("new"), policy(strategy="Auto")).plan == {"a": 1}
+    assert plan(cluster([make_node("a").info()]),
+                         make_pod("new").info(),
+                         make_policy().strategy("Auto").build()).plan == {"a": 1}
 
 
 def test_plan_result_to_dict_is_the_cli_contract() -> None:
-    view = cluster([node("a"), node("b", memory="1Gi")])
-    out = plan(view, web("new", memory="2Gi"), policy(strategy="Auto"), count=1).to_dict()
+    view = cluster([make_node("a").info(), make_node("b").memory("1Gi").info()])
+    out = plan(view, make_pod("new").memory("2Gi").info(), make_policy().strategy("Auto").build(), count=1).to_dict()
     assert out == {"plan": {"a": 1},
                    "decision": {"considered": ["a", "b"],
                                 "refused": {"b": "insufficient capacity: memory: needs 2.0 GiB, 1.0 GiB free of "
@@ -120,7 +127,9 @@ def test_plan_result_to_dict_is_the_cli_contract() -> None:
 
 
 def test_plan_error_to_dict_carries_code_and_message() -> None:
-    out = plan(cluster([node("a")], spread_pods({"a": 3})), web("new"), policy(strategy="Fill", count=2)).to_dict()
+    out = plan(cluster([make_node("a").info()], spread_pods({"a": 3})),
+                        make_pod("new").info(),
+                        make_policy().strategy("Fill").count(2).build()).to_dict()
     assert out["plan"] == {}
     error = out["error"]
     assert isinstance(error, dict) and error["code"] == "already_filled" and error["message"]
@@ -128,21 +137,22 @@ def test_plan_error_to_dict_carries_code_and_message() -> None:
 
 def test_round_strategies_judge_a_lone_pod_as_the_first_of_a_fresh_round() -> None:
     """evaluate_pod for Fill/Each ranks only the nodes the fresh round's plan gives pods, in plan order."""
-    view = cluster([node("a"), node("b"), node("c")], spread_pods({"a": 1}))
-    decision = evaluate(view, web("new"), policy(strategy="Fill", count=1)).decision
+    view = cluster([make_node("a").info(), make_node("b").info(), make_node("c").info()], spread_pods({"a": 1}))
+    decision = evaluate(view, make_pod("new").info(), make_policy().strategy("Fill").count(1).build()).decision
     assert decision.ranking == ["b", "c"]
     assert "the round's plan places no more pods here" in decision.refused["a"].reason
 
 
 def test_round_quota_limits_nodes_to_the_plan() -> None:
-    view = cluster([node("a"), node("b"), node("c")])
-    decision = evaluate(view, web("new"), policy(strategy="Each", count=1), quota={"c": 1, "a": 0}).decision
+    view = cluster([make_node("a").info(), make_node("b").info(), make_node("c").info()])
+    decision = evaluate(view, make_pod("new").info(),
+                              make_policy().strategy("Each").count(1).build(), quota={"c": 1, "a": 0}).decision
     assert decision.ranking == ["c"]
 
 
 def test_round_strategy_error_reaches_the_lone_pod_decision() -> None:
-    view = cluster([node("a")], spread_pods({"a": 3}))
-    decision = evaluate(view, web("new"), policy(strategy="Fill", count=2)).decision
+    view = cluster([make_node("a").info()], spread_pods({"a": 3}))
+    decision = evaluate(view, make_pod("new").info(), make_policy().strategy("Fill").count(2).build()).decision
     assert decision.error is not None and decision.error.code is ErrorCode.ALREADY_FILLED
 
 
@@ -150,8 +160,8 @@ def test_round_strategy_error_reaches_the_lone_pod_decision() -> None:
 
 
 def test_scores_give_the_winner_ten_and_the_rest_at_most_four() -> None:
-    view = cluster([node("a"), node("b"), node("c"), node("d")])
-    evaluation = evaluate(view, web("new"))
+    view = cluster([make_node("a").info(), make_node("b").info(), make_node("c").info(), make_node("d").info()])
+    evaluation = evaluate(view, make_pod("new").info())
     winner, *rest = evaluation.decision.ranking
     assert evaluation.scores[winner] == 10
     assert all(evaluation.scores[n] <= 4 for n in rest)
@@ -179,8 +189,8 @@ def test_decision_with_error_has_no_winner() -> None:
 
 
 def test_decision_names_every_considered_node() -> None:
-    view = cluster([node("b"), node("a", ready=False), node("c", memory="1Gi")])
-    d = evaluate(view, web("new", memory="2Gi"), policy()).decision
+    view = cluster([make_node("b").info(), make_node("a").ready(False).info(), make_node("c").memory("1Gi").info()])
+    d = evaluate(view, make_pod("new").memory("2Gi").info(), make_policy().build()).decision
     assert d.considered == ["a", "b", "c"]
     assert set(d.ranking) | set(d.refused) == {"a", "b", "c"}
     assert d.refusal_lines() == [f"{n}: {d.refused[n].reason}" for n in ("a", "c")]
@@ -200,12 +210,13 @@ def test_a_node_berth_has_not_seen_is_refused_as_unknown(case: str, spec: dict[s
                                                         asked: list[str]) -> None:
     """Whatever other check applies, a name the view does not know is refused as unknown, never
     ranked, and the other nodes are judged as without it."""
-    view = cluster([node("a"), node("b"), node("tight", cpu="100m")])
-    d = evaluate(view, web("new", cpu="1"), policy(**spec), nodes=asked, **kw).decision
+    view = cluster([make_node("a").info(), make_node("b").info(), make_node("tight").cpu("100m").info()])
+    d = evaluate(view, make_pod("new").cpu("1").info(), make_policy().spec(**spec).build(), nodes=asked, **kw).decision
     assert d.refused["ghost"].reason == "unknown node: berth has not seen it"
     assert not d.refused["ghost"].resolvable
     assert "ghost" not in d.ranking
-    without = evaluate(view, web("new", cpu="1"), policy(**spec), nodes=[n for n in asked if n != "ghost"],
+    without = evaluate(view, make_pod("new").cpu("1").info(),
+                             make_policy().spec(**spec).build(), nodes=[n for n in asked if n != "ghost"],
                        **kw).decision
     assert d.ranking == without.ranking
     assert {n: r for n, r in d.refused.items() if n != "ghost"} == without.refused
@@ -218,19 +229,26 @@ GREEDY = ["Auto", "Global", "Drained", "Balanced", "Spread", "BestFit", None]
 
 @pytest.mark.parametrize("strategy", GREEDY, ids=lambda s: f"ties_by_name_{s or 'Default'}")
 def test_deterministic_tie_breaks_by_name(strategy: str | None) -> None:
-    nodes = [node(n) for n in ("d", "b", "a", "c")]
+    nodes = [make_node(n).info() for n in ("d", "b", "a", "c")]
     spec: dict[str, Any] = {"strategy": strategy} if strategy else {}
-    assert evaluate(cluster(nodes), web("new"), policy(**spec)).decision.ranking == ["a", "b", "c", "d"]
-    assert evaluate(cluster(reversed(nodes)), web("new"), policy(**spec)).decision.ranking == ["a", "b", "c", "d"]
+    assert evaluate(cluster(nodes), make_pod("new").info(),
+                                    make_policy().spec(**spec).build()).decision.ranking == ["a", "b", "c", "d"]
+    assert evaluate(cluster(reversed(nodes)), make_pod("new").info(),
+                                              (make_policy()
+                                               .spec(**spec)
+                                               .build())).decision.ranking == ["a", "b", "c", "d"]
 
 
 @pytest.mark.parametrize("strategy", GREEDY, ids=lambda s: f"same_inputs_same_plan_{s or 'Default'}")
 def test_same_inputs_give_the_same_plan(strategy: str | None) -> None:
-    nodes = [node("a", cpu="2"), node("b", cpu="4", memory="4Gi"), node("c", cpu="3", memory="16Gi")]
+    nodes = [make_node("a").cpu("2").info(),
+             make_node("b").cpu("4").memory("4Gi").info(),
+             make_node("c").cpu("3").memory("16Gi").info()]
     pods = spread_pods({"a": 2, "c": 1})
     spec: dict[str, Any] = {"strategy": strategy} if strategy else {}
-    first = plan(cluster(nodes, pods), web("new"), policy(**spec), count=20)
-    again = plan(cluster(list(reversed(nodes)), list(reversed(pods))), web("new"), policy(**spec), count=20)
+    first = plan(cluster(nodes, pods), make_pod("new").info(), make_policy().spec(**spec).build(), count=20)
+    again = plan(cluster(list(reversed(nodes)), list(reversed(pods))), make_pod("new").info(),
+                                                                       make_policy().spec(**spec).build(), count=20)
     assert list(first.plan.items()) == list(again.plan.items())
     assert first.decision.to_dict() == again.decision.to_dict()
 
@@ -271,7 +289,7 @@ INVALID_POLICIES = [
 
 @pytest.mark.parametrize(("name", "patch", "path"), INVALID_POLICIES, ids=[c[0] for c in INVALID_POLICIES])
 def test_invalid_policies_name_the_field(name: str, patch: dict[str, Any], path: str) -> None:
-    obj = {**manifest(), **patch}
+    obj = {**make_policy().obj(), **patch}
     with pytest.raises(InvalidPolicy) as caught:
         policy_from_manifest(obj)
     assert caught.value.path == path, caught.value
@@ -286,14 +304,14 @@ def test_policy_defaults() -> None:
 
 
 def test_policy_governs_only_its_namespace_and_selector() -> None:
-    p = policy()
+    p = make_policy().build()
     assert p.governs("shop", {"app": "web", "x": "y"})
     assert not p.governs("other", {"app": "web"})
     assert not p.governs("shop", {"app": "db"})
 
 
 def test_policy_overrides_resolve_against_cluster_settings() -> None:
-    p = policy(capacity={"cpuOvercommitPercent": 200})
+    p = make_policy().spec(capacity={"cpuOvercommitPercent": 200}).build()
     resolved = Settings(memory_overcommit_percent=120).for_policy(p)
     assert (resolved.cpu_overcommit_percent, resolved.memory_overcommit_percent) == (200, 120)
     assert resolved.min_free_disk_percent == 10
@@ -302,9 +320,9 @@ def test_policy_overrides_resolve_against_cluster_settings() -> None:
 def test_pods_without_a_policy_count_as_a_workload_by_their_labels() -> None:
     """Without a policy a pod's workload is the pods labelled like it, controller hashes aside: the
     old revision on the roomy node a counts, so AUTO (fewest instances first) picks b."""
-    view = cluster([node("a", cpu="64"), node("b")],
-                   [pod("old", node="a", labels={"app": "web", "pod-template-hash": "v1"})])
-    new = pod("new", labels={"app": "web", "pod-template-hash": "v2"})
+    view = cluster([make_node("a").cpu("64").info(), make_node("b").info()],
+                   [make_pod("old").on("a").labels({"app": "web", "pod-template-hash": "v1"}).info()])
+    new = make_pod("new").labels({"app": "web", "pod-template-hash": "v2"}).info()
     settings = Settings(default_strategy=Strategy.AUTO)
     assert evaluate(view, new, None, settings).decision.ranking == ["b", "a"]
     assert plan(view, new, None, count=2, settings=settings).plan == {"b": 1, "a": 1}
@@ -326,13 +344,13 @@ def test_counted_selectors_are_bounded_and_stay_exact(monkeypatch: pytest.Monkey
     at most COUNTED_SELECTORS of them, the least recently asked dropped, and every count it
     answers, kept or counted afresh, equals a fresh count through pod changes."""
     monkeypatch.setattr(view_module, "COUNTED_SELECTORS", 8)
-    view = cluster([node("a"), node("b")])
+    view = cluster([make_node("a").info(), make_node("b").info()])
     selectors = [LabelSelector({"job-name": f"job-{i}"}) for i in range(30)]
     selectors.append(LabelSelector({}, (Requirement("job-name", "Exists"),)))  # no matchLabels pair
     for i, selector in enumerate(selectors):
-        view.upsert_pod(pod(f"p-{i}", labels={"job-name": f"job-{i % 30}"}, node="ab"[i % 2]))
+        view.upsert_pod(make_pod(f"p-{i}").labels({"job-name": f"job-{i % 30}"}).on("ab"[i % 2]).info())
         view.matching_counts("shop", selector)
-        view.upsert_pod(pod(f"q-{i}", labels={"job-name": f"job-{(i * 7) % 30}"}, node="b"))
+        view.upsert_pod(make_pod(f"q-{i}").labels({"job-name": f"job-{(i * 7) % 30}"}).on("b").info())
         view.remove_pod(f"shop/p-{i // 2}")
         assert len(view._counts) <= 8
         for earlier in selectors[: i + 1]:
@@ -342,7 +360,7 @@ def test_counted_selectors_are_bounded_and_stay_exact(monkeypatch: pytest.Monkey
 def test_read_only_caches_add_nothing_the_scheduling_path_keeps() -> None:
     """A preview or a capacity query reads the view's caches but adds no counted selector and no
     table, whatever labels and shapes it asks about."""
-    view = cluster([node("a")], [web("w-0", "a")])
+    view = cluster([make_node("a").info()], [make_pod("w-0").on("a").info()])
     view.matching_counts("shop", LabelSelector({"app": "web"}))
     kept = view.table(("kept",), dict)
     counted, tables = dict(view._counts), list(view._memos)
@@ -362,9 +380,9 @@ def test_read_only_caches_add_nothing_the_scheduling_path_keeps() -> None:
 def _two_workloads() -> ClusterView:
     """Three nodes; the ``web`` workload of shop on ``a``, the ``api`` workload of other on ``c``:
     a plan that counted either workload per node would tell them apart."""
-    nodes = [node("a", cpu="4"), node("b", cpu="3"), node("c", cpu="4")]
+    nodes = [make_node("a").cpu("4").info(), make_node("b").cpu("3").info(), make_node("c").cpu("4").info()]
     pods = [*spread_pods({"a": 3}),
-            *(pod(f"api-{i}", namespace="other", labels={"app": "api"}, node="c") for i in range(3))]
+            *(make_pod(f"api-{i}").namespace("other").labels({"app": "api"}).on("c").info() for i in range(3))]
     return cluster(nodes, pods)
 
 
@@ -383,10 +401,13 @@ SHARED_SPECS = [
 @pytest.mark.parametrize(("name", "spec"), SHARED_SPECS, ids=[f"shared_{n}" for n, _ in SHARED_SPECS])
 def test_policies_alike_but_for_their_selector_share_one_plan(name: str, spec: dict[str, Any]) -> None:
     view = _two_workloads()
-    web_policy = policy("shop", "web", **spec)
-    api_policy = policy("other", "api", **{**spec, "selector": {"matchLabels": {"app": "api"}}})
-    web_pod = web("new-web")
-    api_pod = pod("new-api", namespace="other", labels={"app": "api"})
+    web_policy = make_policy("web").namespace("shop").spec(**spec).build()
+    api_policy = (make_policy("api")
+                  .namespace("other")
+                  .spec(**{**spec, "selector": {"matchLabels": {"app": "api"}}})
+                  .build())
+    web_pod = make_pod("new-web").info()
+    api_pod = make_pod("new-api").namespace("other").labels({"app": "api"}).info()
     key = shared_plan_key(web_pod, web_policy, 6)
     assert key is not None and key == shared_plan_key(api_pod, api_policy, 6)
     web_plan, api_plan = plan(view, web_pod, web_policy, count=6), plan(view, api_pod, api_policy, count=6)
@@ -405,29 +426,36 @@ NOT_SHARED_SPECS = [
 
 @pytest.mark.parametrize(("name", "spec"), NOT_SHARED_SPECS, ids=[n for n, _ in NOT_SHARED_SPECS])
 def test_a_plan_that_reads_the_workload_is_not_shared(name: str, spec: dict[str, Any]) -> None:
-    assert shared_plan_key(web("new"), policy(**spec), 6) is None
+    assert shared_plan_key(make_pod("new").info(), make_policy().spec(**spec).build(), 6) is None
 
 
 DIFFERENT_PLANS = [
-    ("count", lambda: (web("new"), policy(), 7)),
-    ("shape", lambda: (web("new", cpu="200m"), policy(), 6)),
-    ("sleepy", lambda: (web("new", sleepy=True), policy(), 6)),
-    ("tolerations", lambda: (web("new", tolerations=[Toleration(key="gpu", operator="Exists")]), policy(), 6)),
-    ("strategy", lambda: (web("new"), policy(strategy="BestFit"), 6)),
-    ("node_filter", lambda: (web("new"), policy(nodeFilter={"labels": {"disk": "ssd"}}), 6)),
+    ("count", lambda: (make_pod("new").info(), make_policy().build(), 7)),
+    ("shape", lambda: (make_pod("new").cpu("200m").info(), make_policy().build(), 6)),
+    ("sleepy", lambda: (make_pod("new").sleepy().info(), make_policy().build(), 6)),
+    ("tolerations", lambda: (make_pod("new").tolerations([Toleration(key="gpu", operator="Exists")]).info(),
+                             make_policy().build(), 6)),
+    ("strategy", lambda: (make_pod("new").info(), make_policy().strategy("BestFit").build(), 6)),
+    ("node_filter", lambda: (make_pod("new").info(),
+                             make_policy().node_filter({"labels": {"disk": "ssd"}}).build(), 6)),
 ]
 
 
 @pytest.mark.parametrize(("name", "case"), DIFFERENT_PLANS, ids=[f"differs_by_{n}" for n, _ in DIFFERENT_PLANS])
 def test_what_the_plan_depends_on_tells_shared_plans_apart(name: str, case: Any) -> None:
-    assert shared_plan_key(web("new"), policy(), 6) != shared_plan_key(*case())
+    assert shared_plan_key(make_pod("new").info(), make_policy().build(), 6) != shared_plan_key(*case())
 
 
 def test_the_two_workloads_give_a_strategy_that_counts_them_two_plans() -> None:
     """What makes the sharing test above able to fail: on this cluster, a plan that counted the
     workload per node (Auto does) differs between the two policies."""
     view = _two_workloads()
-    web_plan = plan(view, web("new-web"), policy("shop", "web", strategy="Auto"), count=6)
-    api_plan = plan(view, pod("new-api", namespace="other", labels={"app": "api"}),
-                    policy("other", "api", strategy="Auto", selector={"matchLabels": {"app": "api"}}), count=6)
+    web_plan = plan(view, make_pod("new-web").info(),
+                          make_policy("web").namespace("shop").strategy("Auto").build(), count=6)
+    api_plan = plan(view, make_pod("new-api").namespace("other").labels({"app": "api"}).info(),
+                    (make_policy("api")
+                     .namespace("other")
+                     .strategy("Auto")
+                     .spec(selector={"matchLabels": {"app": "api"}})
+                     .build()), count=6)
     assert web_plan.plan != api_plan.plan

@@ -5,15 +5,18 @@ from __future__ import annotations
 import orjson
 
 from berth.extender.questions import CAPACITY_PLAN_LIMIT
-from tests.extender.helpers import harness, node, pod, policy
+from tests.builders import make_node, make_pod, make_policy
+from tests.extender.helpers import harness
 
 WEB = {"app": "web"}
 
 
 def cluster() -> list[dict[str, object]]:
-    return [node("a", cpu="2", memory="4Gi"), node("b", cpu="4", memory="8Gi"), node("c", cpu=None),
-            policy("web", strategy="Spread", capacity={"cpuOvercommitPercent": 200}),
-            pod("old", labels=WEB, cpu="1", memory="1Gi", node_name="a")]
+    return [make_node("a").cpu("2").memory("4Gi").obj(),
+            make_node("b").cpu("4").memory("8Gi").obj(),
+            make_node("c").cpu(None).obj(),
+            make_policy("web").strategy("Spread").spec(capacity={"cpuOvercommitPercent": 200}).obj(),
+            make_pod("old").labels(WEB).cpu("1").memory("1Gi").on("a").obj()]
 
 
 def test_decision_of_a_pod_never_placed_is_404() -> None:
@@ -25,7 +28,7 @@ def test_decision_of_a_pod_never_placed_is_404() -> None:
 
 def test_decision_after_a_filter_names_every_refusal() -> None:
     h = harness(cluster())
-    h.filter(pod("huge", labels=WEB, cpu="100"))
+    h.filter(make_pod("huge").labels(WEB).cpu("100").obj())
     d = h.client.get("/api/v1/decisions/shop/huge").json()
     assert d["trigger"] == "filter"
     assert d["considered"] == ["a", "b", "c"]
@@ -37,8 +40,8 @@ def test_decision_after_a_filter_names_every_refusal() -> None:
 
 
 def test_decision_when_nothing_fits_carries_the_error() -> None:
-    h = harness([node("a", cpu="1"), policy("web")])
-    h.filter(pod("huge", labels=WEB, cpu="100"))
+    h = harness([make_node("a").cpu("1").obj(), make_policy("web").obj()])
+    h.filter(make_pod("huge").labels(WEB).cpu("100").obj())
     d = h.client.get("/api/v1/decisions/shop/huge").json()
     assert d["winner"] is None
     assert d["error"]["code"] == "insufficient_resource"
@@ -48,10 +51,11 @@ def test_decision_held_back_by_topology_spread_alone_says_spread_unsatisfied() -
     """Both nodes have room; with minDomains 3 over two hostnames each would make skew 2."""
     spread = [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
                "minDomains": 3}]
-    h = harness([node("a", labels={"kubernetes.io/hostname": "a"}), node("b", labels={"kubernetes.io/hostname": "b"}),
-                 policy("web", topologySpreadConstraints=spread),
-                 pod("w1", labels=WEB, node_name="a"), pod("w2", labels=WEB, node_name="b")])
-    h.filter(pod("w3", labels=WEB))
+    h = harness([make_node("a").labels({"kubernetes.io/hostname": "a"}).obj(),
+                 make_node("b").labels({"kubernetes.io/hostname": "b"}).obj(),
+                 make_policy("web").spec(topologySpreadConstraints=spread).obj(),
+                 make_pod("w1").labels(WEB).on("a").obj(), make_pod("w2").labels(WEB).on("b").obj()])
+    h.filter(make_pod("w3").labels(WEB).obj())
     d = h.client.get("/api/v1/decisions/shop/w3").json()
     assert d["winner"] is None
     assert d["error"]["code"] == "spread_unsatisfied"
@@ -73,7 +77,7 @@ def test_preview_of_a_shape() -> None:
 
 def test_preview_of_a_pod_manifest_with_a_named_policy_and_nodes() -> None:
     h = harness(cluster())
-    body = {"pod": pod("x", labels={"app": "other"}), "policy": "web", "nodes": ["a"]}
+    body = {"pod": make_pod("x").labels({"app": "other"}).obj(), "policy": "web", "nodes": ["a"]}
     d = h.client.post("/api/v1/preview", content=orjson.dumps(body)).json()["decision"]
     assert d["considered"] == ["a"] and d["policy"] == "shop/web"
 
@@ -107,10 +111,10 @@ def test_capacity_by_query_and_by_body() -> None:
 def test_capacity_lists_room_per_node_and_what_one_round_places() -> None:
     """A policy with rules and spread: every node keeps its raw room in the table, and placeable
     says what one round could place under the whole policy and why not one more."""
-    zones = [node(n, labels={"kubernetes.io/hostname": n, "topology.kubernetes.io/zone": z, **extra})
+    zones = [make_node(n).labels({"kubernetes.io/hostname": n, "topology.kubernetes.io/zone": z, **extra}).obj()
              for n, z, extra in (("a", "z1", {"disk": "ssd"}), ("b", "z2", {"disk": "ssd"}), ("c", "z2", {}))]
     rules = [{"resource": "Node", "operator": "Has", "labels": {"disk": "ssd"}}]
-    h = harness([*zones, policy("web", placementRules=rules)])
+    h = harness([*zones, make_policy("web").spec(placementRules=rules).obj()])
     out = h.client.get("/api/v1/capacity", params={"namespace": "shop", "labels": "app=web", "cpu": "1",
                                                    "memory": "1Gi"}).json()
     assert out["nodes"] == {"a": 4, "b": 4, "c": 4} and out["total"] == 12
@@ -118,7 +122,7 @@ def test_capacity_lists_room_per_node_and_what_one_round_places() -> None:
 
 
 def test_capacity_plans_at_most_its_limit_under_the_lock() -> None:
-    h = harness([node(f"n{i}", cpu="64", memory="256Gi") for i in range(3)] + [policy("web")])
+    h = harness([make_node(f"n{i}").cpu("64").memory("256Gi").obj() for i in range(3)] + [make_policy("web").obj()])
     out = h.client.get("/api/v1/capacity", params={"namespace": "shop", "labels": "app=web", "cpu": "100m",
                                                    "memory": "128Mi"}).json()
     assert out["total"] == 3 * 110  # pod slots bind
@@ -140,7 +144,7 @@ def test_health_readiness_and_metrics() -> None:
     h = harness(cluster())
     assert h.client.get("/healthz").text == "ok"
     assert h.client.get("/readyz").status_code == 200  # a snapshot is fully listed
-    h.filter(pod("web-1", labels=WEB))
+    h.filter(make_pod("web-1").labels(WEB).obj())
     text = h.client.get("/metrics").text
     for name in ("berth_extender_request_seconds_bucket{le=", 'berth_view_objects{kind="nodes"} 3.0',
                  'berth_view_objects{kind="assumed"} 1.0', 'berth_extender_decisions_total{result="placed"',
@@ -196,11 +200,11 @@ def test_the_openapi_schema_documents_the_wire_types() -> None:
 
 def test_a_policys_decision_is_its_pods_latest_with_a_fresh_preview_of_a_pending_one() -> None:
     h = harness(cluster())
-    first, second = pod("web-1", labels=WEB, cpu="1"), pod("web-2", labels=WEB, cpu="1")
+    first, second = make_pod("web-1").labels(WEB).cpu("1").obj(), make_pod("web-2").labels(WEB).cpu("1").obj()
     h.schedule(first)
     h.clock.advance(5)
     h.schedule(second)
-    h.store.apply_pod(pod("web-3", labels=WEB, cpu="100"))  # pending: nothing fits it
+    h.store.apply_pod(make_pod("web-3").labels(WEB).cpu("100").obj())  # pending: nothing fits it
     r = h.client.get("/api/v1/policies/shop/web/decision").json()
     assert (r["policy"], r["decisionSource"], r["decision"]["pod"]) == ("shop/web", "extender", "shop/web-2")
     assert r["preview"]["pod"] == "shop/web-3" and r["preview"]["pending"] is True
@@ -209,17 +213,17 @@ def test_a_policys_decision_is_its_pods_latest_with_a_fresh_preview_of_a_pending
 
 
 def test_a_policys_decision_kept_in_its_status_when_newer_than_any_in_memory() -> None:
-    body = policy("web", strategy="Spread")
+    body = make_policy("web").strategy("Spread").obj()
     body["status"] = {"latestDecision": {"pod": "shop/old", "time": "2030-01-01T00:00:00.00Z", "winner": "a"}}
     h = harness([*cluster()[:3], body, cluster()[4]])
-    h.schedule(pod("web-1", labels=WEB, cpu="1"))  # recorded in 2027, older than the status copy
+    h.schedule(make_pod("web-1").labels(WEB).cpu("1").obj())  # recorded in 2027, older than the status copy
     r = h.client.get("/api/v1/policies/shop/web/decision").json()
     assert (r["decisionSource"], r["decision"]["pod"]) == ("policyStatus", "shop/old")
     assert r["preview"]["pod"] == "shop/old" and r["preview"]["pending"] is False  # no pod pending
 
 
 def test_a_policy_with_no_decision_yet_and_an_unknown_policy() -> None:
-    h = harness([node("a"), policy("web")])
+    h = harness([make_node("a").obj(), make_policy("web").obj()])
     assert h.client.get("/api/v1/policies/shop/web/decision").json() == {
         "policy": "shop/web", "decision": None, "decisionSource": None, "preview": None}
     r = h.client.get("/api/v1/policies/shop/nope/decision")

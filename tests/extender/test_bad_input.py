@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.extender.helpers import harness, node, policy
+from tests.builders import make_node, make_policy
+from tests.extender.helpers import harness
 
 CASES = [
     # (verb, body, status, fragment of the message)
@@ -31,7 +32,7 @@ CASES = [
 @pytest.mark.parametrize(("verb", "body", "status", "fragment"), CASES,
                          ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_bad_input(verb: str, body: bytes, status: int, fragment: str) -> None:
-    h = harness([node("a"), policy("web")])
+    h = harness([make_node("a").obj(), make_policy("web").obj()])
     r = h.client.post(f"/{verb}", content=body)
     assert r.status_code == status, r.text
     data = r.json()
@@ -40,7 +41,7 @@ def test_bad_input(verb: str, body: bytes, status: int, fragment: str) -> None:
 
 
 def test_unknown_nodes_are_refused_by_name_not_an_error() -> None:
-    h = harness([node("a"), policy("web")])
+    h = harness([make_node("a").obj(), make_policy("web").obj()])
     result = h.filter({"metadata": {"name": "web-1", "namespace": "shop", "labels": {"app": "web"}}, "spec": {}},
                       ["a", "ghost"])
     assert result["NodeNames"] == ["a"]

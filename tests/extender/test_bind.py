@@ -18,7 +18,8 @@ from berth.core.model import PodInfo
 from berth.extender.app import create_app
 from berth.extender.binder import BindError, EventQueue
 from berth.extender.settings import ExtenderSettings
-from tests.extender.helpers import Clock, bind_args, harness, make_store, node, pod, policy
+from tests.builders import make_node, make_pod, make_policy
+from tests.extender.helpers import Clock, bind_args, harness, make_store
 
 WEB = {"app": "web"}
 
@@ -70,8 +71,10 @@ class RecordingBinder:
 
 
 def test_bind_records_the_decision_and_counts_the_pod() -> None:
-    h = harness([node("a", cpu="2"), node("b", cpu="2"), policy("web", strategy="Spread")])
-    p = pod("web-1", labels=WEB, cpu="1")
+    h = harness([make_node("a").cpu("2").obj(),
+                 make_node("b").cpu("2").obj(),
+                 make_policy("web").strategy("Spread").obj()])
+    p = make_pod("web-1").labels(WEB).cpu("1").obj()
     assert h.schedule(p) in ("a", "b")
     placed = h.store.view.pod(p["metadata"]["uid"])
     assert placed is not None and placed.node_name
@@ -83,11 +86,11 @@ def test_bind_records_the_decision_and_counts_the_pod() -> None:
 
 
 def test_bind_writes_annotation_and_event_message() -> None:
-    store = make_store([node("a", cpu="2"), policy("web")])
+    store = make_store([make_node("a").cpu("2").obj(), make_policy("web").obj()])
     binder = RecordingBinder()
     app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
 
-    p = pod("web-1", labels=WEB, cpu="1")
+    p = make_pod("web-1").labels(WEB).cpu("1").obj()
     _, bound = _serve(app, ("/filter", {"Pod": p, "NodeNames": ["a"]}), ("/bind", bind_args(p, "a")))
     assert bound == {"Error": ""}
     assert binder.bound == {"shop/web-1": "a"}
@@ -111,11 +114,11 @@ def _serve(app: Any, *requests: tuple[str, Any]) -> list[Any]:
 
 
 def test_bind_recheck_refuses_a_node_that_filled_up_meanwhile() -> None:
-    h = harness([node("a", cpu="2"), policy("web")])
-    p = pod("web-1", labels=WEB, cpu="1500m")
+    h = harness([make_node("a").cpu("2").obj(), make_policy("web").obj()])
+    p = make_pod("web-1").labels(WEB).cpu("1500m").obj()
     assert h.filter(p)["NodeNames"] == ["a"]
     # between filter and bind, the watch shows another pod bound on the node
-    h.store.apply_pod(pod("intruder", namespace="other", cpu="1", node_name="a"))
+    h.store.apply_pod(make_pod("intruder").labels({}).namespace("other").cpu("1").on("a").obj())
     error = h.bind(p, "a")
     assert error.startswith("berth: a: insufficient capacity: cpu: needs 1500m, 1 free of 2 allocatable")
     assert h.store.view.pod(p["metadata"]["uid"]) is None  # not counted anywhere
@@ -127,8 +130,10 @@ def test_bind_recheck_refuses_a_node_that_filled_up_meanwhile() -> None:
 
 
 def test_bind_to_another_node_than_berths_winner_moves_the_pod() -> None:
-    h = harness([node("a", cpu="4"), node("b", cpu="2"), policy("web", strategy="Spread")])
-    p = pod("web-1", labels=WEB, cpu="1")
+    h = harness([make_node("a").cpu("4").obj(),
+                 make_node("b").cpu("2").obj(),
+                 make_policy("web").strategy("Spread").obj()])
+    p = make_pod("web-1").labels(WEB).cpu("1").obj()
     h.filter(p)
     assert h.store.assumed[p["metadata"]["uid"]].pod.node_name == "a"
     assert h.bind(p, "b") == ""  # kube-scheduler's other plugins may outweigh berth's score
@@ -140,27 +145,27 @@ def test_bind_to_another_node_than_berths_winner_moves_the_pod() -> None:
 
 
 def test_bind_of_a_pass_through_pod_counts_it() -> None:
-    h = harness([node("a", cpu="2")])
-    p = pod("db-1", labels={"app": "db"}, cpu="1")
+    h = harness([make_node("a").cpu("2").obj()])
+    p = make_pod("db-1").labels({"app": "db"}).cpu("1").obj()
     h.filter(p)
     assert h.bind(p, "a") == ""
     assert h.store.view.requested("a")["cpu"] == 1000
 
 
 def test_bind_of_an_unknown_pod_is_refused_with_a_reason() -> None:
-    h = harness([node("a")])
-    error = h.bind(pod("ghost"), "a")
+    h = harness([make_node("a").obj()])
+    error = h.bind(make_pod("ghost").labels({}).obj(), "a")
     assert "is unknown" in error
 
 
 def test_a_failed_binding_releases_the_pod() -> None:
-    store = make_store([node("a", cpu="2"), policy("web")])
+    store = make_store([make_node("a").cpu("2").obj(), make_policy("web").obj()])
     app = create_app(store, ExtenderSettings(), binder=RecordingBinder(fail="cannot bind: pods \"web-1\" not found"),
                      clock=Clock())
     from fastapi.testclient import TestClient
 
     client = TestClient(app)
-    p = pod("web-1", labels=WEB, cpu="1")
+    p = make_pod("web-1").labels(WEB).cpu("1").obj()
     client.post("/filter", content=orjson.dumps({"Pod": p, "NodeNames": ["a"]}))
     r = client.post("/bind", content=orjson.dumps(bind_args(p, "a")))
     assert "not found" in r.json()["Error"]
@@ -169,14 +174,14 @@ def test_a_failed_binding_releases_the_pod() -> None:
 
 
 def test_a_bound_pod_stays_counted_until_the_watch_shows_it_or_its_time_is_up() -> None:
-    store = make_store([node("a", cpu="4"), policy("web")])
+    store = make_store([make_node("a").cpu("4").obj(), make_policy("web").obj()])
     clock = Clock()
     store.clock = clock
     app = create_app(store, ExtenderSettings(assume_ttl_seconds=30), binder=RecordingBinder(), clock=clock)
     from fastapi.testclient import TestClient
 
     client = TestClient(app)
-    p1, p2 = pod("web-1", labels=WEB, cpu="1"), pod("web-2", labels=WEB, cpu="1")
+    p1, p2 = make_pod("web-1").labels(WEB).cpu("1").obj(), make_pod("web-2").labels(WEB).cpu("1").obj()
     for p in (p1, p2):
         client.post("/filter", content=orjson.dumps({"Pod": p, "NodeNames": ["a"]}))
         assert client.post("/bind", content=orjson.dumps(bind_args(p, "a"))).json() == {"Error": ""}
@@ -186,7 +191,7 @@ def test_a_bound_pod_stays_counted_until_the_watch_shows_it_or_its_time_is_up() 
     assert not store.view.is_assumed(p1["metadata"]["uid"])
     # web-2 never shows up bound: released after the TTL
     clock.advance(31)
-    client.post("/filter", content=orjson.dumps({"Pod": pod("web-3", labels=WEB), "NodeNames": ["a"]}))
+    client.post("/filter", content=orjson.dumps({"Pod": make_pod("web-3").labels(WEB).obj(), "NodeNames": ["a"]}))
     assert store.view.pod(p2["metadata"]["uid"]) is None
     assert store.view.requested("a")["cpu"] == 1000 + 100  # web-1, and web-3's tentative place
     assert 'berth_assumptions_expired_total{kind="bound"} 1.0' in client.get("/metrics").text
@@ -207,42 +212,42 @@ def _bound(store_objects: list[dict[str, Any]], *pods: dict[str, Any], **setting
 
 
 def test_a_bound_pod_is_held_past_a_lagging_watch_by_default() -> None:
-    p1 = pod("web-1", labels=WEB, cpu="1")
-    store, clock, client = _bound([node("a", cpu="4"), policy("web")], p1)
+    p1 = make_pod("web-1").labels(WEB).cpu("1").obj()
+    store, clock, client = _bound([make_node("a").cpu("4").obj(), make_policy("web").obj()], p1)
     clock.advance(600)  # a watch ten minutes behind
-    client.post("/filter", content=orjson.dumps({"Pod": pod("web-2", labels=WEB), "NodeNames": ["a"]}))
+    client.post("/filter", content=orjson.dumps({"Pod": make_pod("web-2").labels(WEB).obj(), "NodeNames": ["a"]}))
     assert store.view.is_assumed(p1["metadata"]["uid"])
     assert store.view.requested("a")["cpu"] == 1000 + 100  # web-1 still counted, and web-2's tentative place
     assert 'berth_assumptions_expired_total{kind="bound"}' not in client.get("/metrics").text
 
 
 def test_a_bound_pod_lapses_only_after_the_safety_bound_and_is_counted() -> None:
-    p1 = pod("web-1", labels=WEB, cpu="1")
-    store, clock, client = _bound([node("a", cpu="4"), policy("web")], p1)
+    p1 = make_pod("web-1").labels(WEB).cpu("1").obj()
+    store, clock, client = _bound([make_node("a").cpu("4").obj(), make_policy("web").obj()], p1)
     clock.advance(ExtenderSettings().assume_ttl_seconds + 1)
-    client.post("/filter", content=orjson.dumps({"Pod": pod("web-2", labels=WEB), "NodeNames": ["a"]}))
+    client.post("/filter", content=orjson.dumps({"Pod": make_pod("web-2").labels(WEB).obj(), "NodeNames": ["a"]}))
     assert store.view.pod(p1["metadata"]["uid"]) is None
     assert 'berth_assumptions_expired_total{kind="bound"} 1.0' in client.get("/metrics").text
 
 
 def test_a_bound_pod_deleted_before_the_watch_showed_it_is_released() -> None:
-    p1 = pod("web-1", labels=WEB, cpu="1")
-    store, _, _ = _bound([node("a", cpu="4"), policy("web")], p1)
+    p1 = make_pod("web-1").labels(WEB).cpu("1").obj()
+    store, _, _ = _bound([make_node("a").cpu("4").obj(), make_policy("web").obj()], p1)
     store.delete_pod(p1)
     assert store.assumed == {} and store.view.requested("a").get("cpu", 0) == 0
 
 
 def test_a_full_list_begun_after_the_bind_without_the_pod_releases_it() -> None:
-    p1 = pod("web-1", labels=WEB, cpu="1")
-    store, clock, _ = _bound([node("a", cpu="4"), policy("web")], p1)
+    p1 = make_pod("web-1").labels(WEB).cpu("1").obj()
+    store, clock, _ = _bound([make_node("a").cpu("4").obj(), make_policy("web").obj()], p1)
     clock.advance(1)
     store.replace("pods", [])  # the relist after a lost watch: the pod is gone
     assert store.assumed == {} and store.view.requested("a").get("cpu", 0) == 0
 
 
 def test_a_full_list_showing_the_pod_still_pending_keeps_it() -> None:
-    p1 = pod("web-1", labels=WEB, cpu="1")
-    store, clock, _ = _bound([node("a", cpu="4"), policy("web")], p1)
+    p1 = make_pod("web-1").labels(WEB).cpu("1").obj()
+    store, clock, _ = _bound([make_node("a").cpu("4").obj(), make_policy("web").obj()], p1)
     clock.advance(1)
     store.replace("pods", [p1])  # listed while the Binding was still on its way
     assert store.view.is_assumed(p1["metadata"]["uid"])
@@ -250,8 +255,8 @@ def test_a_full_list_showing_the_pod_still_pending_keeps_it() -> None:
 
 
 def test_a_full_list_begun_before_the_bind_keeps_it() -> None:
-    p1 = pod("web-1", labels=WEB, cpu="1")
-    store, clock, _ = _bound([node("a", cpu="4"), policy("web")])
+    p1 = make_pod("web-1").labels(WEB).cpu("1").obj()
+    store, clock, _ = _bound([make_node("a").cpu("4").obj(), make_policy("web").obj()])
 
     def listed_then_bound() -> Any:  # the list was read from the API server before the pod was bound
         clock.advance(1)
@@ -263,8 +268,8 @@ def test_a_full_list_begun_before_the_bind_keeps_it() -> None:
 
 
 def test_a_watch_update_of_a_pending_pod_keeps_its_assumption() -> None:
-    h = harness([node("a", cpu="2"), policy("web")])
-    p = pod("web-1", labels=WEB, cpu="1")
+    h = harness([make_node("a").cpu("2").obj(), make_policy("web").obj()])
+    p = make_pod("web-1").labels(WEB).cpu("1").obj()
     h.filter(p)
     h.store.apply_pod(p)  # a status update of the still pending pod arrives from the watch
     assert h.store.view.is_assumed(p["metadata"]["uid"])
@@ -274,10 +279,10 @@ def test_a_watch_update_of_a_pending_pod_keeps_its_assumption() -> None:
 # -- concurrency --------------------------------------------------------------------------------
 
 async def _concurrent_binds(count: int, room: int, delay: float) -> tuple[list[str], Any]:
-    store = make_store([node("a", cpu=str(room), memory="64Gi", pods="110"), policy("web")])
+    store = make_store([make_node("a").cpu(str(room)).memory("64Gi").pods("110").obj(), make_policy("web").obj()])
     binder = RecordingBinder(delay=delay)
     app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
-    pods = [pod(f"web-{i}", labels=WEB, cpu="1") for i in range(count)]
+    pods = [make_pod(f"web-{i}").labels(WEB).cpu("1").obj() for i in range(count)]
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://berth") as client:
         # the scheduler's view said the node had room for all of them (a stale cache, other schedulers)
@@ -320,11 +325,11 @@ async def _post_bind(client: httpx.AsyncClient, p: dict[str, Any], node_name: st
 
 def test_a_slow_binding_does_not_hold_up_the_next_bind_to_its_node() -> None:
     async def scenario() -> tuple[str, bool, str]:
-        store = make_store([node("a", cpu="8"), policy("web")])
+        store = make_store([make_node("a").cpu("8").obj(), make_policy("web").obj()])
         gate = asyncio.Event()
         binder = RecordingBinder(bind_gates={"shop/web-0": gate})
         app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
-        first, second = (pod(f"web-{i}", labels=WEB, cpu="1") for i in range(2))
+        first, second = (make_pod(f"web-{i}").labels(WEB).cpu("1").obj() for i in range(2))
         for p in (first, second):
             store.remember_pod(_info(p))
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://berth") as client:
@@ -341,11 +346,11 @@ def test_a_slow_binding_does_not_hold_up_the_next_bind_to_its_node() -> None:
 
 def test_a_reservation_holds_while_its_binding_is_in_flight_and_a_failed_binding_releases_it() -> None:
     async def scenario() -> tuple[str, str, str, float]:
-        store = make_store([node("a", cpu="1"), policy("web")])
+        store = make_store([make_node("a").cpu("1").obj(), make_policy("web").obj()])
         gate = asyncio.Event()
         binder = RecordingBinder(bind_gates={"shop/web-0": gate}, fails={"shop/web-0"})
         app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
-        pods = [pod(f"web-{i}", labels=WEB, cpu="1") for i in range(3)]
+        pods = [make_pod(f"web-{i}").labels(WEB).cpu("1").obj() for i in range(3)]
         for p in pods:
             store.remember_pod(_info(p))
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://berth") as client:
@@ -365,11 +370,11 @@ def test_a_reservation_holds_while_its_binding_is_in_flight_and_a_failed_binding
 
 def test_a_second_bind_of_a_pod_whose_bind_is_in_flight_is_refused() -> None:
     async def scenario() -> tuple[str, str, str]:
-        store = make_store([node("a", cpu="8"), node("b", cpu="8"), policy("web")])
+        store = make_store([make_node("a").cpu("8").obj(), make_node("b").cpu("8").obj(), make_policy("web").obj()])
         gate = asyncio.Event()
         binder = RecordingBinder(bind_gates={"shop/web-0": gate})
         app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
-        p = pod("web-0", labels=WEB, cpu="1")
+        p = make_pod("web-0").labels(WEB).cpu("1").obj()
         store.remember_pod(_info(p))
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://berth") as client:
             first = asyncio.create_task(_post_bind(client, p, "a"))
@@ -388,11 +393,11 @@ def test_a_second_bind_of_a_pod_whose_bind_is_in_flight_is_refused() -> None:
 def test_bind_answers_before_its_event_is_written() -> None:
     """The BerthPlaced Event is off the bind path: a slow Event write delays no bind."""
     async def scenario() -> tuple[list[str], set[str], set[str]]:
-        store = make_store([node("a", cpu="8"), policy("web")])
+        store = make_store([make_node("a").cpu("8").obj(), make_policy("web").obj()])
         gate = asyncio.Event()
         binder = RecordingBinder(event_gates={"shop/web-0": gate})
         app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
-        first, second = (pod(f"web-{i}", labels=WEB, cpu="1") for i in range(2))
+        first, second = (make_pod(f"web-{i}").labels(WEB).cpu("1").obj() for i in range(2))
         for p in (first, second):
             store.remember_pod(_info(p))
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://berth") as client:
@@ -417,7 +422,7 @@ def test_events_beyond_the_queues_capacity_are_dropped_and_counted() -> None:
             written.append(p.name)
 
         queue = EventQueue(write, lambda: drops.append(1), capacity=2)
-        pods = [_info(pod(f"web-{i}", labels=WEB)) for i in range(3)]
+        pods = [_info(make_pod(f"web-{i}").labels(WEB).obj()) for i in range(3)]
         offered = [queue.offer(p, "a", "placed") for p in pods]  # the writer has not run yet
         await queue.drain()
         return offered, written, float(len(drops))
@@ -440,7 +445,7 @@ def test_event_writes_keep_to_their_rate() -> None:
 
         queue = EventQueue(write, lambda: None, rate=10.0, burst=2, clock=lambda: now[0], sleep=sleep)
         for i in range(5):
-            queue.offer(_info(pod(f"web-{i}", labels=WEB)), "a", "placed")
+            queue.offer(_info(make_pod(f"web-{i}").labels(WEB).obj()), "a", "placed")
         await queue.drain()
         return times
 
@@ -457,7 +462,7 @@ def test_events_offered_on_a_new_event_loop_are_written_there() -> None:
     queue = EventQueue(write, lambda: None)
 
     async def offer_and_drain(name: str) -> None:
-        queue.offer(_info(pod(name, labels=WEB)), "a", "placed")
+        queue.offer(_info(make_pod(name).labels(WEB).obj()), "a", "placed")
         await queue.drain()
 
     asyncio.run(offer_and_drain("web-0"))
@@ -466,17 +471,17 @@ def test_events_offered_on_a_new_event_loop_are_written_there() -> None:
 
 
 def test_the_dropped_events_counter_is_exported() -> None:
-    h = harness([node("a", cpu="2")])
+    h = harness([make_node("a").cpu("2").obj()])
     assert "berth_events_dropped_total 0.0" in h.client.get("/metrics").text
 
 
 def test_a_failed_event_write_leaves_the_pod_bound() -> None:
-    store = make_store([node("a", cpu="2"), policy("web")])
+    store = make_store([make_node("a").cpu("2").obj(), make_policy("web").obj()])
     binder = RecordingBinder(event_fails=True)
     app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
     from fastapi.testclient import TestClient
 
-    p = pod("web-1", labels=WEB, cpu="1")
+    p = make_pod("web-1").labels(WEB).cpu("1").obj()
     store.remember_pod(_info(p))
     assert TestClient(app).post("/bind", content=orjson.dumps(bind_args(p, "a"))).json() == {"Error": ""}
     assert binder.bound == {"shop/web-1": "a"}
@@ -484,12 +489,12 @@ def test_a_failed_event_write_leaves_the_pod_bound() -> None:
 
 
 def test_the_annotation_stays_small_on_a_large_cluster() -> None:
-    nodes = [node(f"n{i:03d}", cpu="1") for i in range(60)] + [node("big", cpu="16")]
-    store = make_store([*nodes, policy("web")])
+    nodes = [make_node(f"n{i:03d}").cpu("1").obj() for i in range(60)] + [make_node("big").cpu("16").obj()]
+    store = make_store([*nodes, make_policy("web").obj()])
     binder = RecordingBinder()
     app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
 
-    p = pod("web-1", labels=WEB, cpu="2")
+    p = make_pod("web-1").labels(WEB).cpu("2").obj()
     result, bound = _serve(app, ("/filter", {"Pod": p, "NodeNames": sorted(store.view.nodes)}),
                            ("/bind", bind_args(p, "big")))
     assert result["NodeNames"] == ["big"] and len(result["FailedNodes"]) == 60
@@ -517,10 +522,10 @@ async def _filter_all(app: Any, *pods: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_a_pod_no_node_takes_gets_a_berth_refused_event_with_each_nodes_figures() -> None:
-    store = make_store([node("a", cpu="1"), node("b", cpu="2"), policy("web")])
+    store = make_store([make_node("a").cpu("1").obj(), make_node("b").cpu("2").obj(), make_policy("web").obj()])
     binder = RecordingBinder()
     app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
-    p = pod("web-1", labels=WEB, cpu="3")
+    p = make_pod("web-1").labels(WEB).cpu("3").obj()
     [reply] = asyncio.run(_filter_all(app, p))
     assert reply["FailedNodes"] == {"a": "insufficient capacity: cpu", "b": "insufficient capacity: cpu"}
     [message] = binder.refusals["shop/web-1"]
@@ -530,25 +535,25 @@ def test_a_pod_no_node_takes_gets_a_berth_refused_event_with_each_nodes_figures(
 
 
 def test_a_pod_refused_again_for_the_same_reasons_gets_no_second_event() -> None:
-    store = make_store([node("a", cpu="1"), node("b", cpu="2"), policy("web")])
+    store = make_store([make_node("a").cpu("1").obj(), make_node("b").cpu("2").obj(), make_policy("web").obj()])
     binder = RecordingBinder()
     app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
-    p = pod("web-1", labels=WEB, cpu="3")
+    p = make_pod("web-1").labels(WEB).cpu("3").obj()
     asyncio.run(_filter_all(app, p, p))
     assert len(binder.refusals["shop/web-1"]) == 1
 
 
 def test_a_pod_that_fits_gets_no_berth_refused_event() -> None:
-    store = make_store([node("a", cpu="1"), node("b", cpu="2"), policy("web")])
+    store = make_store([make_node("a").cpu("1").obj(), make_node("b").cpu("2").obj(), make_policy("web").obj()])
     binder = RecordingBinder()
     app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
-    asyncio.run(_filter_all(app, pod("web-1", labels=WEB, cpu="1")))
+    asyncio.run(_filter_all(app, make_pod("web-1").labels(WEB).cpu("1").obj()))
     assert binder.refusals == {}
 
 
 def test_the_refused_event_stays_within_an_events_length() -> None:
-    nodes = [node(f"node-{i:03d}", cpu=str(1 + i % 2)) for i in range(200)]
-    store = make_store([*nodes, policy("web")])
+    nodes = [make_node(f"node-{i:03d}").cpu(str(1 + i % 2)).obj() for i in range(200)]
+    store = make_store([*nodes, make_policy("web").obj()])
     binder = RecordingBinder()
     app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
 
@@ -556,7 +561,7 @@ def test_the_refused_event_stays_within_an_events_length() -> None:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://berth") as client:
             names = [f"node-{i:03d}" for i in range(200)]
-            await client.post("/filter", content=orjson.dumps({"Pod": pod("web-1", labels=WEB, cpu="3"),
+            await client.post("/filter", content=orjson.dumps({"Pod": make_pod("web-1").labels(WEB).cpu("3").obj(),
                                                                "NodeNames": names}))
             for _ in range(5):
                 await asyncio.sleep(0)

@@ -10,16 +10,26 @@ from typing import Any
 import orjson
 
 from berth.extender.settings import ExtenderSettings
-from tests.extender.helpers import Harness, harness, node, nodedrain, pod, policy
+from tests.builders import make_node, make_pod, make_policy
+from tests.extender.helpers import Harness, harness, nodedrain
 
 WEB = ("ReplicaSet", "web-1")
 
 
 def cluster(*, c_cpu: str = "4", filler_cpu: str = "1", **policy_spec: Any) -> tuple[Harness, dict[str, Any]]:
     """Nodes a (drained), b and c; c holds a filler pod, so that berth alone prefers b; web-1 on a."""
-    evicted = pod("web-1", node_name="a", owner=WEB, labels={"app": "web"})
-    objects = [node("a"), node("b"), node("c", cpu=c_cpu), policy("web", **policy_spec),
-               pod("filler", namespace="infra", node_name="c", cpu=filler_cpu, owner=("ReplicaSet", "filler")),
+    evicted = make_pod("web-1").on("a").owner(WEB).labels({"app": "web"}).obj()
+    objects = [make_node("a").obj(),
+               make_node("b").obj(),
+               make_node("c").cpu(c_cpu).obj(),
+               make_policy("web").spec(**policy_spec).obj(),
+               (make_pod("filler")
+                .labels({})
+                .namespace("infra")
+                .on("c")
+                .cpu(filler_cpu)
+                .owner(("ReplicaSet", "filler"))
+                .obj()),
                evicted]
     return harness(objects), evicted
 
@@ -36,7 +46,7 @@ def evicting(evicted: dict[str, Any], destination: str = "c", state: str = "Evic
 
 
 def replacement(name: str = "web-2", *, owner: tuple[str, str] = WEB, cpu: str = "100m") -> dict[str, Any]:
-    return pod(name, owner=owner, cpu=cpu, labels={"app": "web"})
+    return make_pod(name).owner(owner).cpu(cpu).labels({"app": "web"}).obj()
 
 
 def test_without_a_drain_berth_prefers_b() -> None:
@@ -95,7 +105,7 @@ def test_the_hold_ends_when_the_replacement_binds() -> None:
 
 def test_a_second_replacement_takes_another_hold_or_none() -> None:
     h, evicted = cluster()
-    second = pod("web-9", node_name="a", owner=WEB, labels={"app": "web"})
+    second = make_pod("web-9").on("a").owner(WEB).labels({"app": "web"}).obj()
     h.store.apply_pod(second)
     h.store.apply_nodedrain(nodedrain("retire-a", status_pods=[evicting(evicted, "c"), evicting(second, "b")]))
     assert h.filter(replacement("web-2"))["NodeNames"] == ["b"]  # holds by destination: b first
@@ -148,7 +158,7 @@ def test_a_whole_node_drain_s_destination_obeys_berth_s_checks() -> None:
 def test_the_room_stays_held_across_a_relist_of_the_pods() -> None:
     h, evicted = cluster(c_cpu="1", filler_cpu="900m")
     h.store.apply_nodedrain(nodedrain("retire-a", status_pods=[evicting(evicted)]))
-    filler = pod("filler", namespace="infra", node_name="c", cpu="900m", owner=("ReplicaSet", "filler"))
+    filler = make_pod("filler").labels({}).namespace("infra").on("c").cpu("900m").owner(("ReplicaSet", "filler")).obj()
     h.clock.advance(1)
     h.store.replace("pods", [filler, evicted])  # the placeholder is no pod of the API server
     other = replacement("web-new", owner=("ReplicaSet", "web-2"))

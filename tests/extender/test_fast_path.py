@@ -18,7 +18,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from berth.extender import wire
 from berth.extender.routes import scheduler
 from berth.extender.wire import ExtenderArgs
-from tests.extender.helpers import Harness, args, bind_args, harness, node, pod, policy
+from tests.builders import make_node, make_pod, make_policy
+from tests.extender.helpers import Harness, args, bind_args, harness
 from tests.extender.test_bad_input import CASES
 
 WEB = {"app": "web"}
@@ -26,19 +27,21 @@ VERBS = ("filter", "prioritize", "bind", "preempt")
 
 
 def _cluster() -> Harness:
-    return harness([node("a", cpu="2"), node("b", cpu="4"), policy("web", strategy="Spread"),
-                    pod("web-0", labels=WEB, cpu="1", node_name="b")])
+    return harness([make_node("a").cpu("2").obj(),
+                    make_node("b").cpu("4").obj(),
+                    make_policy("web").strategy("Spread").obj(),
+                    make_pod("web-0").labels(WEB).cpu("1").on("b").obj()])
 
 
 def _requests() -> list[tuple[str, bytes]]:
     """A scheduling cycle, a second pod refused by resources, and every bad input of the verbs."""
-    web1, big = pod("web-1", labels=WEB, cpu="1"), pod("web-big", labels=WEB, cpu="3")
+    web1, big = make_pod("web-1").labels(WEB).cpu("1").obj(), make_pod("web-big").labels(WEB).cpu("3").obj()
     cycle = [
         ("/filter", orjson.dumps(args(web1, ["a", "b", "ghost"]))),
         ("/prioritize", orjson.dumps(args(web1, ["a", "b"]))),
         ("/bind", orjson.dumps(bind_args(web1, "a"))),
         ("/filter", orjson.dumps(args(big, ["a", "b"]))),
-        ("/filter", orjson.dumps(args(big, nodes=[node("a", cpu="2"), node("b", cpu="4")]))),
+        ("/filter", orjson.dumps(args(big, nodes=[make_node("a").cpu("2").obj(), make_node("b").cpu("4").obj()]))),
         ("/preempt", orjson.dumps({"Pod": big, "NodeNameToMetaVictims": {"b": {"Pods": [{"UID": "x"}]}}})),
         ("/bind", orjson.dumps(bind_args(web1, "b"))),  # bound already
     ]
@@ -79,7 +82,7 @@ def test_an_internal_error_is_the_verbs_own_reply_on_both_paths(monkeypatch: pyt
     fast, routed = _cluster(), _cluster()
     for h in (fast, routed):
         monkeypatch.setattr(h.app.state.engine, "filter", _broken)
-    body = orjson.dumps(args(pod("web-1", labels=WEB), ["a"]))
+    body = orjson.dumps(args(make_pod("web-1").labels(WEB).obj(), ["a"]))
     with caplog.at_level(logging.ERROR, logger="berth.extender.routes.scheduler"):
         mine = fast.client.post("/filter", content=body)
         theirs = TestClient(_through_fastapi(routed.app)).post("/filter", content=body)
@@ -111,7 +114,7 @@ def test_the_verbs_skip_fastapi_and_nothing_else_does() -> None:
     h = _cluster()
     h.app.add_middleware(_Counting)
     _Counting.seen = []
-    web1 = pod("web-1", labels=WEB)
+    web1 = make_pod("web-1").labels(WEB).obj()
     for verb in VERBS:
         assert h.client.post(f"/{verb}", content=b"{not json").status_code == 400
     assert h.client.post("/filter", content=orjson.dumps(args(web1, ["a"]))).json()["NodeNames"] == ["a"]
@@ -145,7 +148,7 @@ async def _asgi(app: ASGIApp, path: str, messages: list[Message],
 
 
 def test_a_body_in_many_pieces_is_read_whole() -> None:
-    body = orjson.dumps(args(pod("web-1", labels=WEB), ["a", "b"]))
+    body = orjson.dumps(args(make_pod("web-1").labels(WEB).obj(), ["a", "b"]))
     pieces = [body[:10], body[10:11], b"", body[11:]]
     split = [{"type": "http.request", "body": p, "more_body": i < len(pieces) - 1} for i, p in enumerate(pieces)]
     whole = [{"type": "http.request", "body": body, "more_body": False}]
@@ -183,7 +186,7 @@ def test_the_decoded_request_is_freed_after_the_reply_went_out(monkeypatch: pyte
 
     monkeypatch.setattr(scheduler, "decode", decode)
     h = _cluster()
-    body = orjson.dumps(args(pod("web-1", labels=WEB), nodes=[node("a"), node("b")]))
+    body = orjson.dumps(args(make_pod("web-1").labels(WEB).obj(), nodes=[make_node("a").obj(), make_node("b").obj()]))
     sent = asyncio.run(_asgi(h.app, "/filter", [{"type": "http.request", "body": body, "more_body": False}],
                              on_send=lambda message: events.append(message["type"])))
     assert [n["metadata"]["name"] for n in orjson.loads(sent[1]["body"])["Nodes"]["items"]] == ["a", "b"]
@@ -230,8 +233,8 @@ def test_an_overridden_engine_answers_the_verbs() -> None:
     h = _cluster()
     fake = _Engine(h.app.state.metrics)
     h.app.dependency_overrides[deps.engine] = lambda: fake
-    reply = h.client.post("/filter", content=orjson.dumps(args(pod("web-1", labels=WEB), ["a", "b"])))
+    reply = h.client.post("/filter", content=orjson.dumps(args(make_pod("web-1").labels(WEB).obj(), ["a", "b"])))
     assert reply.json()["NodeNames"] == ["elsewhere"] and fake.calls == ["web-1"]
     h.app.dependency_overrides.clear()
-    reply = h.client.post("/filter", content=orjson.dumps(args(pod("web-2", labels=WEB), ["a", "b"])))
+    reply = h.client.post("/filter", content=orjson.dumps(args(make_pod("web-2").labels(WEB).obj(), ["a", "b"])))
     assert reply.json()["NodeNames"] == ["a", "b"] and fake.calls == ["web-1"]

@@ -9,13 +9,14 @@ import orjson
 import pytest
 
 from berth.extender.wire import scheduler_text
-from tests.extender.helpers import ZONE, args, harness, node, pod, policy
+from tests.builders import make_node, make_pod, make_policy
+from tests.extender.helpers import ZONE, args, harness
 
 WEB = {"app": "web"}
 
 
-def three_nodes(**kw: Any) -> list[dict[str, Any]]:
-    return [node("a", cpu="2", **kw), node("b", cpu="4", **kw), node("c", cpu="1", **kw)]
+def three_nodes() -> list[dict[str, Any]]:
+    return [make_node("a").cpu("2").obj(), make_node("b").cpu("4").obj(), make_node("c").cpu("1").obj()]
 
 
 # -- where each refusal goes ------------------------------------------------------------------
@@ -23,21 +24,24 @@ def three_nodes(**kw: Any) -> list[dict[str, Any]]:
 REFUSALS = [
     # (name, objects, pod kwargs, node, expected bucket, reason fragment)
     ("capacity: resolvable, the shortfall message",
-     [node("a", cpu="1"), policy("web")], {"cpu": "1500m"}, "a", "FailedNodes", "insufficient capacity: cpu"),
+     [make_node("a").cpu("1").obj(),
+      make_policy("web").obj()], {"cpu": "1500m"}, "a", "FailedNodes", "insufficient capacity: cpu"),
     ("node filter excludes: unresolvable",
-     [node("a"), policy("web", nodeFilter={"excludes": ["a"]})], {}, "a", "FailedAndUnresolvableNodes", ""),
+     [make_node("a").obj(),
+      make_policy("web").node_filter({"excludes": ["a"]}).obj()], {}, "a", "FailedAndUnresolvableNodes", ""),
     ("node filter labels: unresolvable",
-     [node("a"), policy("web", nodeFilter={"labels": {"disk": "ssd"}})], {}, "a", "FailedAndUnresolvableNodes",
+     [make_node("a").obj(),
+      make_policy("web").node_filter({"labels": {"disk": "ssd"}}).obj()], {}, "a", "FailedAndUnresolvableNodes",
      ""),
     ("not Ready: unresolvable",
-     [node("a", ready=False), policy("web")], {}, "a", "FailedAndUnresolvableNodes", "not Ready"),
+     [make_node("a").ready(False).obj(), make_policy("web").obj()], {}, "a", "FailedAndUnresolvableNodes", "not Ready"),
     ("cordoned: unresolvable",
-     [node("a", unschedulable=True), policy("web")], {}, "a", "FailedAndUnresolvableNodes", ""),
+     [make_node("a").cordoned().obj(), make_policy("web").obj()], {}, "a", "FailedAndUnresolvableNodes", ""),
     ("unknown node: unresolvable",
-     [node("a"), policy("web")], {}, "ghost", "FailedAndUnresolvableNodes", "unknown node"),
+     [make_node("a").obj(), make_policy("web").obj()], {}, "ghost", "FailedAndUnresolvableNodes", "unknown node"),
     ("node rule HasNot: unresolvable",
-     [node("a", labels={"type": "gpu"}), node("b"),
-      policy("web", placementRules=[{"resource": "Node", "operator": "HasNot", "labels": {"type": "gpu"}}])],
+     [make_node("a").labels({"type": "gpu"}).obj(), make_node("b").obj(),
+      make_policy("web").rules({"resource": "Node", "operator": "HasNot", "labels": {"type": "gpu"}}).obj()],
      {}, "a", "FailedAndUnresolvableNodes", ""),
 ]
 
@@ -48,7 +52,7 @@ def test_refusal_goes_to_the_right_bucket(objects: list[dict[str, Any]], pod_kw:
                                           bucket: str, fragment: str) -> None:
     h = harness(objects)
     names = sorted({target, *h.store.view.nodes})
-    result = h.filter(pod("web-1", labels=WEB, **pod_kw), names)
+    result = h.filter(make_pod("web-1").labels(WEB).requests(pod_kw).obj(), names)
     assert target not in result["NodeNames"]
     assert target in result[bucket], result
     assert fragment in result[bucket][target]
@@ -57,9 +61,12 @@ def test_refusal_goes_to_the_right_bucket(objects: list[dict[str, Any]], pod_kw:
 
 
 def test_mixed_refusals_are_sorted_into_both_buckets_in_one_reply() -> None:
-    h = harness([node("a", labels={"type": "gpu"}), node("b", cpu="1"), node("c", cpu="1"), node("d"),
-                 policy("web", placementRules=[{"resource": "Node", "operator": "HasNot", "labels": {"type": "gpu"}}])])
-    result = h.filter(pod("web-1", labels=WEB, cpu="1500m"), ["a", "b", "c", "d", "ghost"])
+    h = harness([make_node("a").labels({"type": "gpu"}).obj(),
+                 make_node("b").cpu("1").obj(),
+                 make_node("c").cpu("1").obj(),
+                 make_node("d").obj(),
+                 make_policy("web").rules({"resource": "Node", "operator": "HasNot", "labels": {"type": "gpu"}}).obj()])
+    result = h.filter(make_pod("web-1").labels(WEB).cpu("1500m").obj(), ["a", "b", "c", "d", "ghost"])
     assert result["NodeNames"] == ["d"]
     assert set(result["FailedNodes"]) == {"b", "c"}
     assert result["FailedNodes"]["b"] == result["FailedNodes"]["c"]
@@ -69,8 +76,8 @@ def test_mixed_refusals_are_sorted_into_both_buckets_in_one_reply() -> None:
 
 
 def test_every_refusal_is_named_when_nothing_fits() -> None:
-    h = harness([*three_nodes(), policy("web")])
-    result = h.filter(pod("web-1", labels=WEB, cpu="8"))
+    h = harness([*three_nodes(), make_policy("web").obj()])
+    result = h.filter(make_pod("web-1").labels(WEB).cpu("8").obj())
     assert result["NodeNames"] == []
     assert result["Error"] == ""  # refusals are not errors: kube-scheduler lists them in FailedScheduling
     assert set(result["FailedNodes"]) == {"a", "b", "c"}
@@ -85,11 +92,11 @@ def test_every_refusal_is_named_when_nothing_fits() -> None:
 def test_topology_spread_do_not_schedule_refuses_the_crowded_zone() -> None:
     spread = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
                "labelSelector": {"matchLabels": WEB}}]
-    objects = [node("a1", labels={ZONE: "a"}), node("b1", labels={ZONE: "b"}),
-               policy("web", topologySpreadConstraints=spread),
-               pod("web-0", labels=WEB, node_name="a1")]
+    objects = [make_node("a1").labels({ZONE: "a"}).obj(), make_node("b1").labels({ZONE: "b"}).obj(),
+               make_policy("web").spec(topologySpreadConstraints=spread).obj(),
+               make_pod("web-0").labels(WEB).on("a1").obj()]
     h = harness(objects)
-    result = h.filter(pod("web-1", labels=WEB))
+    result = h.filter(make_pod("web-1").labels(WEB).obj())
     assert result["NodeNames"] == ["b1"]
     assert "topology spread" in result["FailedNodes"]["a1"]
 
@@ -100,15 +107,15 @@ def test_nodes_refused_in_large_groups_are_each_named_in_their_bucket() -> None:
     spread = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
                "labelSelector": {"matchLabels": WEB}}]
     rule = [{"resource": "Node", "operator": "HasNot", "labels": {"type": "gpu"}}]
-    crowded = [node(f"a{i:03d}", labels={ZONE: "a"}) for i in range(120)]
-    gpus = [node(f"g{i:02d}", labels={ZONE: "b", "type": "gpu"}) for i in range(30)]
-    small = [node(f"b{i:02d}", labels={ZONE: "b"}, cpu="1") for i in range(3)]
-    free = [node(f"b{i:02d}", labels={ZONE: "b"}) for i in range(3, 8)]
+    crowded = [make_node(f"a{i:03d}").labels({ZONE: "a"}).obj() for i in range(120)]
+    gpus = [make_node(f"g{i:02d}").labels({ZONE: "b", "type": "gpu"}).obj() for i in range(30)]
+    small = [make_node(f"b{i:02d}").labels({ZONE: "b"}).cpu("1").obj() for i in range(3)]
+    free = [make_node(f"b{i:02d}").labels({ZONE: "b"}).obj() for i in range(3, 8)]
     h = harness([*crowded, *gpus, *small, *free,
-                 policy("web", topologySpreadConstraints=spread, placementRules=rule),
-                 pod("web-0", labels=WEB, node_name="a000")])
+                 make_policy("web").spec(topologySpreadConstraints=spread, placementRules=rule).obj(),
+                 make_pod("web-0").labels(WEB).on("a000").obj()])
     names = ["ghost", *sorted(h.store.view.nodes, reverse=True)]
-    result = h.filter(pod("web-1", labels=WEB, cpu="1500m"), names)
+    result = h.filter(make_pod("web-1").labels(WEB).cpu("1500m").obj(), names)
     assert sorted(result["NodeNames"]) == [f"b{i:02d}" for i in range(3, 8)]
     failed, unresolvable = result["FailedNodes"], result["FailedAndUnresolvableNodes"]
     assert set(failed) == {f"a{i:03d}" for i in range(120)} | {"b00", "b01", "b02"}
@@ -129,8 +136,9 @@ def test_nodes_refused_in_large_groups_are_each_named_in_their_bucket() -> None:
 # -- pass-through and the cluster default strategy ---------------------------------------------
 
 def test_pods_no_policy_selects_pass_through_with_equal_scores() -> None:
-    h = harness([*three_nodes(), policy("web"), policy("other", namespace="elsewhere", match={"app": "db"})])
-    db = pod("db-1", labels={"app": "db"}, cpu="64")  # fits nowhere, but berth does not judge it
+    h = harness([*three_nodes(), make_policy("web").obj(),
+                                 make_policy("other").namespace("elsewhere").match({"app": "db"}).obj()])
+    db = make_pod("db-1").labels({"app": "db"}).cpu("64").obj()  # fits nowhere, but berth does not judge it
     result = h.filter(db, ["c", "a", "b"])
     assert result == {"NodeNames": ["c", "a", "b"], "FailedNodes": {}, "FailedAndUnresolvableNodes": {},
                       "Error": ""}
@@ -139,14 +147,14 @@ def test_pods_no_policy_selects_pass_through_with_equal_scores() -> None:
 
 
 def test_a_policy_governs_only_its_own_namespace() -> None:
-    h = harness([*three_nodes(), policy("web", namespace="tenant-a", nodeFilter={"excludes": ["a"]})])
-    result = h.filter(pod("web-1", namespace="tenant-b", labels=WEB))
+    h = harness([*three_nodes(), make_policy("web").namespace("tenant-a").node_filter({"excludes": ["a"]}).obj()])
+    result = h.filter(make_pod("web-1").namespace("tenant-b").labels(WEB).obj())
     assert result["NodeNames"] == ["a", "b", "c"]
 
 
 def test_cluster_default_strategy_judges_unselected_pods() -> None:
     h = harness(three_nodes(), default_strategy="BestFit")
-    p = pod("db-1", labels={"app": "db"}, cpu="1500m")
+    p = make_pod("db-1").labels({"app": "db"}).cpu("1500m").obj()
     result = h.filter(p)
     assert result["NodeNames"] == ["a", "b"]
     assert "c" in result["FailedNodes"]
@@ -159,8 +167,8 @@ def test_cluster_default_strategy_judges_unselected_pods() -> None:
 @pytest.mark.parametrize(("strategy", "winner"), [("Spread", "b"), ("BestFit", "a"), (None, "b")])
 def test_prioritize_gives_the_strategy_winner_ten(strategy: str | None, winner: str) -> None:
     spec = {"strategy": strategy} if strategy else {}
-    h = harness([node("a", cpu="2"), node("b", cpu="8"), policy("web", **spec)])
-    p = pod("web-1", labels=WEB, cpu="1")
+    h = harness([make_node("a").cpu("2").obj(), make_node("b").cpu("8").obj(), make_policy("web").spec(**spec).obj()])
+    p = make_pod("web-1").labels(WEB).cpu("1").obj()
     h.filter(p)
     scores = h.prioritize(p, ["a", "b"])
     assert scores[winner] == 10
@@ -168,8 +176,8 @@ def test_prioritize_gives_the_strategy_winner_ten(strategy: str | None, winner: 
 
 
 def test_prioritize_reuses_filter_evaluation_for_the_same_nodes() -> None:
-    h = harness([*three_nodes(), policy("web", strategy="Spread")])
-    p = pod("web-1", labels=WEB)
+    h = harness([*three_nodes(), make_policy("web").strategy("Spread").obj()])
+    p = make_pod("web-1").labels(WEB).obj()
     passing = h.filter(p)["NodeNames"]
     h.prioritize(p, passing)
     h.prioritize(p, ["a", "c"])  # another node set: judged again
@@ -181,8 +189,9 @@ def test_prioritize_reuses_filter_evaluation_for_the_same_nodes() -> None:
 def test_prioritize_scores_every_asked_node_once_whichever_way_the_reply_is_built() -> None:
     """The nodes filter passed are scored from the ranking's runs; any other node set one score per
     name asked about. Both must give each node the core's score."""
-    h = harness([*(node(f"n{i:02d}", cpu=str(2 + i % 5)) for i in range(12)), policy("web", strategy="Spread")])
-    p = pod("web-1", labels=WEB, cpu="1")
+    h = harness([*(make_node(f"n{i:02d}").cpu(str(2 + i % 5)).obj() for i in range(12)),
+                   make_policy("web").strategy("Spread").obj()])
+    p = make_pod("web-1").labels(WEB).cpu("1").obj()
     passing = h.filter(p)["NodeNames"]
     assert len(passing) == 12
     from_runs = h.prioritize(p, passing)
@@ -197,8 +206,8 @@ def test_prioritize_scores_every_asked_node_once_whichever_way_the_reply_is_buil
 # -- the winner counts at once (docs/behaviour.md#assumed-pods) -----------------------------------
 
 def test_the_winner_counts_before_its_bind_arrives() -> None:
-    h = harness([node("a", cpu="1"), node("b", cpu="1"), policy("web")])
-    first, second, third = (pod(f"web-{i}", labels=WEB, cpu="800m") for i in range(3))
+    h = harness([make_node("a").cpu("1").obj(), make_node("b").cpu("1").obj(), make_policy("web").obj()])
+    first, second, third = (make_pod(f"web-{i}").labels(WEB).cpu("800m").obj() for i in range(3))
     r1 = h.filter(first)
     assert r1["NodeNames"] == ["a", "b"]
     scores = h.prioritize(first, r1["NodeNames"])
@@ -213,26 +222,26 @@ def test_the_winner_counts_before_its_bind_arrives() -> None:
 
 def test_a_single_passing_node_is_counted_without_prioritize() -> None:
     """kube-scheduler skips prioritize when one node is left; filter's winner already counts."""
-    h = harness([node("a", cpu="1"), node("b", cpu="1"), policy("web")])
-    r1 = h.filter(pod("web-1", labels=WEB, cpu="800m"), ["a"])
+    h = harness([make_node("a").cpu("1").obj(), make_node("b").cpu("1").obj(), make_policy("web").obj()])
+    r1 = h.filter(make_pod("web-1").labels(WEB).cpu("800m").obj(), ["a"])
     assert r1["NodeNames"] == ["a"]
-    r2 = h.filter(pod("web-2", labels=WEB, cpu="800m"), ["a", "b"])
+    r2 = h.filter(make_pod("web-2").labels(WEB).cpu("800m").obj(), ["a", "b"])
     assert r2["NodeNames"] == ["b"]
 
 
 def test_a_tentative_place_is_released_after_its_ttl() -> None:
-    h = harness([node("a", cpu="1"), policy("web")], tentative_ttl_seconds=5)
-    h.filter(pod("web-1", labels=WEB, cpu="800m"))
-    assert h.filter(pod("web-2", labels=WEB, cpu="800m"))["NodeNames"] == []
+    h = harness([make_node("a").cpu("1").obj(), make_policy("web").obj()], tentative_ttl_seconds=5)
+    h.filter(make_pod("web-1").labels(WEB).cpu("800m").obj())
+    assert h.filter(make_pod("web-2").labels(WEB).cpu("800m").obj())["NodeNames"] == []
     h.clock.advance(6)
-    assert h.filter(pod("web-3", labels=WEB, cpu="800m"))["NodeNames"] == ["a"]
+    assert h.filter(make_pod("web-3").labels(WEB).cpu("800m").obj())["NodeNames"] == ["a"]
     text = h.client.get("/metrics").text
     assert 'berth_assumptions_expired_total{kind="tentative"} 1.0' in text
 
 
 def test_filtering_the_same_pod_again_does_not_count_it_twice() -> None:
-    h = harness([node("a", cpu="1"), policy("web")])
-    p = pod("web-1", labels=WEB, cpu="800m")
+    h = harness([make_node("a").cpu("1").obj(), make_policy("web").obj()])
+    p = make_pod("web-1").labels(WEB).cpu("800m").obj()
     assert h.filter(p)["NodeNames"] == ["a"]
     assert h.filter(p)["NodeNames"] == ["a"]  # a retry of the same pod voids its earlier place
     assert h.prioritize(p, ["a"]) == {"a": 10}
@@ -242,9 +251,9 @@ def test_filtering_the_same_pod_again_does_not_count_it_twice() -> None:
 
 def test_full_node_objects_are_judged_and_returned_whole() -> None:
     # the view knows nothing of these nodes: the request's Node objects are used
-    h = harness([policy("web")])
-    nodes = [node("x", cpu="1"), node("y", cpu="4")]
-    r = h.client.post("/filter", content=orjson.dumps(args(pod("web-1", labels=WEB, cpu="2"), nodes=nodes)))
+    h = harness([make_policy("web").obj()])
+    nodes = [make_node("x").cpu("1").obj(), make_node("y").cpu("4").obj()]
+    r = h.client.post("/filter", content=orjson.dumps(args(make_pod("web-1").labels(WEB).cpu("2").obj(), nodes=nodes)))
     result = r.json()
     assert set(result) == {"Nodes", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}
     assert [n["metadata"]["name"] for n in result["Nodes"]["items"]] == ["y"]
@@ -257,21 +266,26 @@ GPU_RULE = [{"resource": "Node", "operator": "HasNot", "labels": {"type": "gpu"}
 
 def test_a_request_node_labelled_otherwise_than_the_view_is_judged_by_its_own_labels() -> None:
     # The view's "a" and "b" carry no gpu label; the request's "a" does, and "z" is unknown to the view.
-    h = harness([node("a"), node("b"), policy("web", placementRules=GPU_RULE)])
-    assert h.filter(pod("web-0", labels=WEB))["NodeNames"] == ["a", "b"]  # the view's tables are warm
-    nodes = [node("a", labels={"type": "gpu"}), node("b"), node("z", labels={"type": "gpu"})]
-    result = h.client.post("/filter", content=orjson.dumps(args(pod("web-1", labels=WEB), nodes=nodes))).json()
+    h = harness([make_node("a").obj(), make_node("b").obj(), make_policy("web").spec(placementRules=GPU_RULE).obj()])
+    assert h.filter(make_pod("web-0").labels(WEB).obj())["NodeNames"] == ["a", "b"]  # the view's tables are warm
+    nodes = [make_node("a").labels({"type": "gpu"}).obj(),
+             make_node("b").obj(),
+             make_node("z").labels({"type": "gpu"}).obj()]
+    result = h.client.post("/filter", content=orjson.dumps(args((make_pod("web-1")
+                                                                 .labels(WEB)
+                                                                 .obj()), nodes=nodes))).json()
     assert [n["metadata"]["name"] for n in result["Nodes"]["items"]] == ["b"]
     assert set(result["FailedAndUnresolvableNodes"]) == {"a", "z"}
     # and the view's own verdicts are untouched by the request's objects
-    assert h.filter(pod("web-2", labels=WEB))["NodeNames"] == ["a", "b"]
+    assert h.filter(make_pod("web-2").labels(WEB).obj())["NodeNames"] == ["a", "b"]
 
 
 def test_a_node_object_berth_cannot_read_is_refused_alone() -> None:
-    h = harness([policy("web")])
-    broken = node("x")
+    h = harness([make_policy("web").obj()])
+    broken = make_node("x").obj()
     broken["status"]["allocatable"]["cpu"] = "lots"
-    r = h.client.post("/filter", content=orjson.dumps(args(pod("web-1", labels=WEB), nodes=[broken, node("y")])))
+    r = h.client.post("/filter", content=orjson.dumps(args(make_pod("web-1").labels(WEB).obj(), nodes=[broken,
+                                                           make_node("y").obj()])))
     result = r.json()
     assert [n["metadata"]["name"] for n in result["Nodes"]["items"]] == ["y"]
     assert "cannot read the node" in result["FailedAndUnresolvableNodes"]["x"]
@@ -280,8 +294,8 @@ def test_a_node_object_berth_cannot_read_is_refused_alone() -> None:
 # -- a pod berth cannot read ----------------------------------------------------------------------
 
 def test_an_unreadable_pod_gets_the_protocol_error() -> None:
-    h = harness([node("a"), policy("web")])
-    bad = pod("web-1", labels=WEB)
+    h = harness([make_node("a").obj(), make_policy("web").obj()])
+    bad = make_pod("web-1").labels(WEB).obj()
     bad["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "a lot"
     r = h.client.post("/filter", content=orjson.dumps(args(bad, ["a"])))
     assert r.status_code == 200
@@ -294,8 +308,8 @@ def test_an_unreadable_pod_gets_the_protocol_error() -> None:
 def test_percent_signs_are_spelt_out_for_kube_scheduler() -> None:
     """kube-scheduler formats refusal reasons as a format string: '10%' would read '10%!f(MISSING)'."""
     assert scheduler_text("below the 10% free floor; 5 %") == "below the 10 percent free floor; 5 percent"
-    h = harness([node("a", disk="100Gi"), policy("web")])
-    p = pod("web-1", labels=WEB)
+    h = harness([make_node("a").disk("100Gi").obj(), make_policy("web").obj()])
+    p = make_pod("web-1").labels(WEB).obj()
     p["spec"]["containers"][0]["resources"]["requests"]["ephemeral-storage"] = "95Gi"
     result = h.filter(p)
     assert result["FailedNodes"]["a"] == "insufficient capacity: ephemeral-storage"
@@ -304,18 +318,18 @@ def test_percent_signs_are_spelt_out_for_kube_scheduler() -> None:
 
 
 def test_a_pod_nominated_by_preemption_holds_its_room() -> None:
-    h = harness([node("a", cpu="2"), node("b", cpu="2"), policy("web")])
-    preemptor = pod("high", labels=WEB, cpu="1500m")
+    h = harness([make_node("a").cpu("2").obj(), make_node("b").cpu("2").obj(), make_policy("web").obj()])
+    preemptor = make_pod("high").labels(WEB).cpu("1500m").obj()
     preemptor["status"]["nominatedNodeName"] = "a"
     h.store.apply_pod(preemptor)  # the watch shows kube-scheduler's nomination
-    result = h.filter(pod("web-1", labels=WEB, cpu="1"))
+    result = h.filter(make_pod("web-1").labels(WEB).cpu("1").obj())
     assert result["NodeNames"] == ["b"]
     assert "insufficient capacity" in result["FailedNodes"]["a"]
     # the nomination cleared: the room is free again
     preemptor["status"].pop("nominatedNodeName")
     h.store.apply_pod(preemptor)
     h.clock.advance(60)  # web-1's tentative place on b expires
-    assert h.filter(pod("web-2", labels=WEB, cpu="1"))["NodeNames"] == ["a", "b"]
+    assert h.filter(make_pod("web-2").labels(WEB).cpu("1").obj())["NodeNames"] == ["a", "b"]
     # the preemptor's own filter does not count itself
     h.clock.advance(60)  # web-2's tentative place expires; a nomination does not
     preemptor["status"]["nominatedNodeName"] = "a"
@@ -332,23 +346,23 @@ def _pod_level(p: dict[str, Any], **requests: str) -> dict[str, Any]:
 
 def test_a_bound_pods_pod_level_request_counts_on_its_node() -> None:
     # the containers ask 100m; the pod as a whole 3 cores, as kube-scheduler counts it
-    h = harness([node("a", cpu="4"), node("b", cpu="4"), policy("web"),
-                 _pod_level(pod("big", labels={"app": "other"}, node_name="a"), cpu="3")])
+    h = harness([make_node("a").cpu("4").obj(), make_node("b").cpu("4").obj(), make_policy("web").obj(),
+                 _pod_level(make_pod("big").labels({"app": "other"}).on("a").obj(), cpu="3")])
     assert h.store.view.requested("a")["cpu"] == 3000
-    result = h.filter(pod("web-1", labels=WEB, cpu="1500m"))
+    result = h.filter(make_pod("web-1").labels(WEB).cpu("1500m").obj())
     assert result["NodeNames"] == ["b"]
     assert result["FailedNodes"] == {"a": "insufficient capacity: cpu"}
 
 
 def test_a_pending_pods_pod_level_request_is_what_must_fit() -> None:
-    h = harness([node("a", cpu="2"), node("b", cpu="4"), policy("web")])
-    result = h.filter(_pod_level(pod("web-1", labels=WEB, cpu="100m"), cpu="3"))
+    h = harness([make_node("a").cpu("2").obj(), make_node("b").cpu("4").obj(), make_policy("web").obj()])
+    result = h.filter(_pod_level(make_pod("web-1").labels(WEB).cpu("100m").obj(), cpu="3"))
     assert result["NodeNames"] == ["b"]
 
 
 def test_a_match_fields_pin_sends_the_pod_to_its_node_only() -> None:
-    h = harness([node("a"), node("b"), policy("web")])
-    p = pod("web-1", labels=WEB)
+    h = harness([make_node("a").obj(), make_node("b").obj(), make_policy("web").obj()])
+    p = make_pod("web-1").labels(WEB).obj()
     p["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["b"]}]}]}}}
     result = h.filter(p)
@@ -359,13 +373,16 @@ def test_a_match_fields_pin_sends_the_pod_to_its_node_only() -> None:
 @pytest.mark.parametrize(("winner_only", "expected"), [(False, ["a", "b", "c"]), (True, ["c"])],
                          ids=["every-passing-node", "winner-only"])
 def test_filter_answers_with_the_winner_alone_when_set(winner_only: bool, expected: list[str]) -> None:
-    h = harness([node("a", cpu="2"), node("b", cpu="4"), node("c", cpu="8"), node("tiny", cpu="1"),
-                 policy("web", strategy="Spread")], filter_winner_only=winner_only)
-    reply = h.filter(pod("web-1", labels={"app": "web"}, cpu="1500m"), ["a", "b", "c", "tiny"])
+    h = harness([make_node("a").cpu("2").obj(),
+                 make_node("b").cpu("4").obj(),
+                 make_node("c").cpu("8").obj(),
+                 make_node("tiny").cpu("1").obj(),
+                 make_policy("web").strategy("Spread").obj()], filter_winner_only=winner_only)
+    reply = h.filter(make_pod("web-1").labels({"app": "web"}).cpu("1500m").obj(), ["a", "b", "c", "tiny"])
     assert reply["NodeNames"] == expected
     assert list(reply["FailedNodes"]) == ["tiny"]  # refusals are reported either way
 
 
 def test_filter_winner_only_leaves_pods_no_policy_selects_every_node() -> None:
-    h = harness([node("a", cpu="2"), node("b", cpu="4")], filter_winner_only=True)
-    assert h.filter(pod("db-1", labels={"app": "db"}, cpu="1"), ["a", "b"])["NodeNames"] == ["a", "b"]
+    h = harness([make_node("a").cpu("2").obj(), make_node("b").cpu("4").obj()], filter_winner_only=True)
+    assert h.filter(make_pod("db-1").labels({"app": "db"}).cpu("1").obj(), ["a", "b"])["NodeNames"] == ["a", "b"]

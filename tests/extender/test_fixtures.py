@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.extender.helpers import harness, node, policy
+from tests.builders import make_node, make_policy
+from tests.extender.helpers import harness
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kube-scheduler-v1.36"
 FOLDERS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir())
@@ -29,17 +30,21 @@ def requests_of(folder: str) -> list[tuple[str, Path, Path]]:
 def cluster_nodes() -> list[dict[str, Any]]:
     """The four nodes of the captures (8 CPU, 32 GiB, zones a and b)."""
     zones = {"node-1": "zone-a", "node-2": "zone-a", "node-3": "zone-b", "node-4": "zone-b"}
-    return [node(n, cpu="8", memory="32Gi", labels={"topology.kubernetes.io/zone": z}) for n, z in zones.items()]
+    return [(make_node(n)
+             .cpu("8")
+             .memory("32Gi")
+             .labels({"topology.kubernetes.io/zone": z})
+             .obj()) for n, z in zones.items()]
 
 
 POLICIES = {
     "passthrough": [],
     "governed": [
-        policy("demo", namespace="default", strategy="Spread",
-               topologySpreadConstraints=[{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
-                                           "whenUnsatisfiable": "ScheduleAnyway"}]),
-        policy("low", namespace="default"),
-        policy("high", namespace="default", strategy="BestFit"),
+        (make_policy("demo").namespace("default").strategy("Spread").match({"app": "demo"})
+         .spread({"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway"})
+         .obj()),
+        make_policy("low").namespace("default").match({"app": "low"}).obj(),
+        make_policy("high").namespace("default").strategy("BestFit").match({"app": "high"}).obj(),
     ],
 }
 

@@ -10,17 +10,20 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.extender.helpers import harness, node, pod, policy
+from tests.builders import make_node, make_pod, make_policy
+from tests.extender.helpers import harness
 
 WEB = {"app": "web"}
 
 
 def _app() -> Any:
-    h = harness([node("a", cpu="2"), node("b", cpu="4", labels={"topology.kubernetes.io/zone": "z1"}),
-                 policy("web", strategy="Spread",
-                        topologySpreadConstraints=[{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
-                                                    "whenUnsatisfiable": "ScheduleAnyway"}]),
-                 pod("web-0", labels=WEB, node_name="a")])
+    h = harness([make_node("a").cpu("2").obj(),
+                 make_node("b").cpu("4").labels({"topology.kubernetes.io/zone": "z1"}).obj(),
+                 (make_policy("web").strategy("Spread")
+                  .spread({"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                           "whenUnsatisfiable": "ScheduleAnyway"})
+                  .obj()),
+                 make_pod("web-0").labels(WEB).on("a").obj()])
     return h.app
 
 

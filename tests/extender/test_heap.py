@@ -12,7 +12,8 @@ import pytest
 
 from berth.extender.heap import YOUNG_THRESHOLD, collector_paused, settle
 from berth.extender.wire import ExtenderArgs
-from tests.extender.helpers import ZONE, args, harness, node, pod, policy
+from tests.builders import make_node, make_pod, make_policy
+from tests.extender.helpers import ZONE, args, harness
 
 WEB = {"app": "web"}
 
@@ -34,14 +35,19 @@ def test_filter_and_prioritize_leave_no_reference_cycles(no_collections: None) -
              {"anyOf": [{"resource": "Pod", "operator": "HasNot", "labels": {"role": "db"}, "within": "rack"},
                         {"resource": "Node", "operator": "Has", "labels": {"disk": "ssd"}}]}]
     spread = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"}]
-    nodes = [node(f"n{i}", labels={ZONE: f"z{i % 3}", "rack": f"r{i // 4}", "type": "gpu" if i == 5 else "cpu"})
+    nodes = [(make_node(f"n{i}")
+              .labels({ZONE: f"z{i % 3}", "rack": f"r{i // 4}", "type": "gpu" if i == 5 else "cpu"})
+              .obj())
              for i in range(12)]
-    h = harness([*nodes, policy("web", strategy="Spread", topologySpreadConstraints=spread, placementRules=rules),
-                 pod("db-0", labels={"role": "db"}, node_name="n0")])
+    h = harness([*nodes, (make_policy("web")
+                          .strategy("Spread")
+                          .spec(topologySpreadConstraints=spread, placementRules=rules)
+                          .obj()),
+                 make_pod("db-0").labels({"role": "db"}).on("n0").obj()])
     engine = h.app.state.engine
 
     def pair(i: int) -> None:
-        p = pod(f"web-{i}", labels=WEB)
+        p = make_pod(f"web-{i}").labels(WEB).obj()
         request = ExtenderArgs.model_validate(args(p, [f"n{k}" for k in range(12)]))
         passing = engine.filter(request)["NodeNames"]
         orjson.dumps(engine.prioritize(ExtenderArgs.model_validate(args(p, passing))))

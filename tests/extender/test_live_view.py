@@ -18,7 +18,8 @@ from berth.extender.live_view import Gone, LiveView, NotFound, Page
 from berth.extender.metrics import Metrics
 from berth.extender.settings import ExtenderSettings
 from berth.extender.store import ClusterStore
-from tests.extender.helpers import args, lease, node, nodedrain, pod, policy
+from tests.builders import make_node, make_pod, make_policy
+from tests.extender.helpers import args, lease, nodedrain
 
 KINDS = ("nodes", "pods", "leases", "policies", "nodedrains")
 
@@ -69,7 +70,7 @@ def live(source: FakeSource, **kw: Any) -> tuple[ClusterStore, LiveView, Metrics
 
 def test_ready_only_after_the_first_list_of_all_four_kinds() -> None:
     source = FakeSource()
-    source.objects["nodes"] = [node("a"), node("b"), node("c")]
+    source.objects["nodes"] = [make_node("a").obj(), make_node("b").obj(), make_node("c").obj()]
     store, view, _ = live(source)
     app = create_app(store, ExtenderSettings())
     client = TestClient(app)
@@ -85,9 +86,10 @@ def test_ready_only_after_the_first_list_of_all_four_kinds() -> None:
 
 def test_watch_events_update_the_view() -> None:
     source = FakeSource()
-    source.objects["nodes"] = [node("a")]
-    bound = pod("web-1", node_name="a", cpu="1")
-    source.scripts["nodes"] = [[event("ADDED", node("b"), "201"), event("DELETED", node("a"), "202")]]
+    source.objects["nodes"] = [make_node("a").obj()]
+    bound = make_pod("web-1").labels({}).on("a").cpu("1").obj()
+    source.scripts["nodes"] = [[event("ADDED", make_node("b").obj(), "201"), event("DELETED",
+                                               make_node("a").obj(), "202")]]
     source.scripts["pods"] = [[event("ADDED", bound, "301"),
                                event("MODIFIED", {**bound, "status": {"phase": "Succeeded"}}, "302")]]
     store, view, _ = live(source)
@@ -102,8 +104,8 @@ def test_watch_events_update_the_view() -> None:
 
 def test_410_gone_leads_to_a_relist_that_forgets_what_disappeared() -> None:
     source = FakeSource()
-    keep, gone = pod("keep", node_name="a", cpu="1"), pod("gone", node_name="a", cpu="1")
-    source.objects["nodes"] = [node("a")]
+    keep, gone = make_pod("keep").labels({}).on("a").cpu("1").obj(), make_pod("gone").labels({}).on("a").cpu("1").obj()
+    source.objects["nodes"] = [make_node("a").obj()]
     source.objects["pods"] = [keep, gone]
     store, view, metrics = live(source)
     view.relist("nodes")
@@ -123,7 +125,7 @@ def test_410_gone_leads_to_a_relist_that_forgets_what_disappeared() -> None:
 
 def test_watch_errors_lead_to_a_relist_with_backoff() -> None:
     source = FakeSource()
-    source.objects["nodes"] = [node("a")]
+    source.objects["nodes"] = [make_node("a").obj()]
     source.scripts["nodes"] = [ConnectionResetError("connection reset by peer"), Gone("expired")]
     slept: list[float] = []
     store = ClusterStore()
@@ -150,9 +152,9 @@ def test_a_watch_that_ends_normally_resumes_from_the_last_resource_version() -> 
 
 def test_invalid_policies_are_kept_aside_and_ignored() -> None:
     source = FakeSource()
-    good = policy("web", strategy="Spread")
-    bad = policy("broken", placementRules=[{"resource": "Node", "operator": "Has", "labels": {},
-                                            "weight": 3}])
+    good = make_policy("web").strategy("Spread").obj()
+    bad = make_policy("broken").match({"app": "broken"}).rules({"resource": "Node", "operator": "Has", "labels": {},
+                                            "weight": 3}).obj()
     source.objects["policies"] = [good, bad]
     store, view, _ = live(source)
     view.relist("policies")
@@ -160,7 +162,7 @@ def test_invalid_policies_are_kept_aside_and_ignored() -> None:
     assert "shop/broken" in store.invalid_policies
     assert "placementRules" in store.invalid_policies["shop/broken"]
     # fixed by a later update
-    fixed = policy("broken", strategy="BestFit")
+    fixed = make_policy("broken").strategy("BestFit").match({"app": "broken"}).obj()
     source.scripts["policies"] = [[event("MODIFIED", fixed, "900")]]
     with pytest.raises(RuntimeError):
         view.watch_until_error("policies", "800")
@@ -179,9 +181,9 @@ def test_without_the_crd_there_are_no_policies_and_the_view_is_ready() -> None:
 
 def test_an_assumed_pod_survives_a_relist_until_the_api_server_shows_it() -> None:
     source = FakeSource()
-    source.objects["nodes"] = [node("a", cpu="2")]
-    source.objects["policies"] = [policy("web")]
-    p = pod("web-1", labels={"app": "web"}, cpu="1")
+    source.objects["nodes"] = [make_node("a").cpu("2").obj()]
+    source.objects["policies"] = [make_policy("web").obj()]
+    p = make_pod("web-1").labels({"app": "web"}).cpu("1").obj()
     source.objects["pods"] = [p]  # pending
     store, view, _ = live(source, track_leases=False)
     for kind in ("nodes", "pods", "policies"):
@@ -202,7 +204,7 @@ def test_an_assumed_pod_survives_a_relist_until_the_api_server_shows_it() -> Non
 
 def test_threads_start_and_stop() -> None:
     source = FakeSource()
-    source.objects["nodes"] = [node("a")]
+    source.objects["nodes"] = [make_node("a").obj()]
     store = ClusterStore()
     view = LiveView(store, source, track_leases=False, settle_heap=False)
     view.start()
@@ -217,7 +219,7 @@ def test_threads_start_and_stop() -> None:
 
 def test_nodedrain_watch_events_feed_the_drains_holds() -> None:
     source = FakeSource()
-    evicted = pod("web-1", node_name="a", owner=("ReplicaSet", "web-1"))
+    evicted = make_pod("web-1").labels({}).on("a").owner(("ReplicaSet", "web-1")).obj()
     source.objects["pods"] = [evicted]
     entry = {"pod": "shop/web-1", "uid": evicted["metadata"]["uid"], "source": "a", "workload": "ReplicaSet/web-1",
              "state": "Evicting", "destination": "b"}

@@ -16,7 +16,8 @@ from berth.extender.app import create_app
 from berth.extender.page import COOKIE, PAGE_SIZE
 from berth.extender.settings import ExtenderSettings
 from tests.abuse.test_authz import Reviews
-from tests.extender.helpers import Clock, Harness, harness, make_store, node, pod, policy
+from tests.builders import make_node, make_pod, make_policy
+from tests.extender.helpers import Clock, Harness, harness, make_store
 
 WEB = {"app": "web"}
 GPU = "nvidia.com/gpu"
@@ -62,11 +63,11 @@ class Page(HTMLParser):
 
 
 def _cluster(**settings: Any) -> Harness:
-    return harness([node("a", cpu="4"), node("b", cpu="2", memory=None),
-                    node("c", cpu="8", unschedulable=True, taints=[{"key": "db", "value": "only",
-                                                                  "effect": "NoSchedule"}]),
-                    policy("web", strategy="Spread"), pod("web-0", labels=WEB, cpu="3", node_name="a"),
-                    pod("web-big", labels=WEB, cpu="6")], **settings)
+    return harness([make_node("a").cpu("4").obj(), make_node("b").cpu("2").memory(None).obj(),
+                    make_node("c").cpu("8").cordoned().taints([{"key": "db", "value": "only",
+                                                                  "effect": "NoSchedule"}]).obj(),
+                    make_policy("web").strategy("Spread").obj(), make_pod("web-0").labels(WEB).cpu("3").on("a").obj(),
+                    make_pod("web-big").labels(WEB).cpu("6").obj()], **settings)
 
 
 def test_each_bar_shows_the_allocations_api_figures() -> None:
@@ -87,7 +88,7 @@ def test_unknown_capacity_is_shown_as_unknown_not_as_a_bar() -> None:
 
 
 def test_each_extended_resource_gets_its_bar() -> None:
-    gpu_node = node("g")
+    gpu_node = make_node("g").obj()
     gpu_node["status"]["allocatable"][GPU] = "4"
     h = harness([gpu_node])
     dims = [bar["data-dimension"] for bar in Page(h.client.get("/ui/nodes").text).bars]
@@ -112,15 +113,15 @@ def test_filter_by_label_and_sort(query: str, cards: list[str]) -> None:
 
 
 def test_sort_by_fullness_puts_the_fullest_node_first() -> None:
-    h = harness([node("a", cpu="4"), node("b", cpu="4"), node("c", cpu="4"),
-                 pod("x", cpu="1", node_name="a"), pod("y", cpu="3", node_name="c")])
+    h = harness([make_node("a").cpu("4").obj(), make_node("b").cpu("4").obj(), make_node("c").cpu("4").obj(),
+                 make_pod("x").labels({}).cpu("1").on("a").obj(), make_pod("y").labels({}).cpu("3").on("c").obj()])
     assert Page(h.client.get("/ui/nodes").text).cards == ["c", "a", "b"]
     assert Page(h.client.get("/ui/nodes?sort=name").text).cards == ["a", "b", "c"]
 
 
 def test_pages_of_nodes() -> None:
     count = PAGE_SIZE * 2 + 7
-    h = harness([node(f"n{i:04d}") for i in range(count)])
+    h = harness([make_node(f"n{i:04d}").obj() for i in range(count)])
     pages = [Page(h.client.get(f"/ui/nodes?sort=name&page={n}").text).cards for n in (1, 2, 3, 9)]
     assert [len(p) for p in pages] == [PAGE_SIZE, PAGE_SIZE, 7, 7]  # past the end: the last page
     assert pages[0][0] == "n0000" and pages[2][-1] == f"n{count - 1:04d}"
@@ -159,14 +160,14 @@ def test_a_pending_pods_card_names_each_nodes_reason_with_the_shortfall() -> Non
 
 def test_the_recorded_decision_stands_beside_the_fresh_evaluation() -> None:
     h = _cluster()
-    small = pod("web-1", labels=WEB, cpu="1")
+    small = make_pod("web-1").labels(WEB).cpu("1").obj()
     winner = h.schedule(small, ["a", "b", "c"])
     other = {"a": "b", "b": "a"}[winner or ""]
     before = Page(h.client.get("/ui/pods/shop/web-1").text).rows
     assert before[winner]["recorded"] == "winner"
     assert before[winner]["fresh"] != "refused"  # the pod does not count against the room it takes itself
     assert not before[winner]["fresh"].startswith("insufficient")
-    h.store.apply_pod(pod("filler", cpu="4", node_name=other))  # the other node fills up afterwards
+    h.store.apply_pod(make_pod("filler").labels({}).cpu("4").on(other).obj())  # the other node fills up afterwards
     after = Page(h.client.get("/ui/pods/shop/web-1").text).rows
     assert after[other]["fresh"].startswith("insufficient capacity: cpu"), after
     assert after["c"]["recorded"] == after["c"]["fresh"] == "node is cordoned (spec.unschedulable)"
@@ -178,10 +179,12 @@ def test_a_pod_berth_does_not_know_is_404() -> None:
 
 
 def test_policies_show_conditions_plan_pods_per_node_and_pending_links() -> None:
-    body = policy("web", strategy="Spread")
+    body = make_policy("web").strategy("Spread").obj()
     body["status"] = {"conditions": [{"type": "Ready", "status": "True", "reason": "Placed"}],
                       "plan": {"a": 1}, "latestDecision": {"pod": "shop/web-0", "winner": "a"}}
-    h = harness([node("a"), body, pod("web-0", labels=WEB, node_name="a"), pod("web-1", labels=WEB)])
+    h = harness([make_node("a").obj(), body,
+                 make_pod("web-0").labels(WEB).on("a").obj(),
+                 make_pod("web-1").labels(WEB).obj()])
     text = h.client.get("/ui/policies").text
     assert "Ready=True (Placed)" in text
     assert "<td>a: 1</td>" in text  # the plan, and the pods placed per node
@@ -190,7 +193,7 @@ def test_policies_show_conditions_plan_pods_per_node_and_pending_links() -> None
 
 
 def test_the_store_forgets_a_deleted_policys_status() -> None:
-    body = policy("web")
+    body = make_policy("web").obj()
     body["status"] = {"conditions": []}
     store = make_store([body])
     assert store.policy_status["shop/web"] == {"conditions": []}
@@ -202,8 +205,8 @@ def test_the_store_forgets_a_deleted_policys_status() -> None:
 
 
 def _guarded() -> TestClient:
-    store = make_store([node("a"), policy("web"), pod("web-0", labels=WEB, node_name="a"),
-                        pod("web-1", labels=WEB)])
+    store = make_store([make_node("a").obj(), make_policy("web").obj(), make_pod("web-0").labels(WEB).on("a").obj(),
+                        make_pod("web-1").labels(WEB).obj()])
     return TestClient(create_app(store, ExtenderSettings(), clock=Clock(), reviewer=Reviews()))
 
 
@@ -267,13 +270,14 @@ def test_the_page_has_no_script_and_no_write_form() -> None:
 def test_fullness_sorting_agrees_with_the_cards_figure() -> None:
     from berth.extender.page import allocation_fullness, bars, fullness
 
-    h = harness([node("a", cpu="4", memory=None), pod("x", cpu="3", memory="1Gi", node_name="a")])
+    h = harness([make_node("a").cpu("4").memory(None).obj(),
+                 make_pod("x").labels({}).cpu("3").memory("1Gi").on("a").obj()])
     entry = h.client.get("/api/v1/nodes/allocations").json()["nodes"]["a"]
     assert allocation_fullness(entry) == fullness(bars(entry, {})) == 0.75
 
 
 def test_a_pending_pod_with_no_node_to_judge_says_so() -> None:
-    h = harness([policy("web"), pod("web-1", labels=WEB)])
+    h = harness([make_policy("web").obj(), make_pod("web-1").labels(WEB).obj()])
     text = h.client.get("/ui/pods/shop/web-1").text
     assert "Pending: no node can take it now: no node to consider.</p>" in text  # the evaluation's own error
     assert "no node to show" in text and ". ." not in text

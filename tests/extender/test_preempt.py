@@ -9,7 +9,8 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.extender.helpers import Harness, harness, node, pod, policy
+from tests.builders import make_node, make_pod, make_policy
+from tests.extender.helpers import Harness, harness
 
 WEB = {"app": "web"}
 DB = {"role": "db"}
@@ -30,41 +31,43 @@ def preempt(h: Harness, preemptor: dict[str, Any], candidates: dict[str, dict[st
     return r.status_code, r.json()
 
 
-LOW_A = pod("low-a", labels={"app": "batch"}, cpu="3", node_name="a")
-LOW_B = pod("low-b", labels={"app": "batch"}, cpu="3", node_name="b")
-SMALL_B = pod("small-b", labels={"app": "batch"}, cpu="1", node_name="b")
-DB_A = pod("db-a", labels=DB, cpu="1", node_name="a")
-MID_A = pod("mid-a", labels={"app": "batch"}, cpu="2", node_name="a")
-HIGH = pod("high", labels=WEB, cpu="2")
+LOW_A = make_pod("low-a").labels({"app": "batch"}).cpu("3").on("a").obj()
+LOW_B = make_pod("low-b").labels({"app": "batch"}).cpu("3").on("b").obj()
+SMALL_B = make_pod("small-b").labels({"app": "batch"}).cpu("1").on("b").obj()
+DB_A = make_pod("db-a").labels(DB).cpu("1").on("a").obj()
+MID_A = make_pod("mid-a").labels({"app": "batch"}).cpu("2").on("a").obj()
+HIGH = make_pod("high").labels(WEB).cpu("2").obj()
 BY_UID = {p["metadata"]["uid"]: p for p in (LOW_A, LOW_B, SMALL_B, DB_A, MID_A)}
 
 CASES = [
     # (behaviour, objects, candidates, nodes berth keeps)
     ("evicting the victims makes room: kept",
-     [node("a"), LOW_A, policy("web")], {"a": victims(LOW_A)}, {"a"}),
+     [make_node("a").obj(), LOW_A, make_policy("web").obj()], {"a": victims(LOW_A)}, {"a"}),
     ("still no room once the victims are gone: dropped",
-     [node("a"), node("b"), LOW_A, LOW_B, SMALL_B, policy("web")],
+     [make_node("a").obj(), make_node("b").obj(), LOW_A, LOW_B, SMALL_B, make_policy("web").obj()],
      {"a": victims(LOW_A), "b": victims(SMALL_B)}, {"a"}),
     ("the policy's node filter excludes the node: dropped",
-     [node("a"), node("b"), LOW_A, LOW_B, policy("web", nodeFilter={"excludes": ["b"]})],
+     [make_node("a").obj(),
+      make_node("b").obj(), LOW_A, LOW_B,
+      make_policy("web").node_filter({"excludes": ["b"]}).obj()],
      {"a": victims(LOW_A), "b": victims(LOW_B)}, {"a"}),
     ("a node-label rule fails on the node: dropped",
-     [node("a", labels={"type": "gpu"}), node("b"), LOW_A, LOW_B,
-      policy("web", placementRules=[{"resource": "Node", "operator": "HasNot", "labels": {"type": "gpu"}}])],
+     [make_node("a").labels({"type": "gpu"}).obj(), make_node("b").obj(), LOW_A, LOW_B,
+      make_policy("web").rules({"resource": "Node", "operator": "HasNot", "labels": {"type": "gpu"}}).obj()],
      {"a": victims(LOW_A), "b": victims(LOW_B)}, {"b"}),
     ("a pod rule broken by a pod that stays: dropped",
-     [node("a", cpu="5"), node("b"), LOW_A, DB_A, LOW_B,
-      policy("web", placementRules=[{"resource": "Pod", "operator": "HasNot", "labels": DB}])],
+     [make_node("a").cpu("5").obj(), make_node("b").obj(), LOW_A, DB_A, LOW_B,
+      make_policy("web").rules({"resource": "Pod", "operator": "HasNot", "labels": DB}).obj()],
      {"a": victims(LOW_A), "b": victims(LOW_B)}, {"b"}),
     ("a pod rule broken only by a victim: kept",
-     [node("a"), DB_A, MID_A,
-      policy("web", placementRules=[{"resource": "Pod", "operator": "HasNot", "labels": DB}])],
+     [make_node("a").obj(), DB_A, MID_A,
+      make_policy("web").rules({"resource": "Pod", "operator": "HasNot", "labels": DB}).obj()],
      {"a": victims(DB_A)}, {"a"}),
     ("a node that is not Ready: dropped",
-     [node("a", ready=False), node("b"), LOW_A, LOW_B, policy("web")],
+     [make_node("a").ready(False).obj(), make_node("b").obj(), LOW_A, LOW_B, make_policy("web").obj()],
      {"a": victims(LOW_A), "b": victims(LOW_B)}, {"b"}),
     ("a node berth has never seen: dropped",
-     [node("b"), LOW_B, policy("web")], {"ghost": victims(LOW_B), "b": victims(LOW_B)}, {"b"}),
+     [make_node("b").obj(), LOW_B, make_policy("web").obj()], {"ghost": victims(LOW_B), "b": victims(LOW_B)}, {"b"}),
 ]
 
 
@@ -82,15 +85,15 @@ def test_preempt_keeps_only_nodes_the_pod_would_pass(objects: list[dict[str, Any
 
 
 def test_pods_no_policy_selects_get_the_scheduler_victims_as_given() -> None:
-    h = harness([node("a"), LOW_A])  # no policy; and even with no room on a, berth does not judge
-    big = pod("big", labels={"app": "other"}, cpu="8")
+    h = harness([make_node("a").obj(), LOW_A])  # no policy; and even with no room on a, berth does not judge
+    big = make_pod("big").labels({"app": "other"}).cpu("8").obj()
     candidates = {"a": victims(LOW_A)}
     assert preempt(h, big, candidates) == (200, {"NodeNameToMetaVictims": candidates})
 
 
 def test_a_nominated_preemptor_does_not_count_against_itself() -> None:
-    h = harness([node("a"), LOW_A, policy("web")])
-    nominated = pod("high", labels=WEB, cpu="1", uid="uid-high-nominated")
+    h = harness([make_node("a").obj(), LOW_A, make_policy("web").obj()])
+    nominated = make_pod("high").labels(WEB).cpu("1").uid("uid-high-nominated").obj()
     nominated["status"]["nominatedNodeName"] = "a"
     h.store.apply_pod(nominated)  # kube-scheduler's nomination, as the watch shows it: counted on a
     status, reply = preempt(h, nominated, {"a": victims(LOW_A)})
@@ -98,7 +101,7 @@ def test_a_nominated_preemptor_does_not_count_against_itself() -> None:
 
 
 def test_preempt_changes_nothing_in_the_view() -> None:
-    h = harness([node("a"), LOW_A, policy("web")])
+    h = harness([make_node("a").obj(), LOW_A, make_policy("web").obj()])
     before = (dict(h.store.view.requested("a")), h.store.view.pod_count("a"))
     preempt(h, HIGH, {"a": victims(LOW_A)})
     assert (dict(h.store.view.requested("a")), h.store.view.pod_count("a")) == before
@@ -106,8 +109,8 @@ def test_preempt_changes_nothing_in_the_view() -> None:
 
 
 def test_an_unreadable_preemptor_is_a_bad_request() -> None:
-    h = harness([node("a"), LOW_A, policy("web")])
-    bad = pod("high", labels=WEB)
+    h = harness([make_node("a").obj(), LOW_A, make_policy("web").obj()])
+    bad = make_pod("high").labels(WEB).obj()
     bad["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "lots"}}
     status, reply = preempt(h, bad, {"a": victims(LOW_A)})
     assert status == 400
@@ -117,8 +120,10 @@ def test_an_unreadable_preemptor_is_a_bad_request() -> None:
 def test_the_open_rounds_plan_decides_which_candidates_stay() -> None:
     """A Fill round planned a: 2 for the two pending pods; preemption on b would evict for a place
     the round will not give, so only a stays (and no new round is opened)."""
-    h = harness([node("a"), node("b"), policy("web", strategy="Fill", count=2, nodesLimit=1)])
-    first, second = pod("web-1", labels=WEB), pod("web-2", labels=WEB)
+    h = harness([make_node("a").obj(),
+                 make_node("b").obj(),
+                 make_policy("web").strategy("Fill").count(2).nodes_limit(1).obj()])
+    first, second = make_pod("web-1").labels(WEB).obj(), make_pod("web-2").labels(WEB).obj()
     h.store.apply_pod(first)
     h.store.apply_pod(second)
     assert h.filter(first)["NodeNames"] == ["a"]

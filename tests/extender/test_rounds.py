@@ -8,17 +8,18 @@ from typing import Any
 
 from berth.core.decision import DECISION_ANNOTATION
 from berth.core.round import ROUND_ANNOTATION
-from tests.extender.helpers import Harness, harness, node, pod, policy
+from tests.builders import make_node, make_pod, make_policy
+from tests.extender.helpers import Harness, harness
 
 WEB = {"app": "web"}
 
 
 def cluster() -> list[dict[str, Any]]:
-    return [node("a", cpu="4"), node("b", cpu="8"), node("c", cpu="2")]
+    return [make_node("a").cpu("4").obj(), make_node("b").cpu("8").obj(), make_node("c").cpu("2").obj()]
 
 
 def pending(n: int) -> list[dict[str, Any]]:
-    return [pod(f"web-{i}", labels=WEB, cpu="500m", uid=f"uid-web-{i}") for i in range(n)]
+    return [make_pod(f"web-{i}").labels(WEB).cpu("500m").uid(f"uid-web-{i}").obj() for i in range(n)]
 
 
 def placed_counts(h: Harness) -> dict[str, int]:
@@ -31,7 +32,7 @@ def placed_counts(h: Harness) -> dict[str, int]:
 
 def test_fill_round_tops_up_the_chosen_nodes_and_no_further() -> None:
     pods = pending(5)
-    h = harness([*cluster(), policy("web", strategy="Fill", count=2, nodesLimit=2), *pods])
+    h = harness([*cluster(), make_policy("web").strategy("Fill").count(2).nodes_limit(2).obj(), *pods])
     placed = [h.schedule(p) for p in pods[:4]]
     assert sorted(placed) == ["a", "a", "b", "b"]  # (Count, Capacity) descending: b and a, two each
     decision = h.client.get("/api/v1/decisions/shop/web-3").json()
@@ -46,7 +47,7 @@ def test_fill_round_tops_up_the_chosen_nodes_and_no_further() -> None:
 
 def test_quota_refuses_nodes_the_plan_gives_nothing_more() -> None:
     pods = pending(3)
-    h = harness([*cluster(), policy("web", strategy="Fill", count=2, nodesLimit=1), *pods])
+    h = harness([*cluster(), make_policy("web").strategy("Fill").count(2).nodes_limit(1).obj(), *pods])
     first = h.filter(pods[0])
     assert first["NodeNames"] == ["b"]  # the plan is b: 2; a and c get nothing in this round
     assert first["FailedAndUnresolvableNodes"]["a"] == "the round's plan places no more pods here"
@@ -57,7 +58,7 @@ def test_quota_refuses_nodes_the_plan_gives_nothing_more() -> None:
 
 def test_a_round_plans_only_the_pods_that_are_pending() -> None:
     pods = pending(2)
-    h = harness([*cluster(), policy("web", strategy="Each", count=2, nodesLimit=2), *pods])
+    h = harness([*cluster(), make_policy("web").strategy("Each").count(2).nodes_limit(2).obj(), *pods])
     h.schedule(pods[0])
     round_ = h.store.rounds["shop/web"]
     assert sum(round_.plan.values()) == 2  # Each would add 4 (2 on each of 2 nodes); 2 pods are pending
@@ -67,7 +68,7 @@ def test_a_round_plans_only_the_pods_that_are_pending() -> None:
 
 def test_an_idle_round_closes_after_its_timeout() -> None:
     pods = pending(3)
-    h = harness([*cluster(), policy("web", strategy="Each", count=1, nodesLimit=3), *pods],
+    h = harness([*cluster(), make_policy("web").strategy("Each").count(1).nodes_limit(3).obj(), *pods],
                 round_timeout_seconds=60)
     h.schedule(pods[0])
     first_id = h.store.rounds["shop/web"].id
@@ -79,7 +80,7 @@ def test_an_idle_round_closes_after_its_timeout() -> None:
 def test_a_restarted_extender_resumes_the_open_round_from_annotations() -> None:
     pods = pending(4)
     spec = {"strategy": "Fill", "count": 2, "nodesLimit": 2}
-    h = harness([*cluster(), policy("web", **spec), *pods])
+    h = harness([*cluster(), make_policy("web").spec(**spec).obj(), *pods])
     first = [h.schedule(p) for p in pods[:2]]
     binder = h.app.state.engine.binder
     annotations = binder.annotations
@@ -87,10 +88,15 @@ def test_a_restarted_extender_resumes_the_open_round_from_annotations() -> None:
     assert '"plan":{"b":2,"a":2}' in annotations["shop/web-0"][DECISION_ANNOTATION]
 
     # What the API server holds after the restart: the two bound pods with berth's annotations.
-    objects: list[dict[str, Any]] = [*cluster(), policy("web", **spec)]
+    objects: list[dict[str, Any]] = [*cluster(), make_policy("web").spec(**spec).obj()]
     for p, where in zip(pods[:2], first, strict=True):
-        bound = pod(p["metadata"]["name"], labels=WEB, cpu="500m", uid=p["metadata"]["uid"], node_name=where,
-                    annotations=annotations[f"shop/{p['metadata']['name']}"])
+        bound = (make_pod(p["metadata"]["name"])
+                 .labels(WEB)
+                 .cpu("500m")
+                 .uid(p["metadata"]["uid"])
+                 .on(where)
+                 .annotations(annotations[f"shop/{p['metadata']['name']}"])
+                 .obj())
         objects.append(bound)
     objects.extend(pods[2:])
     restarted = harness(objects)
@@ -103,14 +109,14 @@ def test_a_restarted_extender_resumes_the_open_round_from_annotations() -> None:
 def test_a_changed_policy_closes_its_round_for_good() -> None:
     pods = pending(4)
     spec = {"strategy": "Fill", "count": 2, "nodesLimit": 2}
-    h = harness([*cluster(), policy("web", **spec), *pods])
+    h = harness([*cluster(), make_policy("web").spec(**spec).obj(), *pods])
     assert h.schedule(pods[0]) == "b"
     first = h.store.rounds["shop/web"]
-    h.store.apply_policy(policy("web", generation=2, **{**spec, "nodesLimit": 1}))
+    h.store.apply_policy(make_policy("web").generation(2).spec(**{**spec, "nodesLimit": 1}).obj())
     assert h.store.rounds["shop/web"].closed
     # the watch shows the pod of the closed round bound, with its annotations: the round stays closed
     annotations = h.app.state.engine.binder.annotations["shop/web-0"]
-    h.store.apply_pod(pod("web-0", labels=WEB, cpu="500m", uid="uid-web-0", node_name="b", annotations=annotations))
+    h.store.apply_pod(make_pod("web-0").labels(WEB).cpu("500m").uid("uid-web-0").on("b").annotations(annotations).obj())
     assert h.store.rounds["shop/web"].closed
     h.clock.advance(1)
     assert h.schedule(pods[1]) == "b"  # a new round under the changed policy: b, topped up to 2

@@ -16,7 +16,8 @@ from berth.extender.scheduler_config import (
     minimum_weight,
     scheduler_config_yaml,
 )
-from tests.extender.helpers import harness, node, pod, policy
+from tests.builders import make_node, make_pod, make_policy
+from tests.extender.helpers import harness
 
 WEB = {"app": "web"}
 
@@ -57,12 +58,12 @@ plugin_score = st.integers(0, MAX_NODE_SCORE)
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 def test_kube_scheduler_picks_the_strategy_winner(shape: list[tuple[str, int]], strategy: str | None,
                                                    data: st.DataObject) -> None:
-    objects: list[dict[str, object]] = [policy("web", **({"strategy": strategy} if strategy else {}))]
+    objects: list[dict[str, object]] = [make_policy("web").spec(**{"strategy": strategy} if strategy else {}).obj()]
     for i, (cpu, running) in enumerate(shape):
-        objects.append(node(f"n{i}", cpu=cpu, memory="64Gi"))
-        objects.extend(pod(f"run-{i}-{j}", labels=WEB, cpu="500m", node_name=f"n{i}") for j in range(running))
+        objects.append(make_node(f"n{i}").cpu(cpu).memory("64Gi").obj())
+        objects.extend(make_pod(f"run-{i}-{j}").labels(WEB).cpu("500m").on(f"n{i}").obj() for j in range(running))
     h = harness(objects)
-    incoming = pod("web-new", labels=WEB, cpu="500m")
+    incoming = make_pod("web-new").labels(WEB).cpu("500m").obj()
     passing = h.filter(incoming)["NodeNames"]
     if len(passing) < 2:
         return  # kube-scheduler does not prioritize a single node

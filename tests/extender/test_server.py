@@ -26,7 +26,8 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from berth.extender import server as server_module
 from berth.extender.server import UVICORN_IO, build_app, serve
 from berth.extender.settings import load_settings
-from tests.extender.helpers import args, bind_args, node, pod, policy
+from tests.builders import make_node, make_pod, make_policy
+from tests.extender.helpers import args, bind_args
 
 WEB = {"app": "web"}
 
@@ -41,8 +42,8 @@ def free_port() -> int:
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
     snapshot = {"apiVersion": "v1", "kind": "List", "items": [
-        node("a", cpu="4"), node("b", cpu="2"), policy("web", strategy="Spread"),
-        pod("web-0", labels=WEB, cpu="1", node_name="b")]}
+        make_node("a").cpu("4").obj(), make_node("b").cpu("2").obj(), make_policy("web").strategy("Spread").obj(),
+        make_pod("web-0").labels(WEB).cpu("1").on("b").obj()]}
     path = tmp_path / "snapshot.json"
     path.write_text(json.dumps(snapshot))
     app = build_app(str(path), load_settings(api_anonymous=True), settle_heap=False)  # the explain API without tokens
@@ -63,7 +64,7 @@ def server(tmp_path: Path) -> Iterator[str]:
 def test_scheduler_round_trip_over_http(server: str) -> None:
     with httpx.Client(base_url=server) as client:
         assert client.get("/readyz").status_code == 200
-        p = pod("web-1", labels=WEB, cpu="1")
+        p = make_pod("web-1").labels(WEB).cpu("1").obj()
         r = client.post("/filter", content=orjson.dumps(args(p, ["a", "b"])))
         assert r.json()["NodeNames"] == ["a", "b"]
         scores = {h["Host"]: h["Score"] for h in client.post("/prioritize", content=orjson.dumps(
@@ -76,7 +77,7 @@ def test_scheduler_round_trip_over_http(server: str) -> None:
 
 
 def test_concurrent_binds_from_threads_never_overcommit(server: str) -> None:
-    pods = [pod(f"web-{i}", labels=WEB, cpu="1") for i in range(1, 25)]
+    pods = [make_pod(f"web-{i}").labels(WEB).cpu("1").obj() for i in range(1, 25)]
     with httpx.Client(base_url=server) as client:
         for p in pods:  # the scheduler filtered each one earlier (against a stale view)
             client.post("/filter", content=orjson.dumps(args(p, ["a"])))
@@ -103,7 +104,8 @@ def test_both_listeners_run_on_uvloop_and_httptools(tmp_path: Path, monkeypatch:
     """serve() runs the extender port and the API port on uvicorn's compiled HTTP parser and loop
     (asyncio.run would make the standard library's loop whatever the options say)."""
     snapshot = tmp_path / "snapshot.json"
-    snapshot.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [node("a"), policy("web")]}))
+    snapshot.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [make_node("a").obj(),
+                                                                                  make_policy("web").obj()]}))
     monkeypatch.setenv("BERTH_API_PORT", str(free_port()))
     monkeypatch.setattr(server_module, "build_app", functools.partial(build_app, settle_heap=False))
     served: list[tuple[object, ...]] = []
@@ -143,7 +145,8 @@ def test_tls_with_client_certificates_and_a_plain_api_port(tmp_path: Path) -> No
 
     pki = generate_pki(tmp_path / "pki")
     snapshot = tmp_path / "snapshot.json"
-    snapshot.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [node("a"), policy("web")]}))
+    snapshot.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [make_node("a").obj(),
+                                                                                  make_policy("web").obj()]}))
     port, api_port = free_port(), free_port()
     env = {**os.environ, "BERTH_TLS_CERT_FILE": str(pki.apiserver_cert), "BERTH_TLS_KEY_FILE": str(pki.apiserver_key),
            "BERTH_TLS_CLIENT_CA_FILE": str(pki.ca_cert), "BERTH_API_PORT": str(api_port),
@@ -163,7 +166,7 @@ def test_tls_with_client_certificates_and_a_plain_api_port(tmp_path: Path) -> No
         assert httpx.get(plain + "/readyz").status_code == 200
         assert httpx.get(plain + "/api/v1/nodes/allocations").json()["nodes"]["a"]
         assert httpx.post(plain + "/bind", content=b"{}").status_code == 404  # never the verbs
-        body = orjson.dumps(args(pod("web-1", labels=WEB), ["a"]))
+        body = orjson.dumps(args(make_pod("web-1").labels(WEB).obj(), ["a"]))
         trusted = ssl.create_default_context(cafile=str(pki.ca_cert))
         with pytest.raises(httpx.HTTPError):  # no client certificate: refused in the handshake
             httpx.post(f"https://127.0.0.1:{port}/filter", content=body, verify=trusted).raise_for_status()

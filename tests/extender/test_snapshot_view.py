@@ -12,6 +12,7 @@ import pytest
 from berth.extender.snapshot_view import load_snapshot as load_store
 from berth.snapshot import SnapshotError
 from berth.snapshot import load_snapshot as load_cli
+from tests.builders import make_node
 from tests.cli import kube
 
 
@@ -37,7 +38,9 @@ def test_both_keep_the_nodes_and_the_store_the_pending_pods(tmp_path: Path) -> N
 
 
 def test_without_node_leases_both_judge_at_the_current_time(tmp_path: Path) -> None:
-    path = write(tmp_path, [kube.node("n1"), kube.lease("kube-scheduler", namespace="kube-system")])
+    path = write(tmp_path, [(make_node("n1")
+                             .zone("zone-a")
+                             .obj()), kube.lease("kube-scheduler", namespace="kube-system")])
     store, clock = load_store(path)
     assert not store.view.leases_tracked
     assert load_cli(path).now(clock=lambda: 5.0) == 5.0 and clock() > kube.RENEWED_EPOCH
@@ -50,7 +53,7 @@ def test_without_node_leases_both_judge_at_the_current_time(tmp_path: Path) -> N
 ])
 def test_both_refuse_the_same_file_with_the_same_message(tmp_path: Path, case: str, item: dict[str, Any],
                                                          problem: str) -> None:
-    path = write(tmp_path, [kube.node("n1"), item])
+    path = write(tmp_path, [make_node("n1").zone("zone-a").obj(), item])
     with pytest.raises(SnapshotError) as cli:
         load_cli(path)
     with pytest.raises(SnapshotError) as offline:

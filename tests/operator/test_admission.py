@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from berth.operator.admission import REFUSAL_CODE, admission_problem
-from tests.operator import objects as o
+from tests.builders import make_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 INVALID = sorted((ROOT / "examples" / "invalid").glob("*.yaml"))
@@ -32,31 +32,31 @@ def test_create_of_an_invalid_policy_is_refused_with_the_field_path(path: Path) 
 def test_valid_policies_are_allowed(path: Path) -> None:
     body = yaml.safe_load(path.read_text())
     assert admission_problem(body, None, "CREATE") is None
-    assert admission_problem(body, o.policy(), "UPDATE") is None
+    assert admission_problem(body, make_policy().obj(), "UPDATE") is None
 
 
 def test_the_message_of_the_issue() -> None:
-    body = o.policy({"placementRules": [{"resource": "Pod", "operator": "HasNot",
-                                         "labels": {"role": "a", " role ": "b"}}]})
+    body = make_policy().whole_spec({"placementRules": [{"resource": "Pod", "operator": "HasNot",
+                                         "labels": {"role": "a", " role ": "b"}}]}).obj()
     assert admission_problem(body, None, "CREATE") == "spec.placementRules[0].labels.role: duplicate key after trimming"
 
 
 def test_an_update_that_breaks_the_spec_is_refused() -> None:
-    bad = o.policy({"placementRules": [{"anyOf": []}]})
-    assert admission_problem(bad, o.policy(), "UPDATE") == \
+    bad = make_policy().whole_spec({"placementRules": [{"anyOf": []}]}).obj()
+    assert admission_problem(bad, make_policy().obj(), "UPDATE") == \
         "spec.placementRules[0].anyOf: must be a non-empty list of rules or groups"
 
 
 def test_an_update_that_leaves_an_invalid_spec_alone_is_allowed() -> None:
     """Metadata, label or finalizer changes of a policy that got in while the webhook was down."""
-    bad = o.policy({"placementRules": [{"anyOf": []}]})
-    relabelled = o.policy({"placementRules": [{"anyOf": []}]})
+    bad = make_policy().whole_spec({"placementRules": [{"anyOf": []}]}).obj()
+    relabelled = make_policy().whole_spec({"placementRules": [{"anyOf": []}]}).obj()
     relabelled["metadata"]["labels"] = {"team": "a"}
     assert admission_problem(relabelled, bad, "UPDATE") is None
 
 
 def test_other_operations_and_kinds_pass() -> None:
-    bad = o.policy({"placementRules": [{"anyOf": []}]})
+    bad = make_policy().whole_spec({"placementRules": [{"anyOf": []}]}).obj()
     assert admission_problem(bad, None, "DELETE") is None
     assert admission_problem(None, bad, "UPDATE") is None
     other = dict(bad, apiVersion="berth.dev/v1beta9")
@@ -80,7 +80,7 @@ def test_kopf_handler_refuses_with_422() -> None:
         asyncio.run(handler.fn(body=kopf.Body(bad), old=None, operation="CREATE"))
     assert refused.value.code == REFUSAL_CODE
     assert str(refused.value).startswith("spec.placementRules: has 17 rules in total")
-    assert asyncio.run(handler.fn(body=kopf.Body(o.policy()), old=None, operation="CREATE")) is None
+    assert asyncio.run(handler.fn(body=kopf.Body(make_policy().obj()), old=None, operation="CREATE")) is None
 
     # The review Kopf sends back to the API server.
     outcome: Any = kopf_admission.build_response(

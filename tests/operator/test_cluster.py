@@ -7,14 +7,14 @@ import threading
 import time
 
 from berth.operator.cluster import WATCHED, OperatorStore, live_view
+from tests.builders import make_node, make_pod
 from tests.extender.test_live_view import FakeSource, event
-from tests.operator import objects as o
 
 
 def test_the_operator_watches_nodes_pods_and_leases_and_is_ready_without_policies() -> None:
     source = FakeSource()
-    source.objects["nodes"] = [o.node("node-a")]
-    source.objects["pods"] = [o.pod("w1", "node-a")]
+    source.objects["nodes"] = [make_node("node-a").disk(None).obj()]
+    source.objects["pods"] = [make_pod("w1").on("node-a").cpu("1").memory("1Gi").obj()]
     store = OperatorStore()
     view = live_view(store, source, settle_heap=False)
     before = set(threading.enumerate())  # other tests' extender views may still be watching policies
@@ -32,8 +32,12 @@ def test_the_operator_watches_nodes_pods_and_leases_and_is_ready_without_policie
 def test_a_410_relist_forgets_the_pods_that_went_and_tells_the_operator() -> None:
     told: list[tuple[str, object, object]] = []
     source = FakeSource()
-    keep, gone = o.pod("keep", "node-a"), o.pod("gone", "node-a")
-    source.objects["nodes"] = [o.node("node-a")]
+    keep, gone = (make_pod("keep")
+                  .on("node-a")
+                  .cpu("1")
+                  .memory("1Gi")
+                  .obj()), make_pod("gone").on("node-a").cpu("1").memory("1Gi").obj()
+    source.objects["nodes"] = [make_node("node-a").disk(None).obj()]
     source.objects["pods"] = [keep, gone]
     store = OperatorStore(leases_tracked=False, on_pod_change=lambda ns, a, b: told.append((ns, a, b)))
     view = live_view(store, source, settle_heap=False)

@@ -20,7 +20,7 @@ from berth.operator.cluster import store_of
 from berth.operator.drain_status import REFUSED_LIMIT
 from berth.operator.handlers import OperatorConfig, build_registry
 from berth.operator.webhook import WebhookOptions
-from tests.operator import objects as o
+from tests.builders import make_node, make_pod, make_policy
 
 NOW = 1767225600.0
 RS = ("ReplicaSet", "web-7d9f")
@@ -47,9 +47,18 @@ def view(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> ClusterView
 
 def cluster() -> ClusterView:
     """node-a (drained) holds two web pods and a 3-CPU api pod; node-b and node-c have 2 CPUs."""
-    return view([o.node("node-a", cpu="8"), o.node("node-b", cpu="2"), o.node("node-c", cpu="2")],
-                [o.pod("w1", "node-a", owner=RS), o.pod("w2", "node-a", owner=RS),
-                 o.pod("api", "node-a", cpu="3", labels={"app": "api"}, owner=("ReplicaSet", "api-1"))])
+    return view([make_node("node-a").disk(None).cpu("8").obj(),
+                 make_node("node-b").disk(None).cpu("2").obj(),
+                 make_node("node-c").disk(None).cpu("2").obj()],
+                [make_pod("w1").on("node-a").owner(RS).cpu("1").memory("1Gi").obj(),
+                 make_pod("w2").on("node-a").owner(RS).cpu("1").memory("1Gi").obj(),
+                 (make_pod("api")
+                  .on("node-a")
+                  .cpu("3")
+                  .labels({"app": "api"})
+                  .owner(("ReplicaSet", "api-1"))
+                  .memory("1Gi")
+                  .obj())])
 
 
 def no_policy(_: Any) -> PlacementPolicy | None:
@@ -80,9 +89,17 @@ def test_plan_mode_status_lists_each_pods_destination_and_the_blocked_pods_refus
 
 def test_every_pod_planned_is_phase_planned_and_an_event_when_it_was_blocked() -> None:
     blocked = compute({"nodes": ["node-a"], "anyDestination": True}).status
-    bigger = view([o.node("node-a", cpu="8"), o.node("node-b", cpu="8"), o.node("node-c", cpu="2")],
-                  [o.pod("w1", "node-a", owner=RS), o.pod("api", "node-a", cpu="3", labels={"app": "api"},
-                                                         owner=("ReplicaSet", "api-1"))])
+    bigger = view([make_node("node-a").disk(None).cpu("8").obj(),
+                   make_node("node-b").disk(None).cpu("8").obj(),
+                   make_node("node-c").disk(None).cpu("2").obj()],
+                  [make_pod("w1").on("node-a").owner(RS).cpu("1").memory("1Gi").obj(),
+                   (make_pod("api")
+                    .on("node-a")
+                    .cpu("3")
+                    .labels({"app": "api"})
+                    .owner(("ReplicaSet", "api-1"))
+                    .memory("1Gi")
+                    .obj())])
     outcome = compute({"nodes": ["node-a"], "anyDestination": True}, bigger, status=blocked)
     assert (outcome.status["phase"], outcome.status["planned"], outcome.status["blocked"]) == ("Planned", 2, 0)
     planned = next(c for c in outcome.status["conditions"] if c["type"] == "Planned")
@@ -100,15 +117,24 @@ def test_a_spec_the_cluster_cannot_plan_is_invalid_naming_the_field() -> None:
 
 
 def test_refusals_in_the_status_are_capped_with_their_count() -> None:
-    nodes = [o.node("node-a", cpu="8")] + [o.node(f"node-{i:02d}", cpu="2") for i in range(REFUSED_LIMIT + 4)]
-    state = view(nodes, [o.pod("api", "node-a", cpu="3", labels={"app": "api"}, owner=("ReplicaSet", "api-1"))])
+    nodes = [make_node("node-a").disk(None).cpu("8").obj()] + [(make_node(f"node-{i:02d}")
+                                                                .disk(None)
+                                                                .cpu("2")
+                                                                .obj()) for i in range(REFUSED_LIMIT + 4)]
+    state = view(nodes, [(make_pod("api")
+                          .on("node-a")
+                          .cpu("3")
+                          .labels({"app": "api"})
+                          .owner(("ReplicaSet", "api-1"))
+                          .memory("1Gi")
+                          .obj())])
     (entry,) = compute({"nodes": ["node-a"], "anyDestination": True}, state).status["pods"]
     assert len(entry["refused"]) == REFUSED_LIMIT and entry["refusedCount"] == REFUSED_LIMIT + 4
 
 
 def test_each_pod_is_planned_under_its_placement_policy() -> None:
-    policy = policy_from_manifest(o.policy({"selector": {"matchLabels": {"app": "web"}},
-                                            "nodeFilter": {"excludes": ["node-b"]}}))
+    policy = policy_from_manifest(make_policy().whole_spec({"selector": {"matchLabels": {"app": "web"}},
+                                            "nodeFilter": {"excludes": ["node-b"]}}).obj())
     status = drain.compute_drain_status(nodedrain({"nodes": ["node-a"], "anyDestination": True}), cluster(),
                                         lambda p: policy if policy.governs(p.namespace, p.labels) else None,
                                         Settings(), NOW).status
@@ -133,12 +159,14 @@ def test_admission(name: str, new: dict[str, Any], old: dict[str, Any] | None, o
 
 
 def test_kopf_plan_handler_patches_the_status_under_the_indexed_policy() -> None:
-    store = store_of([o.node("node-a", cpu="8"), o.node("node-b"), o.node("node-c")],
-                     [o.pod("w1", "node-a", owner=RS)])
+    store = store_of([make_node("node-a").disk(None).cpu("8").obj(),
+                      make_node("node-b").disk(None).obj(),
+                      make_node("node-c").disk(None).obj()],
+                     [make_pod("w1").on("node-a").owner(RS).cpu("1").memory("1Gi").obj()])
     registry, _ = build_registry(OperatorConfig(track_leases=False), store)
     handler = next(h for h in registry._changing.get_all_handlers() if h.id == "nodedrain-on-create")
-    policy = policy_from_manifest(o.policy({"selector": {"matchLabels": {"app": "web"}},
-                                            "nodeFilter": {"excludes": ["node-b"]}}))
+    policy = policy_from_manifest(make_policy().whole_spec({"selector": {"matchLabels": {"app": "web"}},
+                                            "nodeFilter": {"excludes": ["node-b"]}}).obj())
     kwargs: dict[str, Any] = {}
     kwargs[drain.POLICIES_INDEX] = {"shop": [policy]}
     patch = kopf.Patch()
@@ -159,7 +187,13 @@ def test_kopf_plan_handler_plans_again_only_when_an_input_changed(monkeypatch: p
         return real(*args)
 
     monkeypatch.setattr(drain, "compute_drain_status", counted)
-    store = store_of([o.node("node-a", cpu="8"), o.node("node-b")], [o.pod("w1", "node-a", owner=RS)])
+    store = store_of([make_node("node-a").disk(None).cpu("8").obj(),
+                      make_node("node-b").disk(None).obj()], [(make_pod("w1")
+                                                               .on("node-a")
+                                                               .owner(RS)
+                                                               .cpu("1")
+                                                               .memory("1Gi")
+                                                               .obj())])
     registry, _ = build_registry(OperatorConfig(track_leases=False), store)
     handler = next(h for h in registry._spawning.get_all_handlers() if h.id == drain.TIMER_ID)
     kwargs: dict[str, Any] = {}
@@ -174,8 +208,8 @@ def test_kopf_plan_handler_plans_again_only_when_an_input_changed(monkeypatch: p
     assert first["status"]["planned"] == 1
     body["status"] = dict(first["status"])
     assert tick() == {} and len(computed) == 1  # nothing changed: no plan, no patch
-    kwargs[drain.POLICIES_INDEX] = {"shop": [policy_from_manifest(o.policy({
-        "selector": {"matchLabels": {"app": "web"}}, "nodeFilter": {"excludes": ["node-b"]}}))]}
+    kwargs[drain.POLICIES_INDEX] = {"shop": [policy_from_manifest(make_policy().whole_spec({
+        "selector": {"matchLabels": {"app": "web"}}, "nodeFilter": {"excludes": ["node-b"]}}).obj())]}
     blocked = tick()  # a policy changed: planned again, now node-b is excluded
     assert blocked["status"]["phase"] == "Blocked" and posted == ["PodsBlocked"] and len(computed) == 2
 
@@ -183,9 +217,9 @@ def test_kopf_plan_handler_plans_again_only_when_an_input_changed(monkeypatch: p
 def test_policy_index_keeps_valid_policies_by_namespace() -> None:
     registry, _ = build_registry(OperatorConfig())
     index = next(h for h in registry._indexing.get_all_handlers() if h.id == drain.POLICIES_INDEX)
-    found = asyncio.run(index.fn(body=kopf.Body(o.policy()), namespace="shop"))
+    found = asyncio.run(index.fn(body=kopf.Body(make_policy().obj()), namespace="shop"))
     assert list(found) == ["shop"] and found["shop"].key == "shop/web"
-    broken = o.policy({"strategy": "Sideways"})
+    broken = make_policy().whole_spec({"strategy": "Sideways"}).obj()
     assert asyncio.run(index.fn(body=kopf.Body(broken), namespace="shop")) == {}
 
 

@@ -17,7 +17,7 @@ from berth.operator import drain, drain_execute
 from berth.operator.cluster import store_of
 from berth.operator.drain_execute import Evicted, EvictionResult
 from berth.operator.handlers import OperatorConfig, build_registry
-from tests.operator import objects as o
+from tests.builders import make_node, make_pod
 from tests.operator.test_drain import NOW, RS, no_policy, nodedrain, view
 
 PDB = "Cannot evict pod as it would violate the pod's disruption budget."
@@ -44,14 +44,20 @@ class FakeApi:
 
 
 def nodes(*, cordoned: bool = False, room: str = "8") -> list[dict[str, Any]]:
-    drained = o.node("node-a", cpu="8")
+    drained = make_node("node-a").disk(None).cpu("8").obj()
     if cordoned:
         drained["spec"]["unschedulable"] = True
-    return [drained, o.node("node-b", cpu=room), o.node("node-c", cpu=room)]
+    return [drained, make_node("node-b").disk(None).cpu(room).obj(), make_node("node-c").disk(None).cpu(room).obj()]
 
 
 def web(*names: str, terminating: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-    return [o.pod(n, "node-a", owner=RS, terminating=n in terminating) for n in names]
+    return [(make_pod(n)
+             .on("node-a")
+             .owner(RS)
+             .terminating(n in terminating)
+             .cpu("1")
+             .memory("1Gi")
+             .obj()) for n in names]
 
 
 SPEC = {"nodes": ["node-a"], "anyDestination": True, "mode": "Execute", "maxEvictionsInFlight": 2}
@@ -191,8 +197,14 @@ def test_an_eviction_failing_otherwise_is_asked_for_again_later() -> None:
 
 def test_blocked_pods_stay_and_are_planned_again_when_a_node_is_added() -> None:
     api = FakeApi()
-    big = o.pod("api", "node-a", cpu="3", labels={"app": "api"}, owner=("ReplicaSet", "api-1"))
-    small = [o.node("node-a", cpu="8"), o.node("node-b", cpu="2")]
+    big = (make_pod("api")
+           .on("node-a")
+           .cpu("3")
+           .labels({"app": "api"})
+           .owner(("ReplicaSet", "api-1"))
+           .memory("1Gi")
+           .obj())
+    small = [make_node("node-a").disk(None).cpu("8").obj(), make_node("node-b").disk(None).cpu("2").obj()]
     small[0]["spec"]["unschedulable"] = True
     first = tick(view(small, [big, *web("w1")]), api)
     assert api.evicted == ["w1"] and states(first.status) == {"api": "Blocked", "w1": "Evicting"}
@@ -201,7 +213,7 @@ def test_blocked_pods_stay_and_are_planned_again_when_a_node_is_added() -> None:
     drained = next(c for c in finished.status["conditions"] if c["type"] == "Drained")
     assert (drained["status"], drained["reason"]) == ("False", "PodsBlocked")
     assert ("Warning", "PodsBlocked") in [(e.type, e.reason) for e in finished.events]
-    grown_view = view([*small, o.node("node-c", cpu="4")], [big])
+    grown_view = view([*small, make_node("node-c").disk(None).cpu("4").obj()], [big])
     grown = tick(grown_view, api, finished.status, now=NOW + 10)
     assert api.evicted == ["w1"] and states(grown.status)["api"] == "Planned"  # published first
     assert next(p for p in grown.status["pods"] if p["pod"] == "shop/api")["destination"] == "node-c"
@@ -212,7 +224,9 @@ def test_blocked_pods_stay_and_are_planned_again_when_a_node_is_added() -> None:
 def test_a_pod_on_its_way_keeps_its_destination_and_its_room() -> None:
     # w1 is evicting to node-b, which has room for one pod: w2 is planned elsewhere, not on w1's room
     api = FakeApi()
-    state = view([o.node("node-a", cpu="8"), o.node("node-b", cpu="1"), o.node("node-c", cpu="1")],
+    state = view([make_node("node-a").disk(None).cpu("8").obj(),
+                  make_node("node-b").disk(None).cpu("1").obj(),
+                  make_node("node-c").disk(None).cpu("1").obj()],
                  web("w1", "w2", terminating=("w1",)))
     previous = {"pods": [{"pod": "shop/w1", "uid": "uid-shop-w1", "source": "node-a", "state": "Evicting",
                           "destination": "node-b", "evictedAt": "2026-01-01T00:00:00Z"}]}

@@ -24,6 +24,7 @@ from berth.operator.handlers import (
 from berth.operator.main import PROGRESS_PREFIX, operator_settings
 from berth.operator.patches import apply_merge_patch
 from berth.operator.reconcile import plan_waiting
+from tests.builders import make_node, make_pod, make_policy
 from tests.operator import objects as o
 
 
@@ -96,9 +97,11 @@ def refresh(state: OperatorState, body: dict[str, Any], now: float | None = None
 
 
 def test_refresh_patches_only_what_changed(events: list[tuple[str, str, str]]) -> None:
-    store = store_of([o.node("node-a"), o.node("node-b")], [o.pod("w1", "node-a"), o.pod("w2")])
+    store = store_of([make_node("node-a").disk(None).obj(),
+                      make_node("node-b").disk(None).obj()], [make_pod("w1").on("node-a").cpu("1").memory("1Gi").obj(),
+                      make_pod("w2").cpu("1").memory("1Gi").obj()])
     state = OperatorState(OperatorConfig(track_leases=False), store)
-    body = o.policy()
+    body = make_policy().obj()
     patch = refresh(state, body)
     assert state.writes == 1
     status = dict(patch["status"])
@@ -110,7 +113,7 @@ def test_refresh_patches_only_what_changed(events: list[tuple[str, str, str]]) -
 
     # The pending pod lands (a pod event): only the changed fields are patched, a removed map
     # entry is nulled.
-    store.apply_pod(o.pod("w2", "node-b"))
+    store.apply_pod(make_pod("w2").on("node-b").cpu("1").memory("1Gi").obj())
     changed = dict(refresh(state, body)["status"])
     assert changed["placed"] == {"node-b": 1} and changed["pending"] == 0 and changed["plan"] is None
     assert "observedGeneration" not in changed
@@ -119,17 +122,22 @@ def test_refresh_patches_only_what_changed(events: list[tuple[str, str, str]]) -
 
 def test_nothing_is_computed_before_the_store_is_listed() -> None:
     store = OperatorStore(leases_tracked=False)
-    store.replace("nodes", [o.node("node-a")])  # pods not listed yet
+    store.replace("nodes", [make_node("node-a").disk(None).obj()])  # pods not listed yet
     state = OperatorState(OperatorConfig(track_leases=False), store)
-    assert not refresh(state, o.policy()) and state.computations == 0
-    store.replace("pods", [o.pod("w1", "node-a")])
+    assert not refresh(state, make_policy().obj()) and state.computations == 0
+    store.replace("pods", [make_pod("w1").on("node-a").cpu("1").memory("1Gi").obj()])
     store.replace("leases", [])
-    assert refresh(state, o.policy())["status"]["placedTotal"] == 1
+    assert refresh(state, make_policy().obj())["status"]["placedTotal"] == 1
 
 
 def test_statuses_are_computed_off_the_event_loop_one_at_a_time(monkeypatch: pytest.MonkeyPatch,
                                                                   events: list[tuple[str, str, str]]) -> None:
-    state = OperatorState(OperatorConfig(track_leases=False), store_of([o.node("node-a")], [o.pod("w1")]))
+    state = OperatorState(OperatorConfig(track_leases=False), store_of([(make_node("node-a")
+                                                                         .disk(None)
+                                                                         .obj())], [(make_pod("w1")
+                                                                                                                 .cpu("1")
+                                                                                                                 .memory("1Gi")
+                                                                                                                 .obj())]))
     compute = state.compute
     seen: list[str] = []
     running = 0
@@ -146,7 +154,7 @@ def test_statuses_are_computed_off_the_event_loop_one_at_a_time(monkeypatch: pyt
     monkeypatch.setattr(state, "compute", watched)
 
     async def many() -> None:
-        bodies = [o.policy(name=f"web-{i}") for i in range(5)]
+        bodies = [make_policy(f"web-{i}").obj() for i in range(5)]
         for body in bodies:
             body["metadata"]["uid"] = body["metadata"]["name"]
         await asyncio.gather(*(state.refresh(kopf.Body(b), kopf.Patch()) for b in bodies))
@@ -156,8 +164,13 @@ def test_statuses_are_computed_off_the_event_loop_one_at_a_time(monkeypatch: pyt
 
 
 def test_a_policy_already_queued_is_not_computed_twice(events: list[tuple[str, str, str]]) -> None:
-    state = OperatorState(OperatorConfig(track_leases=False), store_of([o.node("node-a")], [o.pod("w1")]))
-    body = o.policy()
+    state = OperatorState(OperatorConfig(track_leases=False), store_of([(make_node("node-a")
+                                                                         .disk(None)
+                                                                         .obj())], [(make_pod("w1")
+                                                                                                                 .cpu("1")
+                                                                                                                 .memory("1Gi")
+                                                                                                                 .obj())]))
+    body = make_policy().obj()
 
     async def create_and_tick() -> list[bool]:
         patches = [kopf.Patch(), kopf.Patch()]  # the create handler and the timer's first tick, at once
@@ -185,30 +198,32 @@ def test_handlers_wait_for_the_first_full_list_behind_one_poller() -> None:
 
 
 def test_refresh_recomputes_only_when_an_input_changed(events: list[tuple[str, str, str]]) -> None:
-    store = store_of([o.node("node-a")], [o.pod("w1", "node-a")])
+    store = store_of([make_node("node-a").disk(None).obj()], [make_pod("w1").on("node-a").cpu("1").memory("1Gi").obj()])
     state = OperatorState(OperatorConfig(track_leases=False, plan_period=10.0), store)
-    body = o.policy()
+    body = make_policy().obj()
 
     refresh(state, body, 100.0)
     assert state.computations == 1
     refresh(state, body, 101.0)
-    store.apply_node(o.node("node-b"))  # a node changed: no pending pod here, no plan to redo
+    store.apply_node(make_node("node-b").disk(None).obj())  # a node changed: no pending pod here, no plan to redo
     refresh(state, body, 500.0)
     assert state.computations == 1
-    store.apply_pod(o.pod("x1", "node-a", namespace="other"))  # another namespace
-    store.apply_pod(o.pod("db1", "node-a", labels={"app": "db"}))  # not selected
+    store.apply_pod(make_pod("x1").on("node-a").namespace("other").cpu("1").memory("1Gi").obj())  # another namespace
+    store.apply_pod(make_pod("db1").on("node-a").labels({"app": "db"}).cpu("1").memory("1Gi").obj())  # not selected
     refresh(state, body, 501.0)
     assert state.computations == 1
-    store.apply_pod(o.pod("w1", "node-b"))  # a selected pod moved
+    store.apply_pod(make_pod("w1").on("node-b").cpu("1").memory("1Gi").obj())  # a selected pod moved
     refresh(state, body, 502.0)
     assert state.computations == 2
 
-    store.apply_pod(o.pod("w2"))
+    store.apply_pod(make_pod("w2").cpu("1").memory("1Gi").obj())
     refresh(state, body, 503.0)
     assert state.computations == 3 and body["status"]["pending"] == 1
     refresh(state, body, 504.0)
     assert state.computations == 3
-    store.apply_node(o.node("node-c"))  # with a pending pod, node changes are caught up with every period
+    store.apply_node(make_node("node-c")
+                      .disk(None)
+                      .obj())  # with a pending pod, node changes are caught up with every period
     refresh(state, body, 505.0)
     assert state.computations == 3
     refresh(state, body, 513.0)
@@ -235,17 +250,27 @@ def test_a_pod_change_updates_the_counts_at_once_and_the_plan_at_most_every_peri
         return plan_waiting(view, pod, policy, settings, now, count)
 
     monkeypatch.setattr(handlers, "plan_waiting", counted)
-    store = store_of([o.node("node-a"), o.node("node-b")], [o.pod("p1"), o.pod("w1", "node-a")])
+    store = store_of([make_node("node-a").disk(None).obj(),
+                      make_node("node-b").disk(None).obj()], [make_pod("p1").cpu("1").memory("1Gi").obj(),
+                      make_pod("w1").on("node-a").cpu("1").memory("1Gi").obj()])
     state = OperatorState(OperatorConfig(track_leases=False, plan_period=10.0), store)
-    body = o.policy()
+    body = make_policy().obj()
     refresh(state, body, 100.0)
-    store.apply_pod(o.pod("w2", "node-b"))  # placed: the counts change, the round (one pending pod) does not
+    store.apply_pod(make_pod("w2")
+                     .on("node-b")
+                     .cpu("1")
+                     .memory("1Gi")
+                     .obj())  # placed: the counts change, the round (one pending pod) does not
     refresh(state, body, 101.0)
     assert body["status"]["placedTotal"] == 2 and plans == [1]
-    store.apply_pod(o.pod("w3", "node-b"))
+    store.apply_pod(make_pod("w3").on("node-b").cpu("1").memory("1Gi").obj())
     refresh(state, body, 111.0)  # the plan is a period old: planned again
     assert body["status"]["placedTotal"] == 3 and plans == [1, 1]
-    store.apply_pod(o.pod("p2", created="2026-01-01T00:00:05Z"))  # a new round: two pending pods
+    store.apply_pod(make_pod("p2")
+                     .created("2026-01-01T00:00:05Z")
+                     .cpu("1")
+                     .memory("1Gi")
+                     .obj())  # a new round: two pending pods
     refresh(state, body, 112.0)
     assert body["status"]["pending"] == 2 and plans == [1, 1, 2]
 
@@ -272,16 +297,19 @@ def test_policies_alike_share_a_plan_within_the_period(monkeypatch: pytest.Monke
         return plan_waiting(view, pod, policy, settings, now, count)
 
     monkeypatch.setattr(handlers, "plan_waiting", counted)
-    store = store_of([o.node("node-a"), o.node("node-b")],
-                     [o.pod("p1"), o.pod("q1", namespace="other", labels={"app": "api"})])
+    store = store_of([make_node("node-a").disk(None).obj(), make_node("node-b").disk(None).obj()],
+                     [make_pod("p1").cpu("1").memory("1Gi").obj(),
+                      make_pod("q1").namespace("other").labels({"app": "api"}).cpu("1").memory("1Gi").obj()])
     state = OperatorState(OperatorConfig(track_leases=False, plan_period=10.0), store)
-    web = o.policy(name="web")
-    api = o.policy(spec, name="api", namespace="other")
+    web = make_policy("web").obj()
+    api = make_policy("api").whole_spec(spec).namespace("other").obj()
     refresh(state, web, 100.0)
     refresh(state, api, 101.0)
     assert len(made) == plans
     assert api["status"]["plan"] == web["status"]["plan"] and api["status"]["selected"] == 1
-    store.apply_node(o.node("node-c"))  # a node added: planned afresh, once a period is over for each
+    store.apply_node(make_node("node-c")
+                      .disk(None)
+                      .obj())  # a node added: planned afresh, once a period is over for each
     refresh(state, web, 111.0)
     refresh(state, api, 112.0)
     assert len(made) == 2 * plans
@@ -294,16 +322,46 @@ INVALID = {"selector": {"matchLabels": {"app": "web"}},
 
 # (case, the pod before (None: new), the pod after (None: deleted), the policies marked)
 MARKS: list[tuple[str, dict[str, Any] | None, dict[str, Any] | None, set[str]]] = [
-    ("a new pod marks the policies that select it", None, o.pod("n1", "node-a"), {"web"}),
-    ("a deleted pod marks the policies that selected it", o.pod("w1", "node-a"), None, {"web"}),
+    ("a new pod marks the policies that select it", None, (make_pod("n1")
+                                                           .on("node-a")
+                                                           .cpu("1")
+                                                           .memory("1Gi")
+                                                           .obj()), {"web"}),
+    ("a deleted pod marks the policies that selected it", (make_pod("w1")
+                                                           .on("node-a")
+                                                           .cpu("1")
+                                                           .memory("1Gi")
+                                                           .obj()), None, {"web"}),
     ("a pod relabelled marks the policies before and after",
-     o.pod("w1", "node-a"), o.pod("w1", "node-a", labels={"app": "db"}), {"web", "db"}),
-    ("a pod of another namespace marks none", None, o.pod("n1", "node-a", namespace="other"), set()),
-    ("a pod no policy selects marks none", None, o.pod("n1", "node-a", labels={"app": "cache"}), set()),
-    ("an event that changes nothing berth reads marks none", o.pod("w1", "node-a"), o.pod("w1", "node-a"), set()),
-    ("a new decision on a pod marks its policies", o.pod("w1", "node-a"),
-     o.pod("w1", "node-a", decision=o.decision("w1", "2026-01-01T00:00:01Z")), {"web"}),
-    ("a pending pod bound marks its policies", o.pod("p1"), o.pod("p1", "node-a"), {"web"}),
+     make_pod("w1").on("node-a").cpu("1").memory("1Gi").obj(),
+     make_pod("w1").on("node-a").labels({"app": "db"}).cpu("1").memory("1Gi").obj(), {"web", "db"}),
+    ("a pod of another namespace marks none", None, (make_pod("n1")
+                                                     .on("node-a")
+                                                     .namespace("other")
+                                                     .cpu("1")
+                                                     .memory("1Gi")
+                                                     .obj()), set()),
+    ("a pod no policy selects marks none", None, (make_pod("n1")
+                                                  .on("node-a")
+                                                  .labels({"app": "cache"})
+                                                  .cpu("1")
+                                                  .memory("1Gi")
+                                                  .obj()), set()),
+    ("an event that changes nothing berth reads marks none", make_pod("w1").on("node-a").cpu("1").memory("1Gi").obj(),
+                                                             (make_pod("w1")
+                                                              .on("node-a")
+                                                              .cpu("1")
+                                                              .memory("1Gi")
+                                                              .obj()), set()),
+    ("a new decision on a pod marks its policies", make_pod("w1").on("node-a").cpu("1").memory("1Gi").obj(),
+     (make_pod("w1")
+      .on("node-a")
+      .decision(o.decision("w1", "2026-01-01T00:00:01Z"))
+      .cpu("1")
+      .memory("1Gi")
+      .obj()), {"web"}),
+    ("a pending pod bound marks its policies", make_pod("p1").cpu("1").memory("1Gi").obj(),
+                                               make_pod("p1").on("node-a").cpu("1").memory("1Gi").obj(), {"web"}),
 ]
 
 
@@ -311,9 +369,11 @@ MARKS: list[tuple[str, dict[str, Any] | None, dict[str, Any] | None, set[str]]] 
 def test_a_pod_change_marks_only_the_policies_it_touches(case: str, before: dict[str, Any] | None,
                                                          after: dict[str, Any] | None, marked: set[str],
                                                          events: list[tuple[str, str, str]]) -> None:
-    store = store_of([o.node("node-a")], [before] if before is not None else [])
+    store = store_of([make_node("node-a").disk(None).obj()], [before] if before is not None else [])
     state = OperatorState(OperatorConfig(track_leases=False), store)
-    bodies = {name: o.policy(spec, name=name) for name, spec in (("web", WEB), ("db", DB), ("broken", INVALID))}
+    bodies = {name: (make_policy(name)
+                     .whole_spec(spec)
+                     .obj()) for name, spec in (("web", WEB), ("db", DB), ("broken", INVALID))}
     for body in bodies.values():
         refresh(state, body)
     counted = state.computations
@@ -329,32 +389,42 @@ def test_a_pod_change_marks_only_the_policies_it_touches(case: str, before: dict
 
 
 def test_a_relist_without_a_pod_marks_its_policies() -> None:
-    store = store_of([o.node("node-a")], [o.pod("w1", "node-a"), o.pod("w2", "node-a")])
+    store = store_of([make_node("node-a").disk(None).obj()], [make_pod("w1").on("node-a").cpu("1").memory("1Gi").obj(),
+                      make_pod("w2").on("node-a").cpu("1").memory("1Gi").obj()])
     state = OperatorState(OperatorConfig(track_leases=False), store)
-    body = o.policy()
+    body = make_policy().obj()
     refresh(state, body)
-    store.replace("pods", [o.pod("w1", "node-a")])  # w2 went while the watch was down
+    store.replace("pods", [(make_pod("w1")
+                            .on("node-a")
+                            .cpu("1")
+                            .memory("1Gi")
+                            .obj())])  # w2 went while the watch was down
     assert refresh(state, body)["status"]["placedTotal"] == 1
 
 
 def test_the_store_keeps_what_a_status_reads() -> None:
     decided = o.decision("w1", "2026-01-01T00:00:01Z")
-    store = store_of([o.node("node-a")], [o.pod("w1", "node-a", decision=decided),
-                                          o.pod("p1", created="2026-01-01T00:00:09Z"),
-                                          o.pod("gone", "node-a", phase="Succeeded"),
-                                          o.pod("x1", "node-a", namespace="other")])
+    store = store_of([make_node("node-a").disk(None).obj()], [(make_pod("w1")
+                                                               .on("node-a")
+                                                               .decision(decided)
+                                                               .cpu("1")
+                                                               .memory("1Gi")
+                                                               .obj()),
+                                          make_pod("p1").created("2026-01-01T00:00:09Z").cpu("1").memory("1Gi").obj(),
+                                          make_pod("gone").on("node-a").phase("Succeeded").cpu("1").memory("1Gi").obj(),
+                                          make_pod("x1").on("node-a").namespace("other").cpu("1").memory("1Gi").obj()])
     with store.lock:
         records = {r.info.name: r for r in store.records("shop")}
     assert set(records) == {"w1", "p1"}
     assert records["w1"].decision is not None and records["w1"].placed and records["w1"].created == ""
     assert records["p1"].pending and records["p1"].created == "2026-01-01T00:00:09Z"
-    store.delete_pod(o.pod("w1", "node-a"))
+    store.delete_pod(make_pod("w1").on("node-a").cpu("1").memory("1Gi").obj())
     assert "uid-shop-w1" not in store.extras  # bounded: nothing kept of a pod that went
 
 
 def test_refresh_of_an_invalid_policy_posts_a_warning(events: list[tuple[str, str, str]]) -> None:
-    state = OperatorState(OperatorConfig(track_leases=False), store_of([o.node("node-a")], []))
-    body = o.policy(INVALID)
+    state = OperatorState(OperatorConfig(track_leases=False), store_of([make_node("node-a").disk(None).obj()], []))
+    body = make_policy().whole_spec(INVALID).obj()
     valid = refresh(state, body)["status"]["conditions"][0]
     assert (valid["type"], valid["status"], valid["reason"]) == ("Valid", "False", "InvalidSpec")
     assert events == [("Warning", "InvalidSpec", "spec.placementRules[0].within: is only allowed on Pod rules")]
@@ -383,9 +453,9 @@ def test_includes_naming_a_missing_node_is_said_until_the_node_appears(events: l
     """The Valid condition names the nodes of nodeFilter.includes the cluster does not have (a
     typo narrows the policy silently), and is recomputed once such a node appears, with no pod
     event in the namespace."""
-    store = store_of([o.node("node-a")], [])
+    store = store_of([make_node("node-a").disk(None).obj()], [])
     state = OperatorState(OperatorConfig(track_leases=False), store)
-    body = o.policy({"nodeFilter": {"includes": ["node-a", "node-z"]}})
+    body = make_policy().whole_spec({"nodeFilter": {"includes": ["node-a", "node-z"]}}).obj()
 
     def valid() -> tuple[str, str, str]:
         refresh(state, body)
@@ -395,7 +465,7 @@ def test_includes_naming_a_missing_node_is_said_until_the_node_appears(events: l
     said = "the spec is valid; nodeFilter.includes names 1 node berth has not seen: node-z"
     assert valid() == ("True", "IncludesUnknownNodes", said)
     assert events == [("Warning", "IncludesUnknownNodes", said)]
-    store.apply_node(o.node("node-z"))
+    store.apply_node(make_node("node-z").disk(None).obj())
     assert valid() == ("True", "Validated", "the spec is valid")
 
 
@@ -416,13 +486,17 @@ def test_the_status_is_planned_again_once_the_round_it_shows_is_over(timeout: fl
                                                                      events: list[tuple[str, str, str]]) -> None:
     """A Fill or Each round stops being in force after its idle timeout without any change in the
     cluster: the status then shows the next round's plan, as the extender would place the pod."""
-    bound = o.pod("w1", "node-a", decision={**o.decision("w1", "1970-01-01T00:16:40Z"),
-                                            "plan": {"node-a": 1, "node-b": 1}})
+    bound = make_pod("w1").on("node-a").decision({**o.decision("w1", "1970-01-01T00:16:40Z"),
+                                            "plan": {"node-a": 1, "node-b": 1}}).cpu("1").memory("1Gi").obj()
     bound["metadata"]["annotations"]["berth.dev/round"] = "shop/web@1000000"  # opened at 1000 s
-    store = store_of([o.node("node-a", cpu="8"), o.node("node-b", cpu="2")], [bound, o.pod("p1")])
+    store = store_of([make_node("node-a").disk(None).cpu("8").obj(),
+                      make_node("node-b").disk(None).cpu("2").obj()], [bound,
+                      make_pod("p1").cpu("1").memory("1Gi").obj()])
     state = OperatorState(OperatorConfig(track_leases=False, plan_period=10.0, round_timeout_seconds=timeout),
                           store)
-    body = o.policy({"selector": {"matchLabels": {"app": "web"}}, "strategy": "Each", "count": 1, "nodesLimit": 2})
+    body = (make_policy()
+            .whole_spec({"selector": {"matchLabels": {"app": "web"}}, "strategy": "Each", "count": 1, "nodesLimit": 2})
+            .obj())
     refresh(state, body, 1001.0)
     assert body["status"]["plan"] == {"node-b": 1} and state.computations == 1  # the round's place left
     refresh(state, body, 1000.0 + timeout - 1)

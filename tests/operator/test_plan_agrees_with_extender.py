@@ -16,21 +16,25 @@ import pytest
 from berth.core.settings import Settings
 from berth.operator.cluster import store_of
 from berth.operator.reconcile import Outcome, compute_status
-from tests.extender.helpers import Harness, harness, node, pod, policy
+from tests.builders import make_node, make_pod, make_policy
+from tests.extender.helpers import Harness, harness
 
 WEB = {"app": "web"}
 
 
 def nodes() -> list[dict[str, Any]]:
-    return [node("a", cpu="4"), node("b", cpu="8"), node("c", cpu="2"), node("d", cpu="4")]
+    return [make_node("a").cpu("4").obj(),
+            make_node("b").cpu("8").obj(),
+            make_node("c").cpu("2").obj(),
+            make_node("d").cpu("4").obj()]
 
 
 def other_load() -> dict[str, Any]:
-    return pod("cache-0", labels={"app": "cache"}, cpu="2", node_name="d", uid="uid-cache-0")
+    return make_pod("cache-0").labels({"app": "cache"}).cpu("2").on("d").uid("uid-cache-0").obj()
 
 
 def pending(n: int) -> list[dict[str, Any]]:
-    return [pod(f"web-{i}", labels=WEB, cpu="500m", uid=f"uid-web-{i}") for i in range(n)]
+    return [make_pod(f"web-{i}").labels(WEB).cpu("500m").uid(f"uid-web-{i}").obj() for i in range(n)]
 
 
 def status_of(objects: list[dict[str, Any]], body: dict[str, Any], now: float) -> Outcome:
@@ -51,8 +55,13 @@ def cluster_state(body: dict[str, Any], waiting: list[dict[str, Any]], placed: d
         if where is None:
             objects.append(p)
         else:
-            objects.append(pod(name, labels=WEB, cpu="500m", uid=uid, node_name=where,
-                               annotations=annotations[f"shop/{name}"]))
+            objects.append(make_pod(name)
+                            .labels(WEB)
+                            .cpu("500m")
+                            .uid(uid)
+                            .on(where)
+                            .annotations(annotations[f"shop/{name}"])
+                            .obj())
     return objects
 
 
@@ -69,7 +78,7 @@ ROUNDS: list[tuple[str, dict[str, Any], int, float]] = [
 @pytest.mark.parametrize(("name", "spec", "count", "pause"), ROUNDS, ids=[c[0] for c in ROUNDS])
 def test_the_status_plan_is_the_node_sequence_the_extender_enforces(name: str, spec: dict[str, Any],
                                                                     count: int, pause: float) -> None:
-    body = policy("web", **spec)
+    body = make_policy("web").spec(**spec).obj()
     waiting = pending(count)
     h = harness([*nodes(), other_load(), body, *waiting])
     placed: dict[str, str] = {}
@@ -93,7 +102,7 @@ def test_the_status_plan_is_the_node_sequence_the_extender_enforces(name: str, s
 
 def test_the_status_of_a_fresh_round_lists_each_pending_pods_node_in_turn() -> None:
     """Before any pod is placed, the whole sequence of the status is the extender's, pod by pod."""
-    body = policy("web", strategy="Fill", count=2, nodesLimit=2)
+    body = make_policy("web").strategy("Fill").count(2).nodes_limit(2).obj()
     waiting = pending(5)
     h = harness([*nodes(), other_load(), body, *waiting])
     outcome = status_of([*nodes(), other_load(), body, *waiting], body, h.clock.now)
@@ -106,7 +115,7 @@ def test_the_status_of_a_fresh_round_lists_each_pending_pods_node_in_turn() -> N
 
 @pytest.mark.parametrize("strategy", ["Auto", "BestFit", "Spread"])
 def test_a_greedy_strategys_status_plan_is_where_the_extender_puts_every_pending_pod(strategy: str) -> None:
-    body = policy("web", strategy=strategy)
+    body = make_policy("web").strategy(strategy).obj()
     waiting = pending(6)
     h = harness([*nodes(), other_load(), body, *waiting])
     plan = status_of([*nodes(), other_load(), body, *waiting], body, h.clock.now).status["plan"]

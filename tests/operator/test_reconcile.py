@@ -16,6 +16,7 @@ from berth.operator.cluster import store_of
 from berth.operator.patches import apply_merge_patch, merge_patch
 from berth.operator.reconcile import Outcome, compute_status
 from berth.operator.status_model import LIST_LIMIT, PolicyStatus
+from tests.builders import make_node, make_pod, make_policy
 from tests.crd.schema_check import check
 from tests.operator import objects as o
 
@@ -39,7 +40,7 @@ def schema() -> dict[str, Any]:
     return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
 
 
-TWO_NODES = [o.node("node-a"), o.node("node-b", cpu="2")]
+TWO_NODES = [make_node("node-a").disk(None).obj(), make_node("node-b").disk(None).cpu("2").obj()]
 WEB = {"selector": {"matchLabels": {"app": "web"}}}
 
 CASES: list[tuple[str, dict[str, Any], list[dict[str, Any]], dict[str, Any]]] = [
@@ -47,39 +48,73 @@ CASES: list[tuple[str, dict[str, Any], list[dict[str, Any]], dict[str, Any]]] = 
         "conditions": {"Valid": ("True", "Validated"), "Satisfied": ("True", "NoPendingPods"),
                        "Ready": ("True", "AllPodsPlaced")},
         "selected": 0, "placedTotal": 0, "pending": 0, "placed": {}, "plan": None}),
-    ("all placed", WEB, [o.pod("w1", "node-a"), o.pod("w2", "node-b"), o.pod("w3", "node-a")], {
+    ("all placed", WEB, [make_pod("w1").on("node-a").cpu("1").memory("1Gi").obj(),
+                         make_pod("w2").on("node-b").cpu("1").memory("1Gi").obj(),
+                         make_pod("w3").on("node-a").cpu("1").memory("1Gi").obj()], {
         "conditions": {"Satisfied": ("True", "NoPendingPods"), "Ready": ("True", "AllPodsPlaced")},
         "selected": 3, "placedTotal": 3, "placed": {"node-a": 2, "node-b": 1}, "pending": 0}),
-    ("pending that fit", WEB, [o.pod("w1", "node-a"), o.pod("w2"), o.pod("w3")], {
+    ("pending that fit", WEB, [make_pod("w1").on("node-a").cpu("1").memory("1Gi").obj(),
+                               make_pod("w2").cpu("1").memory("1Gi").obj(),
+                               make_pod("w3").cpu("1").memory("1Gi").obj()], {
         "conditions": {"Satisfied": ("True", "Planned"), "Ready": ("False", "PodsPending")},
         "pending": 2, "plan": {"node-a": 1, "node-b": 1}, "planError": None}),
-    ("Auto over two nodes", {**WEB, "strategy": "Auto"}, [o.pod("w1", "node-a"), o.pod("w2"), o.pod("w3")], {
+    ("Auto over two nodes", {**WEB, "strategy": "Auto"}, [make_pod("w1").on("node-a").cpu("1").memory("1Gi").obj(),
+                                                          make_pod("w2").cpu("1").memory("1Gi").obj(),
+                                                          make_pod("w3").cpu("1").memory("1Gi").obj()], {
         "strategy": "Auto", "plan": {"node-a": 1, "node-b": 1}}),
-    ("insufficient resource", WEB, [o.pod("big", cpu="8")], {
+    ("insufficient resource", WEB, [make_pod("big").cpu("8").memory("1Gi").obj()], {
         "conditions": {"Satisfied": ("False", "InsufficientResource"), "Ready": ("False", "PodsPending")},
         "planError.code": "insufficient_resource", "plan": None}),
     ("already filled", {**WEB, "strategy": "Fill", "count": 1},
-     [o.pod("w1", "node-a"), o.pod("w2", "node-b"), o.pod("w3")], {
+     [make_pod("w1").on("node-a").cpu("1").memory("1Gi").obj(),
+      make_pod("w2").on("node-b").cpu("1").memory("1Gi").obj(),
+      make_pod("w3").cpu("1").memory("1Gi").obj()], {
         "conditions": {"Satisfied": ("False", "AlreadyFilled")}, "planError.code": "already_filled"}),
     ("affinity unsatisfied", {**WEB, "placementRules": [
-        {"resource": "Node", "operator": "Has", "labels": {"gpu": "a100"}}]}, [o.pod("w1")], {
+        {"resource": "Node", "operator": "Has", "labels": {"gpu": "a100"}}]}, [(make_pod("w1")
+                                                                                .cpu("1")
+                                                                                .memory("1Gi")
+                                                                                .obj())], {
         "conditions": {"Satisfied": ("False", "AffinityUnsatisfied")}, "planError.code": "affinity_unsatisfied"}),
     ("spread unsatisfied", {**WEB, "topologySpreadConstraints": [
         {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
-         "minDomains": 3}]}, [o.pod("w1", "node-a"), o.pod("w2", "node-b"), o.pod("w3")], {
+         "minDomains": 3}]}, [make_pod("w1").on("node-a").cpu("1").memory("1Gi").obj(),
+                              make_pod("w2").on("node-b").cpu("1").memory("1Gi").obj(),
+                              make_pod("w3").cpu("1").memory("1Gi").obj()], {
         "conditions": {"Satisfied": ("False", "SpreadUnsatisfied")}, "planError.code": "spread_unsatisfied"}),
     ("includes naming a missing node", {**WEB, "nodeFilter": {"includes": ["node-a", "node-gone"]}},
-     [o.pod("w1", "node-a")], {"conditions": {"Valid": ("True", "IncludesUnknownNodes")}}),
+     [(make_pod("w1")
+       .on("node-a")
+       .cpu("1")
+       .memory("1Gi")
+       .obj())], {"conditions": {"Valid": ("True", "IncludesUnknownNodes")}}),
     ("affinity met", {**WEB, "placementRules": [
-        {"resource": "Pod", "operator": "HasNot", "labels": {"app": "web"}}]}, [o.pod("w1", "node-a"), o.pod("w2")], {
+        {"resource": "Pod", "operator": "HasNot", "labels": {"app": "web"}}]}, [(make_pod("w1")
+                                                                                 .on("node-a")
+                                                                                 .cpu("1")
+                                                                                 .memory("1Gi")
+                                                                                 .obj()),
+                                                                                (make_pod("w2")
+                                                                                 .cpu("1")
+                                                                                 .memory("1Gi")
+                                                                                 .obj())], {
         "conditions": {"Satisfied": ("True", "Planned")}, "plan": {"node-b": 1}}),
     ("other namespaces, unselected, finished and terminating pods do not count", WEB, [
-        o.pod("w1", "node-a"), o.pod("x", "node-a", namespace="other"), o.pod("y", labels={"app": "db"}),
-        o.pod("done", "node-b", phase="Succeeded"), o.pod("failed", phase="Failed"),
-        o.pod("going", "node-b", terminating=True)], {
+        make_pod("w1").on("node-a").cpu("1").memory("1Gi").obj(),
+        make_pod("x").on("node-a").namespace("other").cpu("1").memory("1Gi").obj(),
+        make_pod("y").labels({"app": "db"}).cpu("1").memory("1Gi").obj(),
+        make_pod("done").on("node-b").phase("Succeeded").cpu("1").memory("1Gi").obj(),
+        make_pod("failed").phase("Failed").cpu("1").memory("1Gi").obj(),
+        make_pod("going").on("node-b").terminating().cpu("1").memory("1Gi").obj()], {
         "selected": 1, "placed": {"node-a": 1}, "pending": 0,
         "conditions": {"Ready": ("True", "AllPodsPlaced")}}),
-    ("empty selector selects the whole namespace", {}, [o.pod("a", "node-a", labels={}), o.pod("b", labels={"x": "y"})],
+    ("empty selector selects the whole namespace", {}, [(make_pod("a")
+                                                         .on("node-a")
+                                                         .labels({})
+                                                         .cpu("1")
+                                                         .memory("1Gi")
+                                                         .obj()),
+                                                        make_pod("b").labels({"x": "y"}).cpu("1").memory("1Gi").obj()],
      {"selected": 2, "pending": 1, "strategy": "Default"}),
 ]
 
@@ -94,7 +129,7 @@ def _get(status: dict[str, Any], dotted: str) -> Any:
 @pytest.mark.parametrize(("name", "spec", "pods", "expected"), CASES, ids=[c[0] for c in CASES])
 def test_status(name: str, spec: dict[str, Any], pods: list[dict[str, Any]], expected: dict[str, Any],
                 schema: dict[str, Any]) -> None:
-    outcome = compute(o.policy(spec, generation=7), pods, TWO_NODES)
+    outcome = compute(make_policy().whole_spec(spec).generation(7).obj(), pods, TWO_NODES)
     status = outcome.status
     assert outcome.invalid is None and outcome.policy is not None
     assert status["observedGeneration"] == 7
@@ -112,20 +147,25 @@ def test_status(name: str, spec: dict[str, Any], pods: list[dict[str, Any]], exp
 
 
 def test_unsatisfied_message_names_the_shortfall() -> None:
-    status = compute(o.policy(WEB), [o.pod("big", memory="20Gi")], TWO_NODES).status
+    status = compute(make_policy().whole_spec(WEB).obj(), [(make_pod("big")
+                                                            .memory("20Gi")
+                                                            .cpu("1")
+                                                            .obj())], TWO_NODES).status
     satisfied = next(c for c in status["conditions"] if c["type"] == "Satisfied")
     assert "node-a: insufficient capacity: memory" in satisfied["message"]
     assert status["planError"]["message"] == satisfied["message"]
 
 
 def test_the_oldest_pending_pod_is_the_rounds_shape() -> None:
-    pods = [o.pod("late", cpu="8", created="2026-01-02T00:00:00Z"), o.pod("early", cpu="1")]
-    assert compute(o.policy(WEB), pods, TWO_NODES).status["plan"] == {"node-a": 1, "node-b": 1}
+    pods = [make_pod("late").cpu("8").created("2026-01-02T00:00:00Z").memory("1Gi").obj(),
+            make_pod("early").cpu("1").memory("1Gi").obj()]
+    assert compute(make_policy().whole_spec(WEB).obj(), pods, TWO_NODES).status["plan"] == {"node-a": 1, "node-b": 1}
 
 
 def test_node_liveness_by_leases() -> None:
     leases = [o.lease("node-a", "2027-01-15T07:59:50Z"), o.lease("node-b", "2027-01-15T07:00:00Z")]
-    status = compute(o.policy(WEB), [o.pod("w1"), o.pod("w2")], TWO_NODES, leases).status
+    status = compute(make_policy().whole_spec(WEB).obj(), [make_pod("w1").cpu("1").memory("1Gi").obj(),
+                     make_pod("w2").cpu("1").memory("1Gi").obj()], TWO_NODES, leases).status
     assert status["plan"] == {"node-a": 2}  # node-b's lease is an hour old
 
 
@@ -143,7 +183,7 @@ def _expected(path: Path) -> str:
 def test_invalid_policy_gets_valid_false_with_the_path(path: Path, schema: dict[str, Any]) -> None:
     body = yaml.safe_load(path.read_text())
     body["metadata"].update(namespace=o.NAMESPACE, generation=3)
-    outcome = compute(body, [o.pod("w1", "node-a")], TWO_NODES)
+    outcome = compute(body, [make_pod("w1").on("node-a").cpu("1").memory("1Gi").obj()], TWO_NODES)
     status = outcome.status
     assert outcome.invalid is not None and outcome.policy is None
     message = _expected(path)
@@ -158,14 +198,22 @@ def test_invalid_policy_gets_valid_false_with_the_path(path: Path, schema: dict[
 
 
 def test_a_policy_turning_invalid_drops_its_counts_and_back() -> None:
-    valid = compute(o.policy(WEB), [o.pod("w1", "node-a")], TWO_NODES).status
-    broken = o.policy({**WEB, "placementRules": [{"anyOf": []}]}, generation=2, status=valid)
-    invalid = compute(broken, [o.pod("w1", "node-a")], TWO_NODES, now=NOW + 60)
+    valid = compute(make_policy().whole_spec(WEB).obj(), [(make_pod("w1")
+                                                           .on("node-a")
+                                                           .cpu("1")
+                                                           .memory("1Gi")
+                                                           .obj())], TWO_NODES).status
+    broken = make_policy().whole_spec({**WEB, "placementRules": [{"anyOf": []}]}).generation(2).status(valid).obj()
+    invalid = compute(broken, [make_pod("w1").on("node-a").cpu("1").memory("1Gi").obj()], TWO_NODES, now=NOW + 60)
     patch = merge_patch(valid, invalid.status)
     assert patch["placed"] is None and patch["selected"] is None
     after = apply_merge_patch(valid, patch)
     assert after == invalid.status
-    fixed = compute(o.policy(WEB, generation=3, status=after), [o.pod("w1", "node-a")], TWO_NODES, now=NOW + 120)
+    fixed = compute((make_policy()
+                     .whole_spec(WEB)
+                     .generation(3)
+                     .status(after)
+                     .obj()), [make_pod("w1").on("node-a").cpu("1").memory("1Gi").obj()], TWO_NODES, now=NOW + 120)
     assert conditions(fixed.status)["Valid"] == ("True", "Validated")
     assert [(e.type, e.reason) for e in fixed.events] == [("Normal", "Validated"), ("Normal", "AllPodsPlaced")]
 
@@ -173,17 +221,24 @@ def test_a_policy_turning_invalid_drops_its_counts_and_back() -> None:
 # -- transitions, idempotence -------------------------------------------------------------------------
 
 def test_recomputing_an_unchanged_policy_changes_nothing() -> None:
-    pods = [o.pod("w1", "node-a"), o.pod("w2")]
-    first = compute(o.policy(WEB), pods, TWO_NODES)
-    again = compute(o.policy(WEB, status=first.status), pods, TWO_NODES, now=NOW + 300)
+    pods = [make_pod("w1").on("node-a").cpu("1").memory("1Gi").obj(), make_pod("w2").cpu("1").memory("1Gi").obj()]
+    first = compute(make_policy().whole_spec(WEB).obj(), pods, TWO_NODES)
+    again = compute(make_policy().whole_spec(WEB).status(first.status).obj(), pods, TWO_NODES, now=NOW + 300)
     assert again.status == first.status  # lastTransitionTime kept: the status is stable
     assert merge_patch(first.status, again.status) == {}
     assert again.events == []
 
 
 def test_transition_times_move_only_on_status_changes() -> None:
-    first = compute(o.policy(WEB), [o.pod("w1")], TWO_NODES).status
-    second = compute(o.policy(WEB, status=first), [o.pod("w1", "node-a")], TWO_NODES, now=NOW + 30)
+    first = compute(make_policy().whole_spec(WEB).obj(), [(make_pod("w1")
+                                                           .cpu("1")
+                                                           .memory("1Gi")
+                                                           .obj())], TWO_NODES).status
+    second = compute(make_policy().whole_spec(WEB).status(first).obj(), [(make_pod("w1")
+                                                                          .on("node-a")
+                                                                          .cpu("1")
+                                                                          .memory("1Gi")
+                                                                          .obj())], TWO_NODES, now=NOW + 30)
     times = {c["type"]: c["lastTransitionTime"] for c in second.status["conditions"]}
     assert times["Valid"] == format_time(NOW)  # still True
     assert times["Satisfied"] == format_time(NOW)  # True (Planned) -> True (NoPendingPods)
@@ -192,11 +247,11 @@ def test_transition_times_move_only_on_status_changes() -> None:
 
 
 def test_unsatisfiable_then_satisfiable_events() -> None:
-    pods = [o.pod("big", cpu="8")]
-    first = compute(o.policy(WEB), pods, TWO_NODES)
+    pods = [make_pod("big").cpu("8").memory("1Gi").obj()]
+    first = compute(make_policy().whole_spec(WEB).obj(), pods, TWO_NODES)
     assert [(e.type, e.reason) for e in first.events] == [("Warning", "InsufficientResource")]
-    bigger = [*TWO_NODES, o.node("node-c", cpu="16")]
-    second = compute(o.policy(WEB, status=first.status), pods, bigger, now=NOW + 10)
+    bigger = [*TWO_NODES, make_node("node-c").disk(None).cpu("16").obj()]
+    second = compute(make_policy().whole_spec(WEB).status(first.status).obj(), pods, bigger, now=NOW + 10)
     assert [(e.type, e.reason) for e in second.events] == [("Normal", "Satisfiable")]
 
 
@@ -204,13 +259,39 @@ def test_unsatisfiable_then_satisfiable_events() -> None:
 
 def test_latest_decision_is_the_newest_by_time() -> None:
     pods = [
-        o.pod("w1", "node-a", decision=o.decision("w1", "2026-01-01T00:00:03Z", "node-a")),
-        o.pod("w2", "node-b", decision=o.decision("w2", "2026-01-01T00:00:09.5Z", "node-b")),
-        o.pod("w3", "node-a", decision=o.decision("w3", "2026-01-01T00:00:09Z", "node-a")),
-        o.pod("w4", "node-a", decision=o.decision("w4", "2026-01-01T01:00:00Z", policy_key="shop/other")),
-        o.pod("x", "node-a", labels={"app": "db"}, decision=o.decision("x", "2026-01-02T00:00:00Z")),
+        (make_pod("w1")
+         .on("node-a")
+         .decision(o.decision("w1", "2026-01-01T00:00:03Z", "node-a"))
+         .cpu("1")
+         .memory("1Gi")
+         .obj()),
+        (make_pod("w2")
+         .on("node-b")
+         .decision(o.decision("w2", "2026-01-01T00:00:09.5Z", "node-b"))
+         .cpu("1")
+         .memory("1Gi")
+         .obj()),
+        (make_pod("w3")
+         .on("node-a")
+         .decision(o.decision("w3", "2026-01-01T00:00:09Z", "node-a"))
+         .cpu("1")
+         .memory("1Gi")
+         .obj()),
+        (make_pod("w4")
+         .on("node-a")
+         .decision(o.decision("w4", "2026-01-01T01:00:00Z", policy_key="shop/other"))
+         .cpu("1")
+         .memory("1Gi")
+         .obj()),
+        (make_pod("x")
+         .on("node-a")
+         .labels({"app": "db"})
+         .decision(o.decision("x", "2026-01-02T00:00:00Z"))
+         .cpu("1")
+         .memory("1Gi")
+         .obj()),
     ]
-    latest = compute(o.policy(WEB), pods, TWO_NODES).status["latestDecision"]
+    latest = compute(make_policy().whole_spec(WEB).obj(), pods, TWO_NODES).status["latestDecision"]
     assert latest["pod"] == "shop/w2" and latest["winner"] == "node-b" and latest["trigger"] == "bind"
     assert latest["time"] == "2026-01-01T00:00:09.5Z"
     assert latest["considered"] == ["node-a", "node-b"] and latest["consideredCount"] == 2
@@ -219,9 +300,9 @@ def test_latest_decision_is_the_newest_by_time() -> None:
 def test_latest_decision_is_cut_for_the_status(schema: dict[str, Any]) -> None:
     names = [f"node-{i:03d}" for i in range(120)]
     refused = {n: f"{n}: insufficient capacity" for n in names[1:]}
-    pods = [o.pod("w1", "node-a", decision=o.decision("w1", "2026-01-01T00:00:00Z", "node-000",
-                                                      considered=names, refused=refused))]
-    status = compute(o.policy(WEB), pods, TWO_NODES).status
+    pods = [make_pod("w1").on("node-a").decision(o.decision("w1", "2026-01-01T00:00:00Z", "node-000",
+                                                      considered=names, refused=refused)).cpu("1").memory("1Gi").obj()]
+    status = compute(make_policy().whole_spec(WEB).obj(), pods, TWO_NODES).status
     latest = status["latestDecision"]
     assert latest["consideredCount"] == 120 and len(latest["considered"]) == LIST_LIMIT
     assert latest["refusedCount"] == 119 and len(latest["refused"]) == LIST_LIMIT
@@ -232,13 +313,18 @@ def test_latest_decision_keeps_the_extenders_totals() -> None:
     record = o.decision("w1", "2026-01-01T00:00:00Z", considered=["node-a", "node-b"],
                         refused={"node-b": "insufficient capacity"})
     record.update(consideredTotal=500, refusedTotal=499)
-    latest = compute(o.policy(WEB), [o.pod("w1", "node-a", decision=record)], TWO_NODES).status["latestDecision"]
+    latest = compute(make_policy().whole_spec(WEB).obj(), [(make_pod("w1")
+                                                            .on("node-a")
+                                                            .decision(record)
+                                                            .cpu("1")
+                                                            .memory("1Gi")
+                                                            .obj())], TWO_NODES).status["latestDecision"]
     assert (latest["consideredCount"], latest["refusedCount"]) == (500, 499)
     assert latest["considered"] == ["node-a", "node-b"]
 
 
 def test_unreadable_decisions_are_skipped() -> None:
-    broken = o.pod("w1", "node-a")
+    broken = make_pod("w1").on("node-a").cpu("1").memory("1Gi").obj()
     broken["metadata"]["annotations"] = {"berth.dev/decision": "{not json"}
-    no_time = o.pod("w2", "node-a", decision={"pod": "shop/w2", "winner": "node-a"})
-    assert "latestDecision" not in compute(o.policy(WEB), [broken, no_time], TWO_NODES).status
+    no_time = make_pod("w2").on("node-a").decision({"pod": "shop/w2", "winner": "node-a"}).cpu("1").memory("1Gi").obj()
+    assert "latestDecision" not in compute(make_policy().whole_spec(WEB).obj(), [broken, no_time], TWO_NODES).status
