@@ -7,6 +7,7 @@ handful of names they use, and importing it loads none of the shells or their li
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -85,3 +86,23 @@ def test_importing_the_core_loads_no_shell_and_no_library_of_theirs() -> None:
             "or m.startswith(('berth.extender', 'berth.operator', 'berth.cli')))))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.split() == []
+
+
+def test_every_file_the_readme_says_decides_something_exists() -> None:
+    """The README's "Where things are decided" table names files; each must be there (a bare file
+    name is in the folder of the path before it in the same cell; <name> stands for any)."""
+    text = (ROOT / "README.md").read_text()
+    table = text.split("## Where things are decided", 1)[1].split("\n## ", 1)[0]
+    named = []
+    for row in table.splitlines():
+        if not row.startswith("|"):
+            continue
+        folder = ""
+        for path in re.findall(r"`([\w./<>-]+\.(?:py|md|html))`", row.split("|")[2]):
+            if "/" in path:
+                folder = path.rsplit("/", 1)[0]
+            else:
+                path = f"{folder}/{path}"
+            named.append(path)
+    assert len(named) > 20
+    assert sorted(n for n in named if "<" not in n and not (ROOT / n).exists()) == []
