@@ -70,6 +70,9 @@ NODEDRAIN = (API_GROUP, CRD_VERSION, NODEDRAIN_PLURAL)
 WEBHOOK_ID = "validate-nodedrain"
 TIMER_ID = "nodedrain-replan"
 POLICIES_INDEX = "berth_drain_policies"
+DRAINS_INDEX = "berth_policy_drains"
+"""The index of what each NodeDrain does to each policy's pods (:func:`policy_drains`), by policy
+key: the policies' statuses show it."""
 REPLAN_SECONDS = 30
 """A drain whose inputs did not change is planned again this often all the same."""
 BLOCKED_NAMED = 5
@@ -186,6 +189,39 @@ def pod_status(p: PodPlan) -> dict[str, Any]:
     return out
 
 
+def policy_drains(body: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """What the NodeDrain ``body`` does to each PlacementPolicy's pods, by policy key
+    (``namespace/name``), from its status: its pods moved and planned per destination, and its
+    pods blocked (the policy status's ``drains`` entries)."""
+    status = body.get("status")
+    entries = status.get("pods") if isinstance(status, Mapping) else None
+    if not isinstance(entries, list):
+        return {}
+    name = str((body.get("metadata") or {}).get("name") or "")
+    mode = _mode(body)
+    phase = status.get("phase") if isinstance(status, Mapping) else None
+    out: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("policy"), str):
+            continue
+        summary = out.setdefault(entry["policy"], {
+            "name": name, "mode": mode if mode in (DrainMode.PLAN.value, DrainMode.EXECUTE.value)
+            else DrainMode.PLAN.value, **({"phase": phase} if isinstance(phase, str) else {}),
+            "moved": {}, "planned": {}, "blocked": 0})
+        state, destination = entry.get("state"), entry.get("destination")
+        if state == PodState.BLOCKED.value:
+            summary["blocked"] += 1
+        elif isinstance(destination, str) and state in (PodState.MOVED.value, PodState.PLANNED.value,
+                                                         PodState.EVICTING.value):
+            where = summary["moved" if state == PodState.MOVED.value else "planned"]
+            where[destination] = where.get(destination, 0) + 1
+    for summary in out.values():
+        summary["moved"] = dict(sorted(summary["moved"].items()))
+        summary["planned"] = dict(sorted(summary["planned"].items()))
+    return {key: summary for key, summary in out.items()
+            if summary["moved"] or summary["planned"] or summary["blocked"]}
+
+
 def _mode(raw: Mapping[str, Any]) -> object:
     spec = raw.get("spec")
     return spec.get("mode") if isinstance(spec, Mapping) else None
@@ -219,6 +255,10 @@ def register(registry: kopf.OperatorRegistry, *, settings: Settings, resync_seco
         except ValueError:
             return {}  # an invalid policy is ignored, as the extender ignores it
         return {policy.namespace: policy}
+
+    @kopf.index(*NODEDRAIN, id=DRAINS_INDEX, registry=registry)
+    async def index_drain(body: kopf.Body, **_: Any) -> dict[str, Any]:
+        return policy_drains({k: body[k] for k in body})
 
     memo: dict[str, tuple[ClusterView, tuple[object, ...], dict[str, Any]]] = {}
 

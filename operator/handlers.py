@@ -124,6 +124,7 @@ class _Memo:
     at: float
     includes: tuple[bool, ...]  # which nodes of nodeFilter.includes existed
     round_expires: float | None = None  # the plan's round in force stops being so then
+    drains: tuple[Mapping[str, Any], ...] = ()  # what NodeDrains do to the policy's pods
 
 
 class OperatorState:
@@ -208,7 +209,8 @@ class OperatorState:
 
     # -- status ------------------------------------------------------------------------------
 
-    def compute(self, body: Mapping[str, Any], now: float | None = None) -> Outcome:
+    def compute(self, body: Mapping[str, Any], now: float | None = None,
+                drains: tuple[Mapping[str, Any], ...] = ()) -> Outcome:
         meta = body.get("metadata") or {}
         namespace = str(meta.get("namespace") or "default")
         uid = str(meta.get("uid") or "")
@@ -241,7 +243,7 @@ class OperatorState:
         with store.lock:
             return compute_status(body, store.records(namespace), lambda: store.view, self.config.settings, now,
                                   round_timeout=self.config.round_timeout_seconds,
-                                  planner=planner)
+                                  planner=planner, drains=drains)
 
     def _share(self, key: Hashable, made: tuple[float, _Plan]) -> None:
         """Keep a plan for the policies alike (the least recently made go first)."""
@@ -252,9 +254,10 @@ class OperatorState:
             plans.popitem(last=False)
 
     def _stale(self, memo: _Memo | None, raw: Mapping[str, Any], uid: str, current: Mapping[str, Any],
-               now: float) -> bool:
+               now: float, drains: tuple[Mapping[str, Any], ...]) -> bool:
         meta = raw.get("metadata") or {}
-        if memo is None or memo.generation != meta.get("generation") or memo.status != current:
+        if memo is None or memo.generation != meta.get("generation") or memo.status != current \
+                or memo.drains != drains:
             return True
         if memo.changes != self._changes.get(uid, 0) or memo.includes != _includes_seen(raw, self.store.view.nodes):
             return True
@@ -263,10 +266,12 @@ class OperatorState:
         return memo.pending and memo.cluster != self.store.view.node_log.token \
             and now - memo.at >= self.config.plan_period
 
-    async def refresh(self, body: kopf.Body, patch: kopf.Patch, now: float | None = None) -> Outcome | None:
+    async def refresh(self, body: kopf.Body, patch: kopf.Patch, now: float | None = None,
+                      drains: Mapping[str, Any] | None = None) -> Outcome | None:
         """Compute the status of the policy ``body``, patch what changed (within the write budget)
         and post the Events. None when the store is not listed yet or nothing the status depends on
-        changed since the status it has was computed."""
+        changed since the status it has was computed. ``drains``: the NodeDrains' index
+        (:data:`berth.operator.drain.DRAINS_INDEX`: policy key to what each drain does to its pods)."""
         if not self.store.ready:
             return None
         now = time.time() if now is None else now
@@ -275,7 +280,9 @@ class OperatorState:
         uid = str(meta.get("uid") or "")
         namespace = str(meta.get("namespace") or "default")
         current = raw.get("status") or {}
-        if uid in self._computing or not self._stale(self._memo.get(uid), raw, uid, current, now):
+        mine = tuple(sorted(((drains or {}).get(f"{namespace}/{meta.get('name')}") or ()),
+                            key=lambda d: str(d.get("name"))))
+        if uid in self._computing or not self._stale(self._memo.get(uid), raw, uid, current, now, mine):
             return None  # (a computation of this policy is queued or running: it writes the status)
         changes = self._changes.get(uid, 0)
         cluster = self.store.view.node_log.token
@@ -284,7 +291,7 @@ class OperatorState:
         # the event loop (peering, the webhook, the patches of statuses already computed).
         self._computing.add(uid)
         try:
-            outcome = await asyncio.get_running_loop().run_in_executor(self._computer, self.compute, raw, now)
+            outcome = await asyncio.get_running_loop().run_in_executor(self._computer, self.compute, raw, now, mine)
         finally:
             self._computing.discard(uid)
         self.computations += 1
@@ -295,7 +302,8 @@ class OperatorState:
             patch.status.update(diff)
             self.writes += 1
         self._memo[uid] = _Memo(meta.get("generation"), changes, outcome.status,
-                                bool(outcome.status.get("pending")), cluster, now, includes, outcome.round_expires)
+                                bool(outcome.status.get("pending")), cluster, now, includes, outcome.round_expires,
+                                mine)
         for event in outcome.events:
             kopf.event(body, type=event.type, reason=event.reason, message=event.message)
         return outcome
@@ -357,12 +365,12 @@ def build_registry(config: OperatorConfig, store: OperatorStore | None = None,
     def still_there(uid: str | None, **_: Any) -> bool:
         return state.is_live(uid)
 
-    async def refresh_when_listed(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+    async def refresh_when_listed(body: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
         await state.wait_ready()
-        await state.refresh(body, patch)
+        await state.refresh(body, patch, drains=kwargs.get(drain.DRAINS_INDEX))
 
-    async def refresh(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
-        await state.refresh(body, patch)
+    async def refresh(body: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
+        await state.refresh(body, patch, drains=kwargs.get(drain.DRAINS_INDEX))
 
     kopf.on.resume(*POLICY, id="status-on-resume", registry=registry)(refresh_when_listed)
     kopf.on.create(*POLICY, id="status-on-create", registry=registry)(refresh_when_listed)

@@ -118,7 +118,8 @@ def round_in_force(pods: Iterable[PodRecord], policy: PlacementPolicy, now: floa
 
 def compute_status(body: Mapping[str, Any], pods: Iterable[PodRecord], view: Callable[[], ClusterView],
                    settings: Settings, now: float, nodes: Container[str] | None = None,
-                   planner: Planner | None = None, round_timeout: float = ROUND_TIMEOUT_SECONDS) -> Outcome:
+                   planner: Planner | None = None, round_timeout: float = ROUND_TIMEOUT_SECONDS,
+                   drains: Iterable[Mapping[str, Any]] = ()) -> Outcome:
     """The whole status of the policy ``body`` and the Events its changes deserve.
 
     ``pods`` are the pods of the policy's namespace (others are ignored); ``view`` is called only
@@ -126,7 +127,8 @@ def compute_status(body: Mapping[str, Any], pods: Iterable[PodRecord], view: Cal
     ``nodes``, the names of the cluster's nodes (default: the view's, when the policy's node
     filter names any). The plan is the one the extender enforces: for Fill and Each, the places
     left in the round in force (its pods' annotations say which, idle at most ``round_timeout``),
-    else those of the round that would open now (:func:`plan_waiting`)."""
+    else those of the round that would open now (:func:`plan_waiting`). ``drains``, what
+    NodeDrains do to the policy's pods (:func:`berth.operator.drain.policy_drains`), shown by name."""
     meta = body.get("metadata") or {}
     generation = int(meta.get("generation") or 0)
     previous = body.get("status") or {}
@@ -186,6 +188,7 @@ def compute_status(body: Mapping[str, Any], pods: Iterable[PodRecord], view: Cal
         "plan": dict(sorted(plan.items())) if plan is not None and error is None else None,
         "planError": error.to_dict() if error else None,
         "latestDecision": latest_decision(selected, policy.key),
+        "drains": sorted((dict(d) for d in drains), key=lambda d: str(d.get("name")))[:LIST_LIMIT] or None,
     }
     status = {k: v for k, v in status.items() if v is not None}
     sequence = None

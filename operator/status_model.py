@@ -74,6 +74,20 @@ class DecisionStatus(_Model):
     plan: dict[str, int] | None = Field(default=None, description="The round's node -> count plan.")
 
 
+class PolicyDrainStatus(_Model):
+    """A NodeDrain that moves (or plans to move) pods of the policy, and where they go."""
+
+    name: str = Field(description="The NodeDrain.")
+    mode: Literal["Plan", "Execute"] = Field(description="Plan: nothing is evicted; Execute: pods are moved.")
+    phase: str | None = Field(default=None, description="The NodeDrain's phase.")
+    moved: dict[str, int] = Field(default_factory=dict, description=(
+        "Execute: the policy's pods the drain moved, per destination node."))
+    planned: dict[str, int] = Field(default_factory=dict, description=(
+        "The policy's pods with a planned destination not reached yet (planned, or being evicted), per "
+        "destination node."))
+    blocked: int = Field(default=0, ge=0, description="The policy's pods no destination can take: they stay.")
+
+
 class PolicyStatus(_Model):
     observed_generation: int | None = Field(
         default=None, ge=0, description="The .metadata.generation this status describes.")
@@ -92,6 +106,8 @@ class PolicyStatus(_Model):
     plan_error: PlacementErrorStatus | None = Field(
         default=None, description="Why the pending pods cannot be placed now.")
     latest_decision: DecisionStatus | None = None
+    drains: list[PolicyDrainStatus] | None = Field(default=None, description=(
+        f"The NodeDrains that move the policy's pods, by name (at most {LIST_LIMIT})."))
 
 
 def validated(status: dict[str, Any]) -> dict[str, Any]:

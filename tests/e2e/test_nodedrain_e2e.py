@@ -567,6 +567,15 @@ def test_a_move_of_one_workload_to_a_named_node_honours_it_over_berths_checks(
                                  "cpu: needs 1, 0 free of 2 allocatable (short by 1)")
     assert list(blocked["refused"]) == [target]
 
+    # the policy's status names the drain and where it moved the policy's pods
+    wanted = [{"name": name, "mode": "Execute", "phase": "Blocked", "moved": {target: 2}, "planned": {},
+               "blocked": 1}]
+    wait_for(lambda: custom.get_namespaced_custom_object("berth.dev", "v1alpha1", e2e_namespace,
+                                                         "placementpolicies", "web"),
+             lambda p: (p.get("status") or {}).get("drains") == wanted, timeout=60,
+             what="the policy's status naming the drain",
+             describe=lambda p: json.dumps((p.get("status") or {}).get("drains")) + operator.log()[-2000:])
+
     def pods() -> list[Any]:
         _act_as_kubelet(core, e2e_namespace)
         return _live(core, e2e_namespace)

@@ -233,3 +233,37 @@ def test_kopf_webhook_refuses_an_invalid_drain_with_422() -> None:
     assert str(refused.value).startswith("spec.destinations: no destination")
     valid = nodedrain({"nodes": ["node-a"], "anyDestination": True})
     assert asyncio.run(handler.fn(body=kopf.Body(valid), old=None, operation="CREATE")) is None
+
+
+def _entry(pod: str, state: str, destination: str | None = None, policy: str | None = "shop/web") -> dict[str, Any]:
+    out = {"pod": f"shop/{pod}", "source": "node-a", "state": state, "policy": policy, "destination": destination}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+POLICY_DRAINS: list[tuple[str, dict[str, Any], list[dict[str, Any]], dict[str, Any]]] = [
+    ("no status yet", {"mode": "Execute"}, [], {}),
+    ("an executing drain: moved and planned per destination, blocked counted", {"mode": "Execute"}, [
+        _entry("w1", "Moved", "node-b"), _entry("w2", "Moved", "node-b"), _entry("w3", "Evicting", "node-c"),
+        _entry("w4", "Planned", "node-c"), _entry("w5", "Blocked"), _entry("w6", "Left")],
+     {"shop/web": {"name": "d", "mode": "Execute", "phase": "Draining", "moved": {"node-b": 2},
+                   "planned": {"node-c": 2}, "blocked": 1}}),
+    ("a plan: its destinations, nothing moved", {}, [_entry("w1", "Planned", "node-b")],
+     {"shop/web": {"name": "d", "mode": "Plan", "phase": "Draining", "moved": {}, "planned": {"node-b": 1},
+                   "blocked": 0}}),
+    ("one entry per policy; pods without a policy and left pods are not counted", {"mode": "Execute"}, [
+        _entry("w1", "Moved", "node-b"), _entry("d1", "Moved", "node-c", policy="shop/db"),
+        _entry("x", "Moved", "node-c", policy=None), _entry("ds", "Left", policy="shop/agents")],
+     {"shop/web": {"name": "d", "mode": "Execute", "phase": "Draining", "moved": {"node-b": 1}, "planned": {},
+                   "blocked": 0},
+      "shop/db": {"name": "d", "mode": "Execute", "phase": "Draining", "moved": {"node-c": 1}, "planned": {},
+                  "blocked": 0}}),
+]
+
+
+@pytest.mark.parametrize(("name", "spec", "entries", "expected"), POLICY_DRAINS, ids=[c[0] for c in POLICY_DRAINS])
+def test_what_a_drain_does_to_each_policys_pods(name: str, spec: dict[str, Any], entries: list[dict[str, Any]],
+                                                expected: dict[str, Any]) -> None:
+    body = nodedrain({"nodes": ["node-a"], "anyDestination": True, **spec},
+                     status={"phase": "Draining", "pods": entries} if entries else None)
+    body["metadata"]["name"] = "d"
+    assert drain.policy_drains(body) == expected

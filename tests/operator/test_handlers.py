@@ -31,7 +31,7 @@ from tests.operator import objects as o
 def test_registered_handlers() -> None:
     registry, _ = build_registry(OperatorConfig())
     indexes = {h.id for h in registry._indexing.get_all_handlers()}
-    assert indexes == {drain.POLICIES_INDEX}  # the cluster is the store's, not Kopf's
+    assert indexes == {drain.POLICIES_INDEX, drain.DRAINS_INDEX}  # the cluster is the store's, not Kopf's
     watched = {h.selector.any_name for h in registry._watching.get_all_handlers() if h.selector}
     assert watched == {"placementpolicies", "nodedrains"}
     changing = {h.id for h in registry._changing.get_all_handlers()}
@@ -87,10 +87,11 @@ def events(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
     return posted
 
 
-def refresh(state: OperatorState, body: dict[str, Any], now: float | None = None) -> kopf.Patch:
+def refresh(state: OperatorState, body: dict[str, Any], now: float | None = None,
+            drains: dict[str, Any] | None = None) -> kopf.Patch:
     """One refresh of ``body``; the patch is applied to it, as the watch would bring it back."""
     patch = kopf.Patch()
-    asyncio.run(state.refresh(kopf.Body(body), patch, now=now))
+    asyncio.run(state.refresh(kopf.Body(body), patch, now=now, drains=drains))
     if patch:
         body["status"] = apply_merge_patch(body.get("status"), dict(patch["status"]))
     return patch
@@ -120,6 +121,26 @@ def test_refresh_patches_only_what_changed(events: list[tuple[str, str, str]]) -
     assert [e[:2] for e in events] == [("Normal", "AllPodsPlaced")]
 
 
+def test_a_policys_status_names_the_drains_that_move_its_pods(events: list[tuple[str, str, str]]) -> None:
+    """The NodeDrains' index (what each drain does to each policy's pods) is an input of the
+    status: a drain's progress is written on an otherwise unchanged policy, and a drain gone is
+    removed."""
+    store = store_of([o.node("node-a"), o.node("node-b")], [o.pod("w1", "node-b")])
+    state = OperatorState(OperatorConfig(track_leases=False), store)
+    body = o.policy()
+    assert "drains" not in refresh(state, body)["status"]
+    moving = {"name": "drain-a", "mode": "Execute", "phase": "Draining", "moved": {}, "planned": {"node-b": 1},
+              "blocked": 0}
+    other = {"name": "drain-0", "mode": "Plan", "moved": {}, "planned": {}, "blocked": 2}
+    index = {"shop/web": [moving, other], "shop/db": [{**moving, "name": "drain-z"}]}
+    assert refresh(state, body, drains=index)["status"]["drains"] == [other, moving]
+    assert not refresh(state, body, drains=index)  # unchanged: nothing to write
+    moved = {**moving, "phase": "Drained", "moved": {"node-b": 1}, "planned": {}}
+    assert refresh(state, body, drains={"shop/web": [moved]})["status"]["drains"] == [moved]
+    assert refresh(state, body, drains={})["status"]["drains"] is None  # the drain deleted: removed
+    assert "drains" not in body["status"]
+
+
 def test_nothing_is_computed_before_the_store_is_listed() -> None:
     store = OperatorStore(leases_tracked=False)
     store.replace("nodes", [make_node("node-a").disk(None).obj()])  # pods not listed yet
@@ -142,14 +163,14 @@ def test_statuses_are_computed_off_the_event_loop_one_at_a_time(monkeypatch: pyt
     seen: list[str] = []
     running = 0
 
-    def watched(body: Any, now: float | None = None) -> Any:
+    def watched(body: Any, now: float | None = None, drains: Any = ()) -> Any:
         nonlocal running
         running += 1
         assert running == 1  # never two plans at once
         seen.append(threading.current_thread().name)
         time.sleep(0.01)
         running -= 1
-        return compute(body, now)
+        return compute(body, now, drains)
 
     monkeypatch.setattr(state, "compute", watched)
 

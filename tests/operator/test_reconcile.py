@@ -309,6 +309,18 @@ def test_latest_decision_is_cut_for_the_status(schema: dict[str, Any]) -> None:
     assert check(schema, status) is None
 
 
+def test_the_drains_moving_the_policys_pods_are_listed_by_name(schema: dict[str, Any]) -> None:
+    store = store_of(TWO_NODES, [o.pod("w1", "node-b")])
+    drains = [{"name": f"drain-{i:02d}", "mode": "Execute", "phase": "Drained", "moved": {"node-b": 1},
+               "planned": {}, "blocked": 0} for i in reversed(range(LIST_LIMIT + 5))]
+    status = compute_status(o.policy(WEB), store.records("shop"), lambda: store.view, Settings(), NOW,
+                            drains=drains).status
+    assert [d["name"] for d in status["drains"]] == [f"drain-{i:02d}" for i in range(LIST_LIMIT)]
+    assert check(schema, status) is None
+    PolicyStatus.model_validate(status)
+    assert "drains" not in compute(o.policy(WEB), [o.pod("w1", "node-b")], TWO_NODES).status
+
+
 def test_latest_decision_keeps_the_extenders_totals() -> None:
     record = o.decision("w1", "2026-01-01T00:00:00Z", considered=["node-a", "node-b"],
                         refused={"node-b": "insufficient capacity"})
