@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from berth.core import ObjectError, PodInfo, pod_from_object
+from berth.core import HOLD_ANNOTATION, ObjectError, PodInfo, pod_from_object
 from berth.extender.binder import Binder, BindError, EventQueue
 from berth.extender.metrics import Metrics
 from berth.extender.store import Assumption, ClusterStore
@@ -72,6 +72,10 @@ class Bindings:
                 self._metrics.bind_conflicts.labels("recheck").inc()
                 return "conflict", checked
             annotations, message = checked
+            with self._store.lock:
+                hold = self._store.claimed_hold(pod.uid) if self._store.holds else None
+            if hold is not None and hold.destination == node:  # the pod says which hold it took
+                annotations = {**annotations, HOLD_ANNOTATION: hold.pod.uid}
             try:
                 await self._binder.bind(pod, node, annotations)
             except Exception as exc:  # kube-scheduler retries the pod

@@ -37,6 +37,7 @@ from typing import Any
 import orjson
 
 from berth.core import (
+    HOLD_ANNOTATION,
     HOLD_UID_PREFIX,
     LEASE_NAMESPACE,
     NO_STEER,
@@ -55,18 +56,21 @@ from berth.core import (
     RoundMark,
     Steer,
     Workload,
+    evicted_from_entry,
     is_terminal,
     lease_renew_seconds,
     node_from_object,
     nodedrain_spec,
+    parse_time,
     pod_from_object,
     policy_from_manifest,
     rounds,
     steer,
 )
 
-_ParsedPod = tuple[PodInfo, RoundMark | None, str | None]
-"""A pod as read from the API: the pod, the round it records when bound, its nominated node when pending."""
+_ParsedPod = tuple[PodInfo, RoundMark | None, str | None, str | None]
+"""A pod as read from the API: the pod, the round it records when bound, its nominated node when
+pending, and when bound the evicted pod whose drain hold it took."""
 
 log = logging.getLogger("berth.extender.store")
 
@@ -82,7 +86,8 @@ WATCHED_KINDS = ("policies", "nodes", "leases", "pods", "nodedrains")
 
 DRAIN_HOLD_SECONDS = 300.0
 """How long a drained pod's destination keeps its room for the replacement at most, from the
-moment the extender sees the pod evicted (its eviction accepted, or the pod gone). Before that
+moment the extender sees the pod evicted (its eviction accepted, or the pod gone; for a pod gone
+before the extender started, from the eviction its entry records). Before that
 (an eviction a PodDisruptionBudget keeps refusing) the room is held as long as the drain lists
 the pod ``Evicting``."""
 
@@ -273,11 +278,13 @@ class ClusterStore:
         parsed = self._parse_pod(obj)
         if parsed is None:
             return
-        pod, mark, nominated = parsed
+        pod, mark, nominated, replaced = parsed
         with self.lock:
             self._apply_pod_locked(pod, nominated)
             if mark is not None:
                 self._note_round(pod, mark)
+            if replaced is not None:
+                self._hold_done(replaced)
 
     def _parse_pod(self, obj: Mapping[str, Any]) -> _ParsedPod | None:
         """The pod, its round record (bound pods) and its nominated node (pending pods); None
@@ -289,8 +296,8 @@ class ClusterStore:
             log.warning("ignoring a pod berth cannot read: %s", exc)
             return None
         if pod.node_name:
-            return pod, _round_mark(obj), None
-        return pod, None, _nominated_node(obj)
+            return pod, _round_mark(obj), None, _annotation(obj, HOLD_ANNOTATION)
+        return pod, None, _nominated_node(obj), None
 
     def _apply_pod_locked(self, pod: PodInfo, nominated: str | None = None) -> None:
         uid = pod.uid
@@ -468,7 +475,9 @@ class ClusterStore:
         of its status ``Planned``, ``Evicting`` or ``Moved`` (by uid, with a destination) whose shape the view
         knows (it saw the pod, maybe deleted since) gets a hold on its destination, kept while the
         eviction is asked for and, from the first time the extender sees it evicted (``evictedAt``
-        or ``Moved``), for ``drain_hold_seconds`` at most."""
+        or ``Moved``), for ``drain_hold_seconds`` at most. A pod gone before the extender saw it
+        (it restarted since) is held from the shape its entry keeps, until ``drain_hold_seconds``
+        after the eviction the entry records."""
         name = _name(obj)
         try:
             spec = nodedrain_spec(obj.get("spec"))
@@ -507,8 +516,13 @@ class ClusterStore:
                             dataclasses.replace(known, deadline=deadline)
                         continue
                     evicted = self.view.pod(uid) or self._gone.get(uid)
-                    if evicted is None or evicted.controller is None:
-                        continue  # its shape is unknown (gone before the extender saw it): nothing to hold
+                    if evicted is None and gone:
+                        # gone before this extender saw it (it restarted since): the status keeps its
+                        # shape, and the wait started at its eviction
+                        evicted = evicted_from_entry(entry)
+                        deadline = _evicted_at(entry, now) + self.drain_hold_seconds
+                    if evicted is None or evicted.controller is None or deadline <= now:
+                        continue  # its shape is unknown, or its wait is over: nothing to hold
                     holds[uid] = Hold(name, evicted, dest, explicit, deadline)
             if holds or workloads:
                 self.drains[name] = DrainRecord(holds, workloads)
@@ -581,8 +595,14 @@ class ClusterStore:
     def _hold_fulfilled(self, claimant: str) -> None:
         """The pod that took a hold is bound: the hold is done (for good, whatever the drain's status
         says later)."""
-        evicted = self._claimant_of.pop(claimant)
-        self.hold_claims.pop(evicted, None)
+        self._hold_done(self._claimant_of[claimant])
+
+    def _hold_done(self, evicted: str) -> None:
+        """The replacement of ``evicted`` is bound (seen binding, or a bound pod's
+        ``berth.dev/drain-hold`` annotation after a restart): its hold is done for good."""
+        claimant = self.hold_claims.pop(evicted, None)
+        if claimant is not None:
+            self._claimant_of.pop(claimant, None)
         self._holds_done[evicted] = None
         while len(self._holds_done) > 10000:
             self._holds_done.popitem(last=False)
@@ -657,11 +677,13 @@ class ClusterStore:
             if one is not None:
                 parsed.append(one)
         with self.lock:
-            for pod, mark, nominated in parsed:
+            for pod, mark, nominated, replaced in parsed:
                 self._apply_pod_locked(pod, nominated)
                 seen.add(pod.uid)
                 if mark is not None:
                     self._note_round(pod, mark)
+                if replaced is not None:
+                    self._hold_done(replaced)
             for obj in terminal:
                 self.delete_pod(obj)
 
@@ -749,6 +771,18 @@ def _workload(entry: Mapping[str, Any]) -> Workload | None:
     return namespace, Owner(kind, name)
 
 
+def _evicted_at(entry: Mapping[str, Any], now: float) -> float:
+    """When the wait of a drained pod's hold starts: the eviction the entry records (``evictedAt``),
+    or ``now`` when it records none or a time to come."""
+    when = entry.get("evictedAt")
+    if not isinstance(when, str):
+        return now
+    try:
+        return min(parse_time(when), now)
+    except ObjectError:
+        return now
+
+
 def _nominated_node(obj: Mapping[str, Any]) -> str | None:
     status = obj.get("status")
     node = status.get("nominatedNodeName") if isinstance(status, Mapping) else None
@@ -760,3 +794,10 @@ def _round_mark(obj: Mapping[str, Any]) -> RoundMark | None:
     meta = obj.get("metadata")
     annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
     return rounds.recorded_mark(annotations) if isinstance(annotations, Mapping) else None
+
+
+def _annotation(obj: Mapping[str, Any], key: str) -> str | None:
+    meta = obj.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    value = annotations.get(key) if isinstance(annotations, Mapping) else None
+    return value if isinstance(value, str) and value else None

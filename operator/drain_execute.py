@@ -13,7 +13,9 @@ Each tick (the NodeDrain's create, spec update and timer), :func:`execute`:
    refuses with 429 while a PodDisruptionBudget allows no disruption), at most
    ``spec.maxEvictionsInFlight`` pods ``Evicting`` at once; a refused eviction stays ``Evicting``
    and is asked for again after a backoff (:func:`backoff`);
-4. marks ``Moved`` an evicted pod that is gone, and writes the states, the counts, the phase
+4. marks ``Moved`` an evicted pod that is gone (its entry keeps the pod's requests and labels,
+   written while it was on its way: an extender restarted after the eviction holds the
+   destination's room for the replacement from them), and writes the states, the counts, the phase
    (``Draining``, then ``Drained`` or ``Blocked``) and the ``Drained`` condition, with Events.
 
 The drain finishes when every pod is moved or blocked. Deleting the NodeDrain stops it: no
@@ -32,7 +34,17 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
-from berth.core import ClusterView, PodState, PolicyLookup, Settings, format_time, nodedrain_spec, parse_time
+from berth.core import (
+    ClusterView,
+    PodPlan,
+    PodState,
+    PolicyLookup,
+    Settings,
+    format_time,
+    nodedrain_spec,
+    parse_time,
+    shape_of,
+)
 from berth.operator import conditions as cond
 from berth.operator.drain_status import CONDITION_DRAINED, PODS_LIMIT, validated
 from berth.operator.reconcile import Event
@@ -211,7 +223,7 @@ async def execute(body: Mapping[str, Any], view: ClusterView, policy_for: Policy
                 outcome.events.append(Event("Warning", "CordonFailed", f"cannot cordon {node}: {exc}"))
                 return outcome  # nothing is evicted from a node that stays schedulable
             outcome.events.append(Event("Normal", "Cordoned", f"cordoned {node}"))
-    planned = [{**pod_status(p), "uid": p.uid} for p in outcome.plan.pods]
+    planned = [{**pod_status(p), "uid": p.uid, **_shape(view, p)} for p in outcome.plan.pods]
     step = plan_step(planned, previous_pods, view, spec.max_evictions_in_flight, now)
     for entry in step.evict:
         namespace, name = str(entry["pod"]).split("/", 1)
@@ -235,6 +247,13 @@ async def execute(body: Mapping[str, Any], view: ClusterView, policy_for: Policy
         outcome.events.append(Event("Normal" if drained.status == "True" else "Warning",
                                     "Drained" if drained.status == "True" else "PodsBlocked", drained.message))
     return outcome
+
+
+def _shape(view: ClusterView, p: PodPlan) -> dict[str, Any]:
+    """A pod on its way keeps its shape in the status: an extender that never saw the pod (one
+    restarted after the eviction) holds its destination's room from it."""
+    pod = view.pod(p.uid) if p.destination else None
+    return shape_of(pod) if pod is not None else {}
 
 
 class KubeDrainApi:

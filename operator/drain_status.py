@@ -44,6 +44,11 @@ class DrainPodStatus(_Model):
         f"{REFUSED_LIMIT})."))
     refused_count: int | None = Field(default=None, ge=0, description="Blocked: how many destinations refused it.")
     warnings: list[str] = Field(default_factory=list)
+    requests: dict[str, str] = Field(default_factory=dict, description=(
+        "Execute: a pod with a destination, its requests (exact quantities: millicores for cpu, base units "
+        "otherwise), kept once it is gone: the room its destination holds for its replacement."))
+    labels: dict[str, str] = Field(default_factory=dict, description="Execute: a pod with a destination, its "
+                                                                     "labels (as requests).")
     evicted_at: str | None = Field(default=None, description="Execute: when the eviction was accepted.")
     attempts: int | None = Field(default=None, ge=0, description="Execute: eviction requests refused so far.")
     retry_at: str | None = Field(default=None, description="Execute: a refused eviction is asked for again "

@@ -27,7 +27,18 @@ from berth.core import round as rounds
 from berth.core.capacity import capacity_report, capacity_table, node_allocations
 from berth.core.decision import DECISION_ANNOTATION, Decision, Refused, decision_record_schema, refusal_cause
 from berth.core.drain import DrainPlan, DrainRequest, InvalidDrain, PodPlan, PodState, PolicyLookup, plan_drain
-from berth.core.drain_hold import HOLD_UID_PREFIX, NO_STEER, Hold, Steer, Workload, honour_target, steer
+from berth.core.drain_hold import (
+    HOLD_ANNOTATION,
+    HOLD_UID_PREFIX,
+    NO_STEER,
+    Hold,
+    Steer,
+    Workload,
+    evicted_from_entry,
+    honour_target,
+    shape_of,
+    steer,
+)
 from berth.core.errors import ERROR_CODES, InvalidPolicy, PlacementError
 from berth.core.evaluate import Evaluation, evaluate_pod, score_runs, scores
 from berth.core.fit import check_fit, demand
@@ -85,6 +96,7 @@ __all__ = [
     "DECISION_ANNOTATION",
     "DISK",
     "ERROR_CODES",
+    "HOLD_ANNOTATION",
     "HOLD_UID_PREFIX",
     "LEASE_NAMESPACE",
     "LIVENESS_THRESHOLD_SECONDS",
@@ -142,6 +154,7 @@ __all__ = [
     "decision_record_schema",
     "demand",
     "evaluate_pod",
+    "evicted_from_entry",
     "format_amount",
     "format_time",
     "honour_target",
@@ -162,6 +175,7 @@ __all__ = [
     "rounds",
     "score_runs",
     "scores",
+    "shape_of",
     "shared_plan_key",
     "spec_from_dict",
     "steer",

@@ -10,21 +10,29 @@ cluster, a clock or the network).
   (namespace, controller, requests): the controller's replacement. It is then offered the
   destination alone (see :func:`steer`).
 * A pod of a drained workload that claims no hold is never offered a drained node.
+* An executing drain's status keeps the shape of each pod it moves (:func:`shape_of`): a hold
+  is rebuilt from it (:func:`evicted_from_entry`) by an extender that never saw the pod, such
+  as one restarted after the eviction.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from berth.core.decision import Refused
 from berth.core.drain import scheduler_refusal
 from berth.core.evaluate import Evaluation
 from berth.core.model import Owner, PodInfo
+from berth.core.quantity import CPU, to_base_units
 from berth.core.view import ClusterView
 
 HOLD_UID_PREFIX = "berth-drain-hold/"
 """The uid of a hold's placeholder pod (never a real pod's uid)."""
+HOLD_ANNOTATION = "berth.dev/drain-hold"
+"""On a pod bound through a hold: the uid of the evicted pod it replaces. The hold is done for
+good, and an extender that restarts learns it from the pod."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +55,36 @@ class Hold:
         return PodInfo(uid=self.placeholder_uid, name=p.name, namespace=p.namespace, labels=p.labels,
                        requests=p.requests, tolerations=p.tolerations, node_affinity=p.node_affinity,
                        controller=p.controller)
+
+
+def shape_of(pod: PodInfo) -> dict[str, Any]:
+    """What a hold needs of a pod once it is gone, as a drain's status keeps it: its requests as
+    exact Kubernetes quantities (millicores for CPU, base units otherwise) and its labels."""
+    out: dict[str, Any] = {"requests": {r: f"{n}m" if r == CPU else str(n) for r, n in sorted(pod.requests.items())
+                                        if n}}
+    if pod.labels:
+        out["labels"] = dict(sorted(pod.labels.items()))
+    return out
+
+
+def evicted_from_entry(entry: Mapping[str, Any]) -> PodInfo | None:
+    """The evicted pod a drain status entry describes (``pod``, ``uid``, ``workload`` and the
+    fields of :func:`shape_of`), or None when the entry lacks any of them or cannot be read."""
+    pod, uid, workload, requests = entry.get("pod"), entry.get("uid"), entry.get("workload"), entry.get("requests")
+    labels = entry.get("labels") or {}
+    if not (isinstance(pod, str) and isinstance(uid, str) and uid and isinstance(workload, str)
+            and isinstance(requests, Mapping) and isinstance(labels, Mapping)):
+        return None
+    namespace, _, name = pod.partition("/")
+    kind, _, owner = workload.partition("/")
+    if not (namespace and name and kind and owner):
+        return None
+    try:
+        amounts = {str(r): to_base_units(str(r), str(q)) for r, q in requests.items()}
+    except ValueError:
+        return None
+    return PodInfo(uid=uid, name=name, namespace=namespace, labels={str(k): str(v) for k, v in labels.items()},
+                   requests=amounts, controller=Owner(kind, owner))
 
 
 def same_shape(evicted: PodInfo, pod: PodInfo) -> bool:

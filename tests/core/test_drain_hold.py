@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from berth.core.drain_hold import NO_STEER, Hold, claim, honour_target, same_shape, steer
+from berth.core.drain_hold import (
+    NO_STEER,
+    Hold,
+    claim,
+    evicted_from_entry,
+    honour_target,
+    same_shape,
+    shape_of,
+    steer,
+)
 from berth.core.evaluate import Evaluation, evaluate_pod
 from berth.core.model import NodeInfo, Owner, PodInfo, Taint
 from berth.core.policy import PlacementPolicy
@@ -106,3 +115,35 @@ def test_a_destination_of_a_whole_node_drain_is_not_honoured_over_berth_s_checks
                                             make_policy().node_filter({"excludes": ["c"]}).build())
     honour_target(view, replacement, hold("c", explicit=False), ev)
     assert ev.decision.winner is None
+
+
+def test_the_shape_a_status_keeps_gives_back_the_evicted_pod() -> None:
+    """An extender that never saw an evicted pod rebuilds its hold from the drain status's entry."""
+    pod = PodInfo(uid="uid-w1", name="w1", namespace="shop", labels={"app": "web", "tier": "front"},
+                  requests={"cpu": 1500, "memory": 3 * 2**30 + 1, "nvidia.com/gpu": 1}, controller=RS)
+    shape = shape_of(pod)
+    assert shape == {"requests": {"cpu": "1500m", "memory": str(3 * 2**30 + 1), "nvidia.com/gpu": "1"},
+                     "labels": {"app": "web", "tier": "front"}}
+    entry = {"pod": "shop/w1", "uid": "uid-w1", "workload": "ReplicaSet/web-1", **shape}
+    back = evicted_from_entry(entry)
+    assert back is not None
+    assert (back.uid, back.key, back.controller, dict(back.labels), dict(back.requests)) == \
+        ("uid-w1", "shop/w1", RS, dict(pod.labels), dict(pod.requests))
+    assert same_shape(back, PodInfo(uid="uid-r1", name="r1", namespace="shop", requests=dict(pod.requests),
+                                    controller=RS))
+
+
+FULL = {"pod": "shop/w1", "uid": "uid-w1", "workload": "ReplicaSet/web-1", "requests": {"cpu": "100m"}}
+
+
+@pytest.mark.parametrize(("name", "entry"), [
+    ("written before the status kept shapes", {k: v for k, v in FULL.items() if k != "requests"}),
+    ("no controller", {k: v for k, v in FULL.items() if k != "workload"}),
+    ("no uid", {k: v for k, v in FULL.items() if k != "uid"}),
+    ("a pod without its namespace", {**FULL, "pod": "w1"}),
+    ("a workload without its kind", {**FULL, "workload": "web-1"}),
+    ("a request that is no quantity", {**FULL, "requests": {"cpu": "lots"}}),
+    ("labels that are no map", {**FULL, "labels": ["app"]}),
+])
+def test_an_entry_without_a_readable_shape_gives_no_pod(name: str, entry: dict[str, object]) -> None:
+    assert evicted_from_entry(entry) is None

@@ -597,3 +597,55 @@ def test_a_move_of_one_workload_to_a_named_node_honours_it_over_berths_checks(
         assert any(w.startswith(f"{target}: berth's checks refuse it (excluded by nodeFilter.excludes)")
                    and w.endswith(f"honoured as the explicit target of NodeDrain {name}")
                    for w in record["warnings"]), record["warnings"]
+
+
+def test_holds_survive_an_extender_restart(control_plane: ControlPlane, drain_stack: DrainStack,  # noqa: F811
+                                           e2e_namespace: str, kube_api: Any,  # noqa: F811
+                                           make_nodes: Callable[..., list[str]]) -> None:  # noqa: F811
+    """The extender is down while the drain evicts: it never sees the evicted pods. Restarted, it
+    rebuilds each hold from the shape the NodeDrain's status keeps, and the replacements, pending
+    meanwhile, land where the drain planned them, not on the roomier node berth would choose for
+    a new pod."""
+    run = drain_stack.scheduler_name.removeprefix("berth-")
+    core, apps = k8s.CoreV1Api(kube_api), k8s.AppsV1Api(kube_api)
+    labels = {"app": f"web-{run}"}
+    (a,) = make_nodes(NodeSpec(f"restart-{run}-a", cpu="8"))
+    _deployment(apps, e2e_namespace, "web", 2, labels, drain_stack.scheduler_name)
+
+    def running() -> list[Any]:
+        _act_as_kubelet(core, e2e_namespace)
+        return _live(core, e2e_namespace)
+
+    first = wait_for(running, lambda ps: len(ps) == 2 and all(p.spec.node_name == a and _ready(p) for p in ps),
+                     timeout=90, what="the pods running on the node to drain",
+                     describe=lambda ps: str([(p.metadata.name, p.spec.node_name) for p in ps]))
+    b, c, roomy = make_nodes(NodeSpec(f"restart-{run}-b", cpu="1"), NodeSpec(f"restart-{run}-c", cpu="1"),
+                             NodeSpec(f"restart-{run}-roomy", cpu="16"))
+    drain_stack.extender.kill()
+    operator = drain_stack.operator.start()
+    name = f"restart-{run}"
+    drain = {"apiVersion": "berth.dev/v1alpha1", "kind": "NodeDrain", "metadata": {"name": name},
+             "spec": {"nodes": [a], "destinations": [b, c], "mode": "Execute"}}
+    control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(drain))
+
+    def status() -> dict[str, Any]:
+        _act_as_kubelet(core, e2e_namespace)
+        return _drain_status(kube_api, name)
+
+    done = wait_for(status, lambda s: s.get("phase") == "Drained", timeout=120, interval=0.5,
+                    what="the pods evicted while the extender is down",
+                    describe=lambda s: json.dumps(s) + operator.log()[-2000:])
+    plan = sorted(p["destination"] for p in done["pods"])
+    assert set(plan) <= {b, c}
+    evicted = {p.metadata.uid for p in first}
+    wait_for(running, lambda ps: len(ps) == 2 and not any(p.spec.node_name for p in ps)
+             and not {p.metadata.uid for p in ps} & evicted, timeout=60,
+             what="the replacements created, pending without the extender")
+    drain_stack.extender.start()
+    landed = wait_for(running, lambda ps: len(ps) == 2 and all(p.spec.node_name for p in ps), timeout=120,
+                      what="the replacements bound",
+                      describe=lambda ps: str([(p.metadata.name, p.spec.node_name) for p in ps]))
+    assert sorted(p.spec.node_name for p in landed) == plan, [(p.metadata.name, p.spec.node_name) for p in landed]
+    assert roomy not in {p.spec.node_name for p in landed}
+    for pod in landed:  # each names the hold it took: an extender restarted again rebuilds none for it
+        assert pod.metadata.annotations["berth.dev/drain-hold"] in {e["uid"] for e in done["pods"]}

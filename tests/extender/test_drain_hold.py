@@ -8,7 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import pytest
 
+from berth.core import HOLD_ANNOTATION, format_time
 from berth.extender.settings import ExtenderSettings
 from tests.builders import make_node, make_pod, make_policy
 from tests.extender.helpers import Harness, harness, nodedrain
@@ -204,3 +206,65 @@ def test_a_pod_the_watch_showed_gone_before_the_drain_s_status_still_holds_its_r
     other = replacement("web-new", owner=("ReplicaSet", "web-2"))
     assert "c" not in h.filter(other, ["b", "c"])["NodeNames"]
     assert h.schedule(replacement()) == "c"
+
+
+def _kept(evicted: dict[str, Any], *, evicted_at: float, state: str = "Moved") -> dict[str, Any]:
+    """The entry of a pod gone before this extender started: the status keeps its shape."""
+    entry = evicting(evicted, state=state)
+    entry.update(evictedAt=format_time(evicted_at), requests={"cpu": "100m", "memory": str(128 * 2**20)},
+                 labels={"app": "web"})
+    return entry
+
+
+def restarted(*, c_cpu: str = "4", filler_cpu: str = "1") -> Harness:
+    """The cluster of :func:`cluster` as a new extender lists it after web-1 is gone."""
+    return harness([node("a"), node("b"), node("c", cpu=c_cpu), policy("web"),
+                    pod("filler", namespace="infra", node_name="c", cpu=filler_cpu, owner=("ReplicaSet", "filler"))])
+
+
+def test_a_restarted_extender_holds_the_room_of_a_pod_gone_before_it_started() -> None:
+    """The evicted pod was gone before this extender listed the pods: the hold is rebuilt from the
+    shape the drain's status keeps, and its wait counts from the eviction the entry records."""
+    _, evicted = cluster()
+    h = restarted(c_cpu="1", filler_cpu="900m")
+    h.store.apply_nodedrain(nodedrain("retire-a", status_pods=[_kept(evicted, evicted_at=h.clock.now - 60)]))
+    other = replacement("web-new", owner=("ReplicaSet", "web-2"))  # same shape, another controller
+    assert "c" not in h.filter(other, ["b", "c"])["NodeNames"]
+    h.clock.advance(h.store.drain_hold_seconds - 61)
+    assert "c" not in h.filter(other, ["b", "c"])["NodeNames"]
+    assert h.filter(replacement(), ["b", "c"])["NodeNames"] == ["c"]
+    h.clock.advance(h.store.drain_hold_seconds)  # the replacement did not bind, the wait is over
+    assert "c" in h.filter(other, ["b", "c"])["NodeNames"]
+
+
+def test_a_restarted_extender_holds_nothing_for_a_wait_already_over() -> None:
+    _, evicted = cluster()
+    h = restarted()
+    stale = _kept(evicted, evicted_at=h.clock.now - h.store.drain_hold_seconds - 1)
+    h.store.apply_nodedrain(nodedrain("retire-a", status_pods=[stale]))
+    assert h.store.holds == {}
+    assert "a" not in h.filter(replacement())["NodeNames"]  # the workload still never goes back
+
+
+@pytest.mark.parametrize("drain_first", [True, False], ids=["drain read first", "pod read first"])
+def test_the_bind_names_the_hold_it_took_and_a_restart_reads_it(drain_first: bool) -> None:
+    """The replacement bound through a hold carries the evicted pod's uid: an extender restarted
+    later rebuilds no hold for it, whichever of the drain and the pod it reads first."""
+    h, evicted = cluster()
+    h.store.apply_nodedrain(nodedrain("retire-a", status_pods=[evicting(evicted)]))
+    first = replacement()
+    assert h.schedule(first) == "c"
+    annotations = h.app.state.engine.binder.annotations["shop/web-2"]
+    assert annotations[HOLD_ANNOTATION] == evicted["metadata"]["uid"]
+
+    bound = {**first, "metadata": {**first["metadata"], "annotations": dict(annotations)},
+             "spec": {**first["spec"], "nodeName": "c"}, "status": {"phase": "Running"}}
+    moved = nodedrain("retire-a", status_pods=[_kept(evicted, evicted_at=h.clock.now)])
+    h2 = restarted()
+    if drain_first:
+        h2.store.apply_nodedrain(moved)
+        assert set(h2.store.holds) == {evicted["metadata"]["uid"]}  # the replacement not seen yet
+    h2.store.apply_pod(bound)
+    h2.store.apply_nodedrain(moved)
+    assert h2.store.holds == {}
+    assert h2.store.view.requested("c")["cpu"] == 1100  # the filler and the replacement, once

@@ -255,6 +255,22 @@ def test_a_pod_on_its_way_keeps_the_warnings_of_its_plan() -> None:
     assert [(p["state"], p.get("warnings")) for p in moved.status["pods"]] == [("Moved", [warning])]
 
 
+def test_a_pod_on_its_way_keeps_its_shape_once_gone() -> None:
+    """The extender holds the destination's room for the replacement from the evicted pod's
+    shape; one that restarts after the pod is gone reads that shape from the status."""
+    api = FakeApi()
+    first = tick(view(nodes(cordoned=True), web("w1")), api)
+    shape = {"requests": {"cpu": "1000m", "memory": str(2**30)}, "labels": {"app": "web"}}
+    assert [(p["state"], p["requests"], p["labels"]) for p in first.status["pods"]] == \
+        [("Evicting", shape["requests"], shape["labels"])]
+    moved = tick(view(nodes(cordoned=True), []), api, first.status, now=NOW + 5)
+    assert [(p["state"], p["requests"], p["labels"]) for p in moved.status["pods"]] == \
+        [("Moved", shape["requests"], shape["labels"])]
+    blocked = tick(view([o.node("node-a", cpu="8"), o.node("node-b", cpu="1")],
+                        [o.pod("api", "node-a", cpu="3", owner=("ReplicaSet", "api-1"))]), FakeApi())
+    assert "requests" not in blocked.status["pods"][0]  # no destination: nothing to hold
+
+
 def test_the_status_lists_pods_on_their_way_first_when_capped(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(drain_execute, "PODS_LIMIT", 2)
     previous = {"pods": [{"pod": "shop/w3", "uid": "uid-shop-w3", "source": "node-a", "state": "Evicting",
