@@ -55,7 +55,6 @@ from berth.core.kube import (
     pod_from_object,
 )
 from berth.core.model import SLEEPY_ANNOTATION, LabelSelector, NodeInfo, Owner, PodInfo
-from berth.core.node_filter import unknown_includes
 from berth.core.nodedrain import KIND as NODEDRAIN_KIND
 from berth.core.nodedrain import PLURAL as NODEDRAIN_PLURAL
 from berth.core.nodedrain import DrainMode, NodeDrainSpec, nodedrain_spec
@@ -63,6 +62,7 @@ from berth.core.placement_rules import RULE_LIMITS
 from berth.core.placement_rules import Operator as RuleOperator
 from berth.core.placement_rules import Resource as RuleResource
 from berth.core.plan import place_pods, plan_round, shared_plan_key
+from berth.core.plugins.node_filter import unknown_includes
 from berth.core.policy import (
     API_GROUP,
     API_VERSION,

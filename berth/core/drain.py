@@ -39,8 +39,8 @@ from berth.core.evaluate import effective_strategy
 from berth.core.fit import check_fit, demand
 from berth.core.framework import collect_candidates
 from berth.core.model import LabelSelector, PodInfo
-from berth.core.node_filter import pod_constraint_refusal
 from berth.core.plan import place_in_turn
+from berth.core.plugins.constraints import pod_constraint_refusal
 from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy
 from berth.core.round import plan_fixed_round
 from berth.core.settings import Settings

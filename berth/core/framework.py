@@ -33,7 +33,6 @@ from berth.core.candidates import (
 from berth.core.decision import Refusal
 from berth.core.fit import demand, unverified_warning
 from berth.core.model import PodInfo
-from berth.core.node_filter import unknown_includes
 from berth.core.placement_rules import RuleNode
 from berth.core.plugins import PodContext, constraints, count_matching, liveness, node_filter, rules
 from berth.core.plugins import fit as fit_check
@@ -79,10 +78,10 @@ class Verdicts(Protocol):
         """The pod's spread constraints with their domain counts (the spread pre-filter)."""
         ...
 
-    def spread_refusals(self, spread: SpreadContext, standing: AbstractSet[str]
+    def spread_refusals(self, spread: SpreadContext, considered: AbstractSet[str], out: AbstractSet[str]
                         ) -> Iterable[tuple[AbstractSet[str], tuple[str, bool]]]:
         """The nodes DoNotSchedule refuses, in groups with their (reason, resolvable), a node's
-        first group first; at least those of ``standing``."""
+        first group first; at least those of ``considered`` not ``out`` yet."""
         ...
 
     def failing(self, rule: RuleNode) -> AbstractSet[str]:
@@ -125,7 +124,7 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
     def refuse_unknown() -> None:
         refused.group(considered.difference(state.nodes), UNKNOWN, False)
 
-    if nf is not None and nf.includes and (unknown := unknown_includes(nf, state.nodes)):
+    if nf is not None and nf.includes and (unknown := node_filter.unknown_includes(nf, state.nodes)):
         result.warnings.append(unknown)
     verdicts.refuse_alone(considered, refused)
     if quota is not None:
@@ -139,7 +138,7 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
             refused.one(name, round_quota.limit_reason(counts[name], ceiling), False)
     held: list[AbstractSet[str]] = []  # the nodes topology spread refused, group by group
     if spread is not None and spread.hard:
-        for group, (reason, resolvable) in verdicts.spread_refusals(spread, considered - out):
+        for group, (reason, resolvable) in verdicts.spread_refusals(spread, considered, out):
             group = (group & considered) - out
             refused.group(group, reason, resolvable)
             held.append(group)
@@ -209,11 +208,11 @@ class PlainVerdicts:
     def spread(self) -> SpreadContext | None:
         return spread_check.pre_filter(self._ctx)
 
-    def spread_refusals(self, context: SpreadContext, standing: AbstractSet[str]
+    def spread_refusals(self, context: SpreadContext, considered: AbstractSet[str], out: AbstractSet[str]
                         ) -> Iterator[tuple[AbstractSet[str], tuple[str, bool]]]:
         groups: dict[Refusal, set[str]] = {}
         nodes = self._ctx.state.nodes
-        for name in standing:
+        for name in considered - out:
             node = nodes.get(name)
             refusal = spread_check.filter(context, node) if node is not None else None
             if refusal is not None:

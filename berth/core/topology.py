@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from berth.core.compiled import InclusionPolicy, SpreadConstraint
 from berth.core.model import SCHEDULING_EFFECTS, LabelSelector, NodeInfo, PodInfo
-from berth.core.node_filter import in_node_filter
+from berth.core.plugins.node_filter import in_node_filter
 from berth.core.policy import PlacementPolicy
 from berth.core.view import ClusterState
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from berth.core.index.leases import lease_suspects
 from berth.core.kube import pod_from_object
-from berth.core.liveness import lease_down_reason
 from berth.core.model import NodeAffinity, NodeSelectorTerm, PodInfo, Requirement, Taint, Toleration
+from berth.core.plugins.liveness import lease_down_reason
 from berth.core.settings import Settings
 from berth.core.view import ClusterView
 from tests.builders import make_node, make_pod, make_policy

@@ -18,13 +18,13 @@ from berth.core.index.leases import lease_suspects
 from berth.core.index.rules import RuleContext, rule_context
 from berth.core.index.spread import spread_context
 from berth.core.index.verdicts import Judged, VerdictTable
-from berth.core.liveness import ALIVE, ASK_LEASE, lease_down_reason, node_liveness
 from berth.core.model import NodeInfo, PodInfo
 from berth.core.placement_rules import RuleNode
 from berth.core.plugins import Depends, PodContext, constraints, liveness
 from berth.core.plugins import fit as fit_check
 from berth.core.plugins import node_filter as node_filter_check
 from berth.core.plugins.fit import Fitted, NodeUse, SortKey
+from berth.core.plugins.liveness import ALIVE, ASK_LEASE, lease_down_reason, node_liveness
 from berth.core.policy import PlacementPolicy
 from berth.core.topology import SpreadContext
 from berth.core.view import ClusterState
@@ -69,7 +69,7 @@ class IndexedVerdicts:
     def spread(self) -> SpreadContext | None:
         return spread_context(self._ctx.state, self._ctx.pod, self._ctx.policy)
 
-    def spread_refusals(self, spread: SpreadContext, standing: AbstractSet[str]
+    def spread_refusals(self, spread: SpreadContext, considered: AbstractSet[str], out: AbstractSet[str]
                         ) -> Iterator[tuple[AbstractSet[str], tuple[str, bool]]]:
         return spread.refusals(self._ctx.state)
 

@@ -12,7 +12,7 @@ from berth.core.view import ClusterState, ClusterView
 
 def lease_suspects(state: ClusterState, settings: Settings, now: float) -> set[str]:
     """Every node whose Lease may be missing, unreadable or stale at ``now`` (a superset: ask
-    :func:`~berth.core.liveness.lease_down_reason` of each), without reading every Lease on every evaluation."""
+    :func:`~berth.core.plugins.liveness.lease_down_reason` of each), without reading every Lease on every evaluation."""
     if not state.leases_tracked:
         return set()
     threshold = settings.liveness_threshold_seconds

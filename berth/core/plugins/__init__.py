@@ -38,9 +38,10 @@ class Depends(Flag):
     ROUND = auto()  # the round's plan, or the workload's count on the node
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PodContext:
-    """What every check reads about the pod being placed, made once per pod (the pre-filter)."""
+    """What every check reads about the pod being placed, made once per pod (the pre-filter).
+    Read only (not frozen: it is made for every evaluation, and a frozen one costs more to make)."""
 
     state: ClusterState
     pod: PodInfo
