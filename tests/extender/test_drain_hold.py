@@ -218,8 +218,10 @@ def _kept(evicted: dict[str, Any], *, evicted_at: float, state: str = "Moved") -
 
 def restarted(*, c_cpu: str = "4", filler_cpu: str = "1") -> Harness:
     """The cluster of :func:`cluster` as a new extender lists it after web-1 is gone."""
-    return harness([node("a"), node("b"), node("c", cpu=c_cpu), policy("web"),
-                    pod("filler", namespace="infra", node_name="c", cpu=filler_cpu, owner=("ReplicaSet", "filler"))])
+    return harness([make_node("a").obj(), make_node("b").obj(), make_node("c").cpu(c_cpu).obj(),
+                    make_policy("web").obj(),
+                    (make_pod("filler").labels({}).namespace("infra").on("c").cpu(filler_cpu)
+                     .owner(("ReplicaSet", "filler")).obj())])
 
 
 def test_a_restarted_extender_holds_the_room_of_a_pod_gone_before_it_started() -> None:

@@ -266,8 +266,9 @@ def test_a_pod_on_its_way_keeps_its_shape_once_gone() -> None:
     moved = tick(view(nodes(cordoned=True), []), api, first.status, now=NOW + 5)
     assert [(p["state"], p["requests"], p["labels"]) for p in moved.status["pods"]] == \
         [("Moved", shape["requests"], shape["labels"])]
-    blocked = tick(view([o.node("node-a", cpu="8"), o.node("node-b", cpu="1")],
-                        [o.pod("api", "node-a", cpu="3", owner=("ReplicaSet", "api-1"))]), FakeApi())
+    blocked = tick(view([make_node("node-a").disk(None).cpu("8").obj(), make_node("node-b").disk(None).cpu("1").obj()],
+                        [make_pod("api").on("node-a").owner(("ReplicaSet", "api-1")).cpu("3").memory("1Gi").obj()]),
+                   FakeApi())
     assert "requests" not in blocked.status["pods"][0]  # no destination: nothing to hold
 
 

@@ -125,9 +125,10 @@ def test_a_policys_status_names_the_drains_that_move_its_pods(events: list[tuple
     """The NodeDrains' index (what each drain does to each policy's pods) is an input of the
     status: a drain's progress is written on an otherwise unchanged policy, and a drain gone is
     removed."""
-    store = store_of([o.node("node-a"), o.node("node-b")], [o.pod("w1", "node-b")])
+    store = store_of([make_node("node-a").disk(None).obj(), make_node("node-b").disk(None).obj()],
+                     [make_pod("w1").on("node-b").cpu("1").memory("1Gi").obj()])
     state = OperatorState(OperatorConfig(track_leases=False), store)
-    body = o.policy()
+    body = make_policy().obj()
     assert "drains" not in refresh(state, body)["status"]
     moving = {"name": "drain-a", "mode": "Execute", "phase": "Draining", "moved": {}, "planned": {"node-b": 1},
               "blocked": 0}

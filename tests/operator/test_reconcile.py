@@ -310,15 +310,16 @@ def test_latest_decision_is_cut_for_the_status(schema: dict[str, Any]) -> None:
 
 
 def test_the_drains_moving_the_policys_pods_are_listed_by_name(schema: dict[str, Any]) -> None:
-    store = store_of(TWO_NODES, [o.pod("w1", "node-b")])
+    store = store_of(TWO_NODES, [make_pod("w1").on("node-b").cpu("1").memory("1Gi").obj()])
     drains = [{"name": f"drain-{i:02d}", "mode": "Execute", "phase": "Drained", "moved": {"node-b": 1},
                "planned": {}, "blocked": 0} for i in reversed(range(LIST_LIMIT + 5))]
-    status = compute_status(o.policy(WEB), store.records("shop"), lambda: store.view, Settings(), NOW,
-                            drains=drains).status
+    status = compute_status(make_policy().whole_spec(WEB).obj(), store.records("shop"), lambda: store.view,
+                            Settings(), NOW, drains=drains).status
     assert [d["name"] for d in status["drains"]] == [f"drain-{i:02d}" for i in range(LIST_LIMIT)]
     assert check(schema, status) is None
     PolicyStatus.model_validate(status)
-    assert "drains" not in compute(o.policy(WEB), [o.pod("w1", "node-b")], TWO_NODES).status
+    assert "drains" not in compute(make_policy().whole_spec(WEB).obj(),
+                                   [make_pod("w1").on("node-b").cpu("1").memory("1Gi").obj()], TWO_NODES).status
 
 
 def test_latest_decision_keeps_the_extenders_totals() -> None:
