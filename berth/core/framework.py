@@ -115,7 +115,6 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
         spread = verdicts.spread()
     checked_rules = policy.rules if policy is not None and not room_only else ()
     nf = ctx.node_filter
-    ceiling = round_quota.ceiling(ctx)
 
     considered = set(names)
     out: set[str] = set()  # refused, or breaking a rule: each check judges only the nodes not yet out
@@ -129,28 +128,12 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
     verdicts.refuse_alone(considered, refused)
     if quota is not None:
         refuse_unknown()  # before the plan, which would claim them too
-        no_more = round_quota.NO_MORE
-        refused.group(considered - round_quota.planned(quota) - out, no_more.reason,
-                      no_more.resolvable)
-    if ceiling:
-        counts = verdicts.workload_counts(considered)
-        for name in [n for n, count in counts.items() if count >= ceiling and n in considered and n not in out]:
-            refused.one(name, round_quota.limit_reason(counts[name], ceiling), False)
-    held: list[AbstractSet[str]] = []  # the nodes topology spread refused, group by group
-    if spread is not None and spread.hard:
-        for group, (reason, resolvable) in verdicts.spread_refusals(spread, considered, out):
-            group = (group & considered) - out
-            refused.group(group, reason, resolvable)
-            held.append(group)
-    broken: list[tuple[AbstractSet[str], tuple[str, bool]]] = []  # nodes breaking each rule: fitted only if needed
-    failing: list[AbstractSet[str]] = []  # every node each rule refuses, spread-refused ones included
-    for i, rule in enumerate(checked_rules):
-        failing.append(verdicts.failing(rule))
-        breaking = (failing[-1] & considered) - out
-        if breaking:
-            refusal = rules.refusal(i, rule)
-            broken.append((breaking, (refusal.reason, refusal.resolvable)))
-            out |= breaking
+        _refuse_off_plan(quota, considered, refused)
+    if ceiling := round_quota.ceiling(ctx):
+        _refuse_at_ceiling(verdicts.workload_counts(considered), ceiling, considered, refused)
+    held = _refuse_by_spread(verdicts, spread, considered, refused)  # the nodes spread refused, group by group
+    # The nodes breaking each rule, fitted only if needed; every node each rule refuses.
+    broken, failing = _break_rules(verdicts, checked_rules, considered, out)
     fit = verdicts.fits(considered)
     for name in fit.among("refused" if require_fit else "refused-anyway", considered) - out:
         refused.one(name, fit[name].fit.refusal or "", True)
@@ -177,6 +160,51 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
     if not result.candidates and result.error is None:
         result.error = no_node_error(result, held, failing, fit)
     return result
+
+
+def _refuse_off_plan(quota: Mapping[str, int], considered: AbstractSet[str], refused: Refusals) -> None:
+    """A round's plan: every node it gives no more pods."""
+    no_more = round_quota.NO_MORE
+    refused.group(considered - round_quota.planned(quota) - refused.out, no_more.reason, no_more.resolvable)
+
+
+def _refuse_at_ceiling(counts: Mapping[str, int], ceiling: int, considered: AbstractSet[str],
+                       refused: Refusals) -> None:
+    """Auto's nodesLimit: every node already holding ``ceiling`` pods of the workload."""
+    out = refused.out
+    for name in [n for n, count in counts.items() if count >= ceiling and n in considered and n not in out]:
+        refused.one(name, round_quota.limit_reason(counts[name], ceiling), False)
+
+
+def _refuse_by_spread(verdicts: Verdicts, spread: SpreadContext | None, considered: AbstractSet[str],
+                      refused: Refusals) -> list[AbstractSet[str]]:
+    """DoNotSchedule's refusals; the groups of nodes refused, for the error when no node is left."""
+    held: list[AbstractSet[str]] = []
+    if spread is None or not spread.hard:
+        return held
+    out = refused.out
+    for group, (reason, resolvable) in verdicts.spread_refusals(spread, considered, out):
+        group = (group & considered) - out
+        refused.group(group, reason, resolvable)
+        held.append(group)
+    return held
+
+
+def _break_rules(verdicts: Verdicts, checked: Sequence[RuleNode], considered: AbstractSet[str], out: set[str]
+                 ) -> tuple[list[tuple[AbstractSet[str], tuple[str, bool]]], list[AbstractSet[str]]]:
+    """The nodes still standing that break each top-level rule (set aside in ``out``, refused or
+    not once room is known: :func:`~berth.core.candidates.apply_rules`), and every node each rule
+    refuses."""
+    broken: list[tuple[AbstractSet[str], tuple[str, bool]]] = []
+    failing: list[AbstractSet[str]] = []
+    for i, rule in enumerate(checked):
+        failing.append(verdicts.failing(rule))
+        breaking = (failing[-1] & considered) - out
+        if breaking:
+            refusal = rules.refusal(i, rule)
+            broken.append((breaking, (refusal.reason, refusal.resolvable)))
+            out |= breaking
+    return broken, failing
 
 
 class PlainVerdicts:
