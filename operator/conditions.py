@@ -9,6 +9,11 @@ from typing import Any, Literal
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 
+MESSAGE_LIMIT = 32768
+"""``metav1.Condition.message`` holds at most this many bytes: the API server refuses the whole
+status patch otherwise (a plan refused by every node of a large cluster names each one)."""
+CUT = " ... (cut)"
+
 
 @dataclass(frozen=True, slots=True)
 class ConditionUpdate:
@@ -41,11 +46,20 @@ def apply(previous: Iterable[Mapping[str, Any]] | None, updates: Iterable[Condit
             "observedGeneration": generation,
             "lastTransitionTime": since or now,
             "reason": update.reason,
-            "message": update.message,
+            "message": bounded(update.message),
         })
     order = {u: i for i, u in enumerate(updated)}
     out.sort(key=lambda c: order.get(str(c.get("type")), -1))
     return out
+
+
+def bounded(message: str, limit: int = MESSAGE_LIMIT) -> str:
+    """``message``, or as much of its beginning as fits in ``limit`` bytes of UTF-8 with
+    :data:`CUT` after it."""
+    encoded = message.encode()
+    if len(encoded) <= limit:
+        return message
+    return encoded[:limit - len(CUT.encode())].decode(errors="ignore") + CUT
 
 
 def camel(code: str) -> str:

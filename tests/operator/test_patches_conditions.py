@@ -54,3 +54,28 @@ def test_reasons_are_camel_case() -> None:
     assert cond.camel("already_filled") == "AlreadyFilled"
     assert cond.camel("affinity_unsatisfied") == "AffinityUnsatisfied"
     assert cond.camel("placement_busy") == "PlacementBusy"
+
+
+MESSAGES = [
+    ("short", "insufficient cpu", "insufficient cpu"),
+    ("at_the_limit", "x" * cond.MESSAGE_LIMIT, "x" * cond.MESSAGE_LIMIT),
+    ("every_node_refused", "node-0001: down; " * 3000, None),
+    ("multibyte", "n\u00f6de \u2014 " * 10000, None),
+]
+
+
+@given(st.text(max_size=40))
+def test_a_message_within_the_limit_is_kept_whole(message: str) -> None:
+    assert cond.bounded(message, limit=200) == message or len(message.encode()) > 200
+
+
+def test_condition_messages_fit_in_what_the_api_server_accepts() -> None:
+    for name, message, expected in MESSAGES:
+        [condition] = cond.apply(None, [cond.ConditionUpdate("Satisfied", "False", "InsufficientResource", message)],
+                                 1, "2026-01-01T00:00:00Z")
+        kept = condition["message"]
+        assert len(kept.encode()) <= cond.MESSAGE_LIMIT, name
+        if expected is not None:
+            assert kept == expected, name
+        else:
+            assert kept.endswith(cond.CUT) and message.startswith(kept[:-len(cond.CUT)]), name
