@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
+import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Container, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Container, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +65,14 @@ log = logging.getLogger("berth.operator")
 TIMER_ID = "status-refresh"
 POLICY = (API_GROUP, CRD_VERSION, POLICY_PLURAL)
 
+TIMER_SECONDS = 30.0
+"""Each policy's Kopf timer when the operator writes statuses of its own accord too: a safety net
+(a status written by someone else is restored), and the proof that Kopf works here (not paused in
+favour of another replica), without which the operator writes nothing of its own accord."""
+
+StatusWriter = Callable[[str, str, dict[str, Any]], None]
+"""(namespace, name, a merge patch of the status): writes a policy's status; called on a thread."""
+
 STATUS_WRITES_PER_SECOND = 100.0
 STATUS_WRITES_BOUNDS = (1.0, 1000.0)
 """Status writes per second, all policies together: the default and the allowed range."""
@@ -78,6 +88,13 @@ class OperatorConfig:
     status_writes_per_second: float = STATUS_WRITES_PER_SECOND  # all policies together
     webhook: WebhookOptions = field(default_factory=WebhookOptions)
     drain_api: Callable[[], DrainApi] | None = None  # what an executing NodeDrain cordons and evicts with
+    status_api: Callable[[], StatusWriter] | None = None  # statuses written on pod changes (None: by the timers)
+
+    @property
+    def timer_seconds(self) -> float:
+        """Each policy's Kopf timer: every ``resync_seconds`` when it is what follows the changes,
+        else (a status writer of the operator's own follows them) :data:`TIMER_SECONDS`."""
+        return self.resync_seconds if self.status_api is None else max(self.resync_seconds, TIMER_SECONDS)
 
     def __post_init__(self) -> None:
         low, high = STATUS_WRITES_BOUNDS
@@ -136,7 +153,14 @@ class OperatorState:
     it selects (before or after the change), or its status written by someone else; and, while it
     has pending pods (their plan reads the whole cluster), a change of any node or of what is
     placed on one, at most every ``plan_period`` seconds. Otherwise a tick costs a dict
-    comparison."""
+    comparison.
+
+    With a status writer (``config.status_api``), the changes are followed by one loop rather than
+    by a Kopf timer per policy (a thousand timers ticking every few seconds cost more than the
+    statuses): every ``resync_seconds`` it recomputes the policies a pod change marked, and every
+    ``plan_period`` it looks at every policy, from the bodies the policies' watch events bring. The
+    timers then tick every :data:`TIMER_SECONDS` as a safety net, and the loop works only for the
+    policies whose Kopf handlers ran lately: a replica that Kopf paused (peering) writes nothing."""
 
     DELETED_KEPT = 10000
     SHARED_PLANS_KEPT = 1024
@@ -159,6 +183,13 @@ class OperatorState:
         self._plans: dict[str, tuple[object, float, _Plan]] = {}  # uid -> (round, when, (plan, error))
         self._shared_plans: OrderedDict[Hashable, tuple[float, _Plan]] = OrderedDict()  # see planner
         self._poller: asyncio.Task[None] | None = None
+        self._bodies: dict[str, dict[str, Any]] = {}  # uid -> the policy as its latest watch event showed it
+        self._dirty: set[str] = set()  # policies a pod change marked since the loop's last pass
+        self._handled: dict[str, float] = {}  # uid -> when a Kopf handler last refreshed it (monotonic)
+        self._follower: asyncio.Task[None] | None = None
+        self._writer: StatusWriter | None = None
+        self._drains: Mapping[str, Any] | None = None  # Kopf's index of the NodeDrains (see refresh)
+        self._writers = ThreadPoolExecutor(8, thread_name_prefix="berth-status-write")
 
     # -- marks -------------------------------------------------------------------------------
 
@@ -173,6 +204,7 @@ class OperatorState:
                 if (before is not None and policy.governs(namespace, before)) or \
                         (after is not None and policy.governs(namespace, after)):
                     self._changes[uid] = self._changes.get(uid, 0) + 1
+                    self._dirty.add(uid)
 
     def _known(self, uid: str, namespace: str, policy: PlacementPolicy | None) -> None:
         with self._marks:
@@ -183,7 +215,10 @@ class OperatorState:
             for policies in self._policies.values():
                 policies.pop(uid, None)
             self._changes.pop(uid, None)
+            self._dirty.discard(uid)
         self._memo.pop(uid, None)
+        self._bodies.pop(uid, None)
+        self._handled.pop(uid, None)
         self._plans.pop(uid, None)
         self._deleted[uid] = None
         while len(self._deleted) > self.DELETED_KEPT:
@@ -191,6 +226,13 @@ class OperatorState:
 
     def is_live(self, uid: str | None) -> bool:
         return uid not in self._deleted
+
+    def seen(self, body: Mapping[str, Any]) -> None:
+        """A policy as a watch event shows it (what the loop recomputes from)."""
+        raw = _plain(body)
+        uid = str((raw.get("metadata") or {}).get("uid") or "")
+        if uid and self.is_live(uid):
+            self._bodies[uid] = raw
 
     async def wait_ready(self, poll: float = 0.1) -> None:
         """Until the store's first full list: one poller for every waiting handler (a thousand
@@ -268,19 +310,33 @@ class OperatorState:
 
     async def refresh(self, body: kopf.Body, patch: kopf.Patch, now: float | None = None,
                       drains: Mapping[str, Any] | None = None) -> Outcome | None:
-        """Compute the status of the policy ``body``, patch what changed (within the write budget)
-        and post the Events. None when the store is not listed yet or nothing the status depends on
-        changed since the status it has was computed. ``drains``: the NodeDrains' index
-        (:data:`berth.operator.drain.DRAINS_INDEX`: policy key to what each drain does to its pods)."""
+        """Compute the status of the policy ``body`` (a Kopf handler's), patch what changed (within
+        the write budget) and post the Events. None when the store is not listed yet or nothing the
+        status depends on changed since the status it has was computed. ``drains``: the NodeDrains'
+        index (:data:`berth.operator.drain.DRAINS_INDEX`: policy key to what each drain does to its
+        pods), which Kopf keeps up to date: the loop reads it too."""
+        raw = _plain(body)
+        uid = str((raw.get("metadata") or {}).get("uid") or "")
+        self._handled[uid] = time.monotonic()
+        if drains is not None:
+            self._drains = drains
+        self._follow()
+
+        async def write(diff: dict[str, Any]) -> None:
+            patch.status.update(diff)
+
+        return await self._refresh(raw, write, now)
+
+    async def _refresh(self, raw: dict[str, Any], write: Callable[[dict[str, Any]], Awaitable[None]],
+                       now: float | None = None) -> Outcome | None:
         if not self.store.ready:
             return None
         now = time.time() if now is None else now
-        raw = _plain(body)
         meta = raw.get("metadata") or {}
         uid = str(meta.get("uid") or "")
         namespace = str(meta.get("namespace") or "default")
         current = raw.get("status") or {}
-        mine = tuple(sorted(((drains or {}).get(f"{namespace}/{meta.get('name')}") or ()),
+        mine = tuple(sorted(((self._drains or {}).get(f"{namespace}/{meta.get('name')}") or ()),
                             key=lambda d: str(d.get("name"))))
         if uid in self._computing or not self._stale(self._memo.get(uid), raw, uid, current, now, mine):
             return None  # (a computation of this policy is queued or running: it writes the status)
@@ -292,21 +348,77 @@ class OperatorState:
         self._computing.add(uid)
         try:
             outcome = await asyncio.get_running_loop().run_in_executor(self._computer, self.compute, raw, now, mine)
+            self.computations += 1
+            self._known(uid, namespace, outcome.policy)
+            diff = merge_patch(current, outcome.status)
+            if diff:
+                await self.budget.acquire()
+                await write(diff)
+                self.writes += 1
+                seen = self._bodies.get(uid)
+                if seen is not None:  # what the watch will show: the loop does not write it again meanwhile
+                    self._bodies[uid] = {**seen, "status": outcome.status}
         finally:
             self._computing.discard(uid)
-        self.computations += 1
-        self._known(uid, namespace, outcome.policy)
-        diff = merge_patch(current, outcome.status)
-        if diff:
-            await self.budget.acquire()
-            patch.status.update(diff)
-            self.writes += 1
         self._memo[uid] = _Memo(meta.get("generation"), changes, outcome.status,
                                 bool(outcome.status.get("pending")), cluster, now, includes, outcome.round_expires,
                                 mine)
         for event in outcome.events:
-            kopf.event(body, type=event.type, reason=event.reason, message=event.message)
+            kopf.event(raw, type=event.type, reason=event.reason, message=event.message)  # type: ignore[arg-type]
         return outcome
+
+    # -- the loop that follows the changes ------------------------------------------------------
+
+    def _follow(self) -> None:
+        """Start the loop (once, with a status writer), from a Kopf handler: it inherits the
+        context Kopf posts Events from."""
+        if self.config.status_api is None or self._follower is not None:
+            return
+        self._writer = self.config.status_api()
+        self._follower = asyncio.create_task(self._follow_changes(), name="berth-status-follower")
+
+    def due(self, now: float, sweep: bool) -> list[str]:
+        """The policies the loop refreshes now: those a pod change marked, then (``sweep``) every
+        other one; only those a Kopf handler refreshed within the last two and a half timer
+        periods (Kopf works for them here)."""
+        with self._marks:
+            marked, self._dirty = self._dirty, set()
+        others = [uid for uid in self._bodies if uid not in marked] if sweep else []
+        since = now - 2.5 * self.config.timer_seconds
+        return [uid for uid in (*marked, *others)
+                if uid in self._bodies and self._handled.get(uid, -math.inf) >= since]
+
+    async def _follow_changes(self) -> None:
+        swept = time.monotonic()
+        while True:
+            await asyncio.sleep(self.config.resync_seconds)
+            now = time.monotonic()
+            sweep = now - swept >= self.config.plan_period
+            if sweep:
+                swept = now
+            await self.follow_once(now, sweep)
+
+    async def follow_once(self, now: float, sweep: bool, wall: float | None = None) -> int:
+        """One pass of the loop (:meth:`due`); the statuses written. The policies are computed one
+        at a time, in order (the marked ones first), and each status is written while the next ones
+        are computed."""
+        written = self.writes
+
+        async def one(raw: dict[str, Any]) -> None:
+            try:
+                await self._refresh(raw, functools.partial(self._write, raw), wall)
+            except Exception as exc:  # one policy's failed write must not stop the others'
+                meta = raw.get("metadata") or {}
+                log.warning("status of policy %s/%s: %s", meta.get("namespace"), meta.get("name"), exc)
+
+        await asyncio.gather(*(one(raw) for uid in self.due(now, sweep) if (raw := self._bodies.get(uid))))
+        return self.writes - written
+
+    async def _write(self, raw: Mapping[str, Any], diff: dict[str, Any]) -> None:
+        meta = raw.get("metadata") or {}
+        assert self._writer is not None
+        await asyncio.get_running_loop().run_in_executor(
+            self._writers, self._writer, str(meta.get("namespace") or "default"), str(meta.get("name") or ""), diff)
 
 
 def _includes_seen(raw: Mapping[str, Any], nodes: Container[str] | None) -> tuple[bool, ...]:
@@ -358,9 +470,11 @@ def build_registry(config: OperatorConfig, store: OperatorStore | None = None,
     # -- the policies ---------------------------------------------------------------------------
 
     @kopf.on.event(*POLICY, registry=registry)
-    async def policy_event(type: str | None, uid: str | None, **_: Any) -> None:
+    async def policy_event(type: str | None, uid: str | None, body: kopf.Body | None = None, **_: Any) -> None:
         if type == "DELETED" and uid:
             state.forget(uid)
+        elif type is not None and body is not None:
+            state.seen(body)
 
     def still_there(uid: str | None, **_: Any) -> bool:
         return state.is_live(uid)
@@ -375,7 +489,7 @@ def build_registry(config: OperatorConfig, store: OperatorStore | None = None,
     kopf.on.resume(*POLICY, id="status-on-resume", registry=registry)(refresh_when_listed)
     kopf.on.create(*POLICY, id="status-on-create", registry=registry)(refresh_when_listed)
     kopf.on.update(*POLICY, id="status-on-update", field="spec", registry=registry)(refresh_when_listed)
-    kopf.timer(*POLICY, id=TIMER_ID, interval=config.resync_seconds, initial_delay=config.resync_seconds,
+    kopf.timer(*POLICY, id=TIMER_ID, interval=config.timer_seconds, initial_delay=config.resync_seconds,
                when=still_there, registry=registry)(refresh)
     _without_finalizer(registry, TIMER_ID)
 

@@ -29,10 +29,16 @@ from typing import Any
 
 import kopf
 
-from berth.core import ROUND_TIMEOUT_SECONDS, Settings
+from berth.core import API_GROUP, CRD_VERSION, POLICY_PLURAL, ROUND_TIMEOUT_SECONDS, Settings
 from berth.operator.cluster import OperatorStore, live_view
 from berth.operator.drain_execute import KubeDrainApi
-from berth.operator.handlers import STATUS_WRITES_BOUNDS, STATUS_WRITES_PER_SECOND, OperatorConfig, build_registry
+from berth.operator.handlers import (
+    STATUS_WRITES_BOUNDS,
+    STATUS_WRITES_PER_SECOND,
+    OperatorConfig,
+    StatusWriter,
+    build_registry,
+)
 from berth.operator.webhook import DEFAULT_CONFIG_NAME, DEFAULT_PORT, MODES, WebhookConfigError, WebhookOptions
 
 log = logging.getLogger("berth.operator")
@@ -84,7 +90,8 @@ def run(namespace: str | None = None, peering: str | None = None, *,
                             track_leases=track_leases and namespace is None,
                             status_writes_per_second=status_writes_per_second,
                             round_timeout_seconds=round_timeout_seconds,
-                            webhook=(webhook or WebhookOptions()).checked(), drain_api=kube_drain_api)
+                            webhook=(webhook or WebhookOptions()).checked(), drain_api=kube_drain_api,
+                            status_api=kube_status_writer)
     store = OperatorStore(leases_tracked=config.track_leases)
     registry, _ = build_registry(config, store)
     if peering is not None and priority is None:
@@ -111,6 +118,24 @@ def run(namespace: str | None = None, peering: str | None = None, *,
 def kube_drain_api() -> KubeDrainApi:
     """What an executing NodeDrain cordons and evicts with: the in-cluster service account, else
     ``KUBECONFIG`` / ``~/.kube/config``, as Kopf logs in."""
+    return KubeDrainApi(_api_client())
+
+
+def kube_status_writer() -> StatusWriter:
+    """What writes a policy's status when a pod change calls for it (a merge patch of the status
+    subresource), with the same credentials."""
+    from kubernetes import client
+
+    api: Any = client.CustomObjectsApi(_api_client())
+
+    def write(namespace: str, name: str, status: dict[str, Any]) -> None:
+        api.patch_namespaced_custom_object_status(API_GROUP, CRD_VERSION, namespace, POLICY_PLURAL, name,
+                                                  {"status": status}, _content_type="application/merge-patch+json")
+
+    return write
+
+
+def _api_client() -> Any:
     from kubernetes import client
     from kubernetes import config as kube_config
 
@@ -119,7 +144,7 @@ def kube_drain_api() -> KubeDrainApi:
         loader.load_incluster_config()
     except loader.ConfigException:
         loader.load_kube_config()
-    return KubeDrainApi(client.ApiClient())
+    return client.ApiClient()
 
 
 def _placement_settings() -> tuple[Settings, bool, float]:

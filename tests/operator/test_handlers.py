@@ -16,6 +16,7 @@ from berth.operator import drain
 from berth.operator.cluster import OperatorStore, store_of
 from berth.operator.handlers import (
     TIMER_ID,
+    TIMER_SECONDS,
     OperatorConfig,
     OperatorState,
     WriteBudget,
@@ -489,6 +490,50 @@ def test_includes_naming_a_missing_node_is_said_until_the_node_appears(events: l
     assert events == [("Warning", "IncludesUnknownNodes", said)]
     store.apply_node(make_node("node-z").disk(None).obj())
     assert valid() == ("True", "Validated", "the spec is valid")
+
+
+def test_pod_changes_are_followed_by_one_loop_rather_than_by_the_timers(
+        events: list[tuple[str, str, str]]) -> None:
+    written: list[tuple[str, str, dict[str, Any]]] = []
+    config = OperatorConfig(track_leases=False,
+                            status_api=lambda: lambda ns, name, diff: written.append((ns, name, diff)))
+    assert config.timer_seconds == TIMER_SECONDS and OperatorConfig(resync_seconds=2.0).timer_seconds == 2.0
+    store = store_of([o.node("node-a")], [o.pod("w1", "node-a")])
+    state = OperatorState(config, store)
+    bodies = [o.policy(WEB, name="web"), o.policy(DB, name="db")]
+    for body in bodies:
+        state.seen(body)
+        refresh(state, body)  # a Kopf handler: the first status, and the proof that Kopf works here
+        state.seen(body)  # the watch brings the status back
+    assert written == []  # Kopf's patches wrote those
+
+    store.apply_pod(o.pod("w2", "node-a"))
+    assert asyncio.run(state.follow_once(time.monotonic(), sweep=False)) == 1
+    [(namespace, name, diff)] = written
+    assert (namespace, name, diff["placedTotal"], diff["selected"]) == (o.NAMESPACE, "web", 2, 2)
+    assert asyncio.run(state.follow_once(time.monotonic(), sweep=True)) == 0  # written: not again
+    status = apply_merge_patch(bodies[0]["status"], diff)  # as the API server keeps it
+    state.seen(o.policy(WEB, name="web", status={**status, "placedTotal": 7}))
+    assert asyncio.run(state.follow_once(time.monotonic(), sweep=True)) == 1  # someone else's write is undone
+    assert written[-1][2] == {"placedTotal": 2}
+
+
+def test_a_replica_kopf_does_not_work_for_writes_nothing_of_its_own_accord(
+        events: list[tuple[str, str, str]]) -> None:
+    config = OperatorConfig(track_leases=False, status_api=lambda: lambda *_: None)
+    store = store_of([o.node("node-a")], [])
+    state = OperatorState(config, store)
+    handled, unseen = o.policy(WEB, name="web"), o.policy(DB, name="db")
+    for body in (handled, unseen):
+        state.seen(body)
+    refresh(state, handled)
+    store.apply_pod(o.pod("w1", "node-a"))
+    store.apply_pod(o.pod("d1", "node-a", labels={"app": "db"}))
+    uid = handled["metadata"]["uid"]
+    assert state.due(time.monotonic(), sweep=True) == [uid]  # never handled here: the other one is not due
+    store.apply_pod(o.pod("w2", "node-a"))
+    later = time.monotonic() + 2.5 * config.timer_seconds + 1  # no timer ticked since: paused by peering
+    assert state.due(later, sweep=True) == []
 
 
 def test_a_deleted_policy_stops_its_timer() -> None:
