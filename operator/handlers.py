@@ -27,6 +27,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import heapq
+import itertools
 import logging
 import math
 import threading
@@ -104,7 +106,9 @@ class OperatorConfig:
 
 
 class WriteBudget:
-    """A token bucket: at most ``rate`` status writes per second, bursts of one second's worth."""
+    """A token bucket: at most ``rate`` status writes per second, bursts of one second's worth.
+    Writers wait in turn, the urgent ones (a pod change, a new spec) before the others (a plan
+    redone for changes elsewhere in the cluster), first come first served within each."""
 
     def __init__(self, rate: float, clock: Any = time.monotonic) -> None:
         self.rate = rate
@@ -112,20 +116,36 @@ class WriteBudget:
         self._tokens = self.capacity
         self._clock = clock
         self._at = clock()
-        self._lock = asyncio.Lock()
+        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []  # a heap: (0 urgent / 1, turn, waiter)
+        self._turns = itertools.count()
+        self._server: asyncio.Task[None] | None = None
 
     def _refill(self) -> None:
         now = self._clock()
         self._tokens = min(self.capacity, self._tokens + (now - self._at) * self.rate)
         self._at = now
 
-    async def acquire(self) -> None:
-        async with self._lock:  # first come, first served
-            self._refill()
-            while self._tokens < 1.0:
-                await asyncio.sleep((1.0 - self._tokens) / self.rate)
-                self._refill()
+    async def acquire(self, urgent: bool = False) -> None:
+        self._refill()
+        if not self._waiting and self._tokens >= 1.0:
             self._tokens -= 1.0
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiting, (0 if urgent else 1, next(self._turns), waiter))
+        if self._server is None or self._server.done():
+            self._server = asyncio.create_task(self._serve())
+        await waiter
+
+    async def _serve(self) -> None:
+        while self._waiting:
+            self._refill()
+            if self._tokens < 1.0:
+                await asyncio.sleep((1.0 - self._tokens) / self.rate)
+                continue
+            _, _, waiter = heapq.heappop(self._waiting)
+            if not waiter.done():  # (a waiter cancelled meanwhile takes no write)
+                self._tokens -= 1.0
+                waiter.set_result(None)
 
 
 _Plan = tuple[dict[str, int], PlacementError | None]
@@ -325,10 +345,10 @@ class OperatorState:
         async def write(diff: dict[str, Any]) -> None:
             patch.status.update(diff)
 
-        return await self._refresh(raw, write, now)
+        return await self._refresh(raw, write, now, urgent=True)
 
     async def _refresh(self, raw: dict[str, Any], write: Callable[[dict[str, Any]], Awaitable[None]],
-                       now: float | None = None) -> Outcome | None:
+                       now: float | None = None, *, urgent: bool = False) -> Outcome | None:
         if not self.store.ready:
             return None
         now = time.time() if now is None else now
@@ -352,7 +372,7 @@ class OperatorState:
             self._known(uid, namespace, outcome.policy)
             diff = merge_patch(current, outcome.status)
             if diff:
-                await self.budget.acquire()
+                await self.budget.acquire(urgent)
                 await write(diff)
                 self.writes += 1
                 seen = self._bodies.get(uid)
@@ -377,15 +397,19 @@ class OperatorState:
         self._writer = self.config.status_api()
         self._follower = asyncio.create_task(self._follow_changes(), name="berth-status-follower")
 
-    def due(self, now: float, sweep: bool) -> list[str]:
-        """The policies the loop refreshes now: those a pod change marked, then (``sweep``) every
-        other one; only those a Kopf handler refreshed within the last two and a half timer
-        periods (Kopf works for them here)."""
+    def due(self, now: float, sweep: bool) -> list[tuple[str, bool]]:
+        """The policies the loop refreshes now, each with whether its write is urgent: those a pod
+        change marked (urgent), then (``sweep``) every other one; only those a Kopf handler
+        refreshed within the last two and a half timer periods (Kopf works for them here). A marked
+        policy whose refresh is still under way stays marked for the next pass."""
         with self._marks:
             marked, self._dirty = self._dirty, set()
-        others = [uid for uid in self._bodies if uid not in marked] if sweep else []
+            busy = marked & self._computing
+            self._dirty |= busy
+        marked -= busy
+        others = [uid for uid in self._bodies if uid not in marked and uid not in self._computing] if sweep else []
         since = now - 2.5 * self.config.timer_seconds
-        return [uid for uid in (*marked, *others)
+        return [(uid, urgent) for uid, urgent in (*((uid, True) for uid in marked), *((uid, False) for uid in others))
                 if uid in self._bodies and self._handled.get(uid, -math.inf) >= since]
 
     async def _follow_changes(self) -> None:
@@ -404,14 +428,15 @@ class OperatorState:
         are computed."""
         written = self.writes
 
-        async def one(raw: dict[str, Any]) -> None:
+        async def one(raw: dict[str, Any], urgent: bool) -> None:
             try:
-                await self._refresh(raw, functools.partial(self._write, raw), wall)
+                await self._refresh(raw, functools.partial(self._write, raw), wall, urgent=urgent)
             except Exception as exc:  # one policy's failed write must not stop the others'
                 meta = raw.get("metadata") or {}
                 log.warning("status of policy %s/%s: %s", meta.get("namespace"), meta.get("name"), exc)
 
-        await asyncio.gather(*(one(raw) for uid in self.due(now, sweep) if (raw := self._bodies.get(uid))))
+        await asyncio.gather(*(one(raw, urgent) for uid, urgent in self.due(now, sweep)
+                               if (raw := self._bodies.get(uid))))
         return self.writes - written
 
     async def _write(self, raw: Mapping[str, Any], diff: dict[str, Any]) -> None:

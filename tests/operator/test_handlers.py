@@ -466,6 +466,24 @@ def test_status_writes_keep_to_their_budget() -> None:
     assert asyncio.run(writes(50)) >= 0.45  # then 100 a second
 
 
+def test_urgent_status_writes_go_before_the_others_waiting() -> None:
+    budget = WriteBudget(50.0)
+    order: list[str] = []
+
+    async def write(name: str, urgent: bool) -> None:
+        await budget.acquire(urgent)
+        order.append(name)
+
+    async def burst() -> None:
+        for _ in range(50):
+            await budget.acquire()  # the second's worth spent
+        await asyncio.gather(*(write(f"plan-{i}", False) for i in range(5)), write("pod-change", True),
+                             *(write(f"plan-{i}", False) for i in range(5, 8)))
+
+    asyncio.run(burst())
+    assert order == ["pod-change", *(f"plan-{i}" for i in range(8))]
+
+
 @pytest.mark.parametrize("rate", [0.0, 0.5, 1001.0, -3.0])
 def test_a_write_bound_out_of_range_is_refused(rate: float) -> None:
     with pytest.raises(ValueError, match="status writes per second must be between 1 and 1000"):
@@ -498,22 +516,22 @@ def test_pod_changes_are_followed_by_one_loop_rather_than_by_the_timers(
     config = OperatorConfig(track_leases=False,
                             status_api=lambda: lambda ns, name, diff: written.append((ns, name, diff)))
     assert config.timer_seconds == TIMER_SECONDS and OperatorConfig(resync_seconds=2.0).timer_seconds == 2.0
-    store = store_of([o.node("node-a")], [o.pod("w1", "node-a")])
+    store = store_of([make_node("node-a").disk(None).obj()], [make_pod("w1").on("node-a").cpu("1").memory("1Gi").obj()])
     state = OperatorState(config, store)
-    bodies = [o.policy(WEB, name="web"), o.policy(DB, name="db")]
+    bodies = [make_policy("web").whole_spec(WEB).obj(), make_policy("db").whole_spec(DB).obj()]
     for body in bodies:
         state.seen(body)
         refresh(state, body)  # a Kopf handler: the first status, and the proof that Kopf works here
         state.seen(body)  # the watch brings the status back
     assert written == []  # Kopf's patches wrote those
 
-    store.apply_pod(o.pod("w2", "node-a"))
+    store.apply_pod(make_pod("w2").on("node-a").cpu("1").memory("1Gi").obj())
     assert asyncio.run(state.follow_once(time.monotonic(), sweep=False)) == 1
     [(namespace, name, diff)] = written
     assert (namespace, name, diff["placedTotal"], diff["selected"]) == (o.NAMESPACE, "web", 2, 2)
     assert asyncio.run(state.follow_once(time.monotonic(), sweep=True)) == 0  # written: not again
     status = apply_merge_patch(bodies[0]["status"], diff)  # as the API server keeps it
-    state.seen(o.policy(WEB, name="web", status={**status, "placedTotal": 7}))
+    state.seen(make_policy("web").whole_spec(WEB).status({**status, "placedTotal": 7}).obj())
     assert asyncio.run(state.follow_once(time.monotonic(), sweep=True)) == 1  # someone else's write is undone
     assert written[-1][2] == {"placedTotal": 2}
 
@@ -521,17 +539,17 @@ def test_pod_changes_are_followed_by_one_loop_rather_than_by_the_timers(
 def test_a_replica_kopf_does_not_work_for_writes_nothing_of_its_own_accord(
         events: list[tuple[str, str, str]]) -> None:
     config = OperatorConfig(track_leases=False, status_api=lambda: lambda *_: None)
-    store = store_of([o.node("node-a")], [])
+    store = store_of([make_node("node-a").disk(None).obj()], [])
     state = OperatorState(config, store)
-    handled, unseen = o.policy(WEB, name="web"), o.policy(DB, name="db")
+    handled, unseen = make_policy("web").whole_spec(WEB).obj(), make_policy("db").whole_spec(DB).obj()
     for body in (handled, unseen):
         state.seen(body)
     refresh(state, handled)
-    store.apply_pod(o.pod("w1", "node-a"))
-    store.apply_pod(o.pod("d1", "node-a", labels={"app": "db"}))
+    store.apply_pod(make_pod("w1").on("node-a").cpu("1").memory("1Gi").obj())
+    store.apply_pod(make_pod("d1").on("node-a").labels({"app": "db"}).cpu("1").memory("1Gi").obj())
     uid = handled["metadata"]["uid"]
-    assert state.due(time.monotonic(), sweep=True) == [uid]  # never handled here: the other one is not due
-    store.apply_pod(o.pod("w2", "node-a"))
+    assert state.due(time.monotonic(), sweep=True) == [(uid, True)]  # never handled here: the other is not due
+    store.apply_pod(make_pod("w2").on("node-a").cpu("1").memory("1Gi").obj())
     later = time.monotonic() + 2.5 * config.timer_seconds + 1  # no timer ticked since: paused by peering
     assert state.due(later, sweep=True) == []
 
