@@ -29,6 +29,7 @@ from berth.core import (
     ROUND_STRATEGIES,
     ROUND_TIMEOUT_SECONDS,
     ClusterView,
+    DecisionRecord,
     InvalidPolicy,
     ObjectError,
     PlacementError,
@@ -245,9 +246,10 @@ def _ready(selected: int, pending: int, error: PlacementError | None) -> cond.Co
 # -- the latest decision --------------------------------------------------------------------------
 
 def latest_decision(pods: Iterable[PodRecord], policy_key: str) -> dict[str, Any] | None:
-    """The newest decision (by its ``time``) recorded on the pods, trimmed for the status."""
-    best: tuple[float, str] | None = None
-    chosen: dict[str, Any] | None = None
+    """The newest decision (by its ``time``) recorded on the pods, as the status holds it
+    (:func:`decision_status`). The annotations are read as plain JSON to find the newest; only
+    that one is read as a record."""
+    dated: list[tuple[float, str, dict[str, Any]]] = []
     for record in pods:
         data = _decision_of(record)
         if data is None or data.get("policy") not in (None, policy_key):
@@ -256,10 +258,13 @@ def latest_decision(pods: Iterable[PodRecord], policy_key: str) -> dict[str, Any
             when = parse_time(str(data.get("time") or ""))
         except ObjectError:
             continue
-        key = (when, record.info.key)
-        if best is None or key > best:
-            best, chosen = key, data
-    return decision_status(chosen) if chosen is not None else None
+        dated.append((when, record.info.key, data))
+    for _, key, data in sorted(dated, key=lambda item: item[:2], reverse=True):
+        status = decision_status(data)
+        if status is not None:
+            return status
+        log.warning("pod %s: unreadable %s annotation", key, DECISION_ANNOTATION)
+    return None
 
 
 def _decision_of(record: PodRecord) -> dict[str, Any] | None:
@@ -273,37 +278,15 @@ def _decision_of(record: PodRecord) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def decision_status(data: Mapping[str, Any]) -> dict[str, Any]:
-    """The status copy of a recorded decision: the same fields, long node lists cut to
-    :data:`LIST_LIMIT` entries with their full counts beside them."""
-    considered = [str(n) for n in data.get("considered") or ()]
-    refused_raw = data.get("refused") or {}
-    refused = {str(n): str(r) for n, r in refused_raw.items()} if isinstance(refused_raw, Mapping) else {}
-    error = data.get("error")
-    plan = data.get("plan")
-    out: dict[str, Any] = {
-        "pod": str(data.get("pod") or ""),
-        "policy": data.get("policy"),
-        "strategy": data.get("strategy"),
-        "trigger": data.get("trigger"),
-        "time": data.get("time"),
-        "consideredCount": _total(data.get("consideredTotal"), len(considered)),
-        "considered": considered[:LIST_LIMIT],
-        "refusedCount": _total(data.get("refusedTotal"), len(refused)),
-        "refused": dict(sorted(refused.items())[:LIST_LIMIT]),
-        "winner": data.get("winner"),
-        "ranking": [str(n) for n in data.get("ranking") or ()][:LIST_LIMIT],
-        "warnings": [str(w) for w in data.get("warnings") or ()],
-        "error": ({"code": str(error.get("code", "")), "message": str(error.get("message", ""))}
-                  if isinstance(error, Mapping) else None),
-        "plan": ({str(k): int(v) for k, v in plan.items()} if isinstance(plan, Mapping) else None),
-    }
-    return {k: v for k, v in out.items() if v is not None}
-
-
-def _total(recorded: object, listed: int) -> int:
-    """The extender cuts long lists in the annotation and records their full length beside them."""
-    return recorded if isinstance(recorded, int) and recorded >= listed else listed
+def decision_status(data: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The status copy of a recorded decision (this version's, or one berth wrote before the
+    record had a version): the same record, each list cut to :data:`LIST_LIMIT` nodes (the counts
+    stay), and the fields without a value left out, as the API server would drop them. None when
+    ``data`` is not a record."""
+    record = DecisionRecord.read(data)
+    if record is None:
+        return None
+    return record.cut(LIST_LIMIT).model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 # -- events -----------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from berth.core import ERROR_CODES
+from berth.core import ERROR_CODES, DecisionRecord
 
 CONDITION_VALID = "Valid"
 CONDITION_SATISFIED = "Satisfied"
@@ -24,8 +24,9 @@ TYPE_PATTERN = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])
                 r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$")
 
 LIST_LIMIT = 50
-"""At most this many nodes in the status copy of a decision's ``considered`` and ``refused``;
-the full record stays in the pod's ``berth.dev/decision`` annotation."""
+"""At most this many nodes in each list of the status copy of a decision (``considered``, the
+refused nodes over every group, ``ranking``); the pod's ``berth.dev/decision`` annotation keeps
+its own."""
 
 
 class _Model(BaseModel):
@@ -51,27 +52,6 @@ class Condition(_Model):
 class PlacementErrorStatus(_Model):
     code: str = Field(description=f"One of {ERROR_CODES}.")
     message: str
-
-
-class DecisionStatus(_Model):
-    """The latest decision the extender recorded on one of the policy's pods."""
-
-    pod: str = Field(description="namespace/name of the pod.")
-    policy: str | None = None
-    strategy: str | None = None
-    trigger: str | None = Field(default=None, description="filter, bind, plan or preview.")
-    time: str | None = Field(default=None, description="RFC 3339 time of the decision.")
-    considered_count: int = Field(default=0, ge=0, description="How many nodes were considered.")
-    considered: list[str] = Field(
-        default_factory=list, description=f"The nodes considered (at most {LIST_LIMIT}).")
-    refused_count: int = Field(default=0, ge=0, description="How many nodes were refused.")
-    refused: dict[str, str] = Field(
-        default_factory=dict, description=f"Refused nodes and why (at most {LIST_LIMIT}).")
-    winner: str | None = None
-    ranking: list[str] = Field(default_factory=list, description="Passing nodes, best first.")
-    warnings: list[str] = Field(default_factory=list)
-    error: PlacementErrorStatus | None = None
-    plan: dict[str, int] | None = Field(default=None, description="The round's node -> count plan.")
 
 
 class PolicyDrainStatus(_Model):
@@ -105,7 +85,9 @@ class PolicyStatus(_Model):
         default=None, description="Where the pending pods would go now: node -> count.")
     plan_error: PlacementErrorStatus | None = Field(
         default=None, description="Why the pending pods cannot be placed now.")
-    latest_decision: DecisionStatus | None = None
+    latest_decision: DecisionRecord | None = Field(default=None, description=(
+        f"The newest decision recorded on the policy's pods (their berth.dev/decision annotation), "
+        f"with at most {LIST_LIMIT} nodes in each list; docs/decision-record.schema.json describes it."))
     drains: list[PolicyDrainStatus] | None = Field(default=None, description=(
         f"The NodeDrains that move the policy's pods, by name (at most {LIST_LIMIT})."))
 

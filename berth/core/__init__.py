@@ -25,7 +25,14 @@ test holds them to it), so what is below can change without touching them.
 
 from berth.core import round as rounds
 from berth.core.capacity import capacity_report, capacity_table, node_allocations
-from berth.core.decision import DECISION_ANNOTATION, Decision, Refused, decision_record_schema, refusal_cause
+from berth.core.decision import (
+    DECISION_ANNOTATION,
+    Decision,
+    DecisionRecord,
+    Refused,
+    decision_record_schema,
+    refusal_cause,
+)
 from berth.core.drain import DrainPlan, DrainRequest, InvalidDrain, PodPlan, PodState, PolicyLookup, plan_drain
 from berth.core.drain_hold import (
     HOLD_ANNOTATION,
@@ -118,6 +125,7 @@ __all__ = [
     "Bounds",
     "ClusterView",
     "Decision",
+    "DecisionRecord",
     "DrainMode",
     "DrainPlan",
     "DrainRequest",

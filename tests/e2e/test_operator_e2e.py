@@ -28,6 +28,8 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
+from berth.core.decision import DecisionRecord
+from tests.decision_schema import valid_record
 from tests.e2e.harness import ControlPlane, NodeSpec, simple_pod, wait_for
 from tests.e2e.harness.fixtures import (  # noqa: F401  (pytest fixtures)
     control_plane,
@@ -225,6 +227,7 @@ def test_status_after_pods_are_placed(control_plane: ControlPlane, operator: Ope
     control_plane.kubectl("apply", "-n", e2e_namespace, "-f", "-", input=yaml.safe_dump(policy))
 
     labels = {"app": f"web-{run}"}
+    # as berth wrote it before the record had a version: the operator still reads it
     decision = {"pod": f"{e2e_namespace}/w1", "policy": f"{e2e_namespace}/web", "strategy": "Auto",
                 "trigger": "bind", "time": "2026-01-01T00:00:05Z", "considered": [a, b], "refused": {},
                 "winner": a, "ranking": [a, b], "warnings": [], "error": None, "plan": None}
@@ -248,7 +251,9 @@ def test_status_after_pods_are_placed(control_plane: ControlPlane, operator: Ope
     ready = _condition(body, "Ready") or {}
     assert (ready["status"], ready["reason"]) == ("False", "PodsPending")
     assert ready["observedGeneration"] == body["metadata"]["generation"]
-    assert status["latestDecision"]["winner"] == a and status["latestDecision"]["trigger"] == "bind"
+    assert status["latestDecision"]["winner"] == {"node": a} and status["latestDecision"]["trigger"] == "bind"
+    latest = DecisionRecord.model_validate(status["latestDecision"])  # the record's fields, as the API server keeps
+    assert valid_record(latest.to_json()).considered == [a, b]
 
     table = control_plane.kubectl("get", "placementpolicies", "-n", e2e_namespace, "web").stdout
     header, row = table.splitlines()[:2]

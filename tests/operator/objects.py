@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from berth.core.decision import Decision, Refusal, Refused
+
 NAMESPACE = "shop"
 
 
@@ -14,7 +16,20 @@ def lease(node: str, renew: str = "2026-01-01T00:00:00.000000Z") -> dict[str, An
 
 
 def decision(pod_name: str, time: str, winner: str | None = "node-a", *, policy_key: str | None = f"{NAMESPACE}/web",
-             considered: list[str] | None = None, refused: dict[str, str] | None = None) -> dict[str, Any]:
+             considered: list[str] | None = None, refused: dict[str, str] | None = None,
+             plan: dict[str, int] | None = None) -> dict[str, Any]:
+    """A decision annotation as the extender writes it at bind (``plan``: its round's)."""
+    considered = considered if considered is not None else ["node-a", "node-b"]
+    made = Decision(pod=f"{NAMESPACE}/{pod_name}", policy=policy_key, strategy="Auto", considered=considered,
+                    refused=Refused({n: Refusal(r) for n, r in (refused or {}).items()}),
+                    ranking=[winner] if winner else [], trigger="bind", time=time, plan=plan)
+    return made.record(limit=len(considered)).to_json()
+
+
+def unversioned_decision(pod_name: str, time: str, winner: str | None = "node-a", *,
+                         policy_key: str | None = f"{NAMESPACE}/web", considered: list[str] | None = None,
+                         refused: dict[str, str] | None = None) -> dict[str, Any]:
+    """A decision annotation as berth wrote it before the record had a version."""
     considered = considered if considered is not None else ["node-a", "node-b"]
     return {"pod": f"{NAMESPACE}/{pod_name}", "policy": policy_key, "strategy": "Auto", "trigger": "bind",
             "time": time, "considered": considered, "refused": refused or {}, "winner": winner,

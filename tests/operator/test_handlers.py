@@ -571,8 +571,8 @@ def test_the_status_is_planned_again_once_the_round_it_shows_is_over(timeout: fl
                                                                      events: list[tuple[str, str, str]]) -> None:
     """A Fill or Each round stops being in force after its idle timeout without any change in the
     cluster: the status then shows the next round's plan, as the extender would place the pod."""
-    bound = make_pod("w1").on("node-a").decision({**o.decision("w1", "1970-01-01T00:16:40Z"),
-                                            "plan": {"node-a": 1, "node-b": 1}}).cpu("1").memory("1Gi").obj()
+    decided = o.decision("w1", "1970-01-01T00:16:40Z", plan={"node-a": 1, "node-b": 1})
+    bound = make_pod("w1").on("node-a").decision(decided).cpu("1").memory("1Gi").obj()
     bound["metadata"]["annotations"]["berth.dev/round"] = "shop/web@1000000"  # opened at 1000 s
     store = store_of([make_node("node-a").disk(None).cpu("8").obj(),
                       make_node("node-b").disk(None).cpu("2").obj()], [bound,

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from berth.core import format_time
+from berth.core.decision import DecisionRecord, Winner
 from berth.core.settings import Settings
 from berth.operator.cluster import store_of
 from berth.operator.patches import apply_merge_patch, merge_patch
@@ -18,6 +19,7 @@ from berth.operator.reconcile import Outcome, compute_status
 from berth.operator.status_model import LIST_LIMIT, PolicyStatus
 from tests.builders import make_node, make_pod, make_policy
 from tests.crd.schema_check import check
+from tests.decision_schema import valid_record
 from tests.operator import objects as o
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -292,20 +294,27 @@ def test_latest_decision_is_the_newest_by_time() -> None:
          .obj()),
     ]
     latest = compute(make_policy().whole_spec(WEB).obj(), pods, TWO_NODES).status["latestDecision"]
-    assert latest["pod"] == "shop/w2" and latest["winner"] == "node-b" and latest["trigger"] == "bind"
-    assert latest["time"] == "2026-01-01T00:00:09.5Z"
-    assert latest["considered"] == ["node-a", "node-b"] and latest["consideredCount"] == 2
+    assert latest == {k: v for k, v in o.decision("w2", "2026-01-01T00:00:09.5Z", "node-b").items() if v is not None}
+    record = DecisionRecord.model_validate(latest)  # a subset of the record: the same fields
+    assert valid_record(record.to_json()) == record
+    assert record.pod == "shop/w2" and record.winner == Winner(node="node-b", rank=1, score=10)
+    assert record.time == "2026-01-01T00:00:09.5Z" and record.trigger == "bind"
+    assert record.considered == ["node-a", "node-b"] and record.considered_count == 2
 
 
 def test_latest_decision_is_cut_for_the_status(schema: dict[str, Any]) -> None:
     names = [f"node-{i:03d}" for i in range(120)]
-    refused = {n: f"{n}: insufficient capacity" for n in names[1:]}
-    pods = [make_pod("w1").on("node-a").decision(o.decision("w1", "2026-01-01T00:00:00Z", "node-000",
-                                                      considered=names, refused=refused)).cpu("1").memory("1Gi").obj()]
+    refused = {n: f"insufficient capacity: memory: needs 1.0 GiB, {i} MiB free" for i, n in enumerate(names[1:])}
+    decided = o.decision("w1", "2026-01-01T00:00:00Z", "node-000", considered=names, refused=refused)
+    pods = [make_pod("w1").on("node-a").decision(decided).cpu("1").memory("1Gi").obj()]
     status = compute(make_policy().whole_spec(WEB).obj(), pods, TWO_NODES).status
     latest = status["latestDecision"]
     assert latest["consideredCount"] == 120 and len(latest["considered"]) == LIST_LIMIT
-    assert latest["refusedCount"] == 119 and len(latest["refused"]) == LIST_LIMIT
+    assert latest["refusedCount"] == 119
+    [group] = latest["refused"]
+    assert (group["reason"], group["count"], len(group["nodes"])) == ("insufficient capacity: memory", 119, LIST_LIMIT)
+    assert group["details"]["node-001"] == refused["node-001"]
+    assert valid_record(DecisionRecord.model_validate(latest).to_json()).refused_count == 119
     assert check(schema, status) is None
 
 
@@ -322,18 +331,21 @@ def test_the_drains_moving_the_policys_pods_are_listed_by_name(schema: dict[str,
                                    [make_pod("w1").on("node-b").cpu("1").memory("1Gi").obj()], TWO_NODES).status
 
 
-def test_latest_decision_keeps_the_extenders_totals() -> None:
-    record = o.decision("w1", "2026-01-01T00:00:00Z", considered=["node-a", "node-b"],
-                        refused={"node-b": "insufficient capacity"})
+def test_latest_decision_from_an_unversioned_annotation_keeps_its_totals(schema: dict[str, Any]) -> None:
+    """An annotation berth wrote before the record had a version (its totals beside the cut lists)."""
+    record = o.unversioned_decision("w1", "2026-01-01T00:00:00Z", considered=["node-a", "node-b"],
+                                    refused={"node-b": "insufficient capacity: cpu: needs 2, 1 free"})
     record.update(consideredTotal=500, refusedTotal=499)
-    latest = compute(make_policy().whole_spec(WEB).obj(), [(make_pod("w1")
-                                                            .on("node-a")
-                                                            .decision(record)
-                                                            .cpu("1")
-                                                            .memory("1Gi")
-                                                            .obj())], TWO_NODES).status["latestDecision"]
+    status = compute(make_policy().whole_spec(WEB).obj(),
+                     [make_pod("w1").on("node-a").decision(record).cpu("1").memory("1Gi").obj()], TWO_NODES).status
+    latest = status["latestDecision"]
     assert (latest["consideredCount"], latest["refusedCount"]) == (500, 499)
     assert latest["considered"] == ["node-a", "node-b"]
+    assert latest["refused"] == [{"reason": "insufficient capacity: cpu", "count": 1, "nodes": ["node-b"],
+                                  "details": {"node-b": "insufficient capacity: cpu: needs 2, 1 free"}}]
+    assert latest["winner"] == {"node": "node-a"}  # its rank and score were not recorded
+    assert valid_record(DecisionRecord.model_validate(latest).to_json()).pod == "shop/w1"
+    assert check(schema, status) is None
 
 
 def test_unreadable_decisions_are_skipped() -> None:
