@@ -22,7 +22,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -34,6 +34,7 @@ from berth.core import (
     ROUND_STRATEGIES,
     ClusterView,
     Decision,
+    DecisionRecord,
     Evaluation,
     NodeInfo,
     ObjectError,
@@ -41,13 +42,16 @@ from berth.core import (
     PlacementPolicy,
     PodInfo,
     Round,
+    RoundPlan,
     Settings,
     Steer,
     Strategy,
+    Winner,
     evaluate_pod,
     format_time,
     honour_target,
     pod_from_object,
+    ranked_score,
     rounds,
 )
 from berth.extender.binder import Binder
@@ -95,54 +99,28 @@ EVENT_LIMIT = 1024
 """The longest Event message the API server keeps."""
 
 
-def refused_message(record: Mapping[str, Any]) -> str:
+def refused_message(record: DecisionRecord) -> str:
     """The BerthRefused Event of a pod no node takes: the nodes refused and why, each with its own
     figures (``node-a: insufficient capacity: memory: needs ...``), nodes refused for the very same
     text named together, cut to what an Event holds."""
-    refused: Mapping[str, str] = record.get("refused") or {}
-    total = record.get("refusedTotal", len(refused))
-    considered = record.get("consideredTotal", len(record.get("considered") or ()))
-    head = (f"berth found no node for the pod (strategy {record['strategy']}"
-            + (f", policy {record['policy']}" if record.get("policy") else "")
-            + f"; {considered} nodes considered, {total} refused)")
+    head = (f"berth found no node for the pod (strategy {record.strategy}"
+            + (f", policy {record.policy}" if record.policy else "")
+            + f"; {record.considered_count} nodes considered, {record.refused_count} refused)")
     by_reason: dict[str, list[str]] = {}
-    for node, reason in refused.items():
-        by_reason.setdefault(reason, []).append(node)
+    listed = 0
+    for group in record.refused:
+        for node in group.nodes:
+            by_reason.setdefault(group.refusal_of(node), []).append(node)
+        listed += len(group.nodes)
     parts = [f"{', '.join(nodes)}: {reason}" for reason, nodes in by_reason.items()]
-    if total > len(refused):
-        parts.append(f"and {total - len(refused)} more nodes")
-    error = record.get("error") or {}
-    if not parts and error:
-        parts.append(f"{error.get('code')}: {error.get('message')}")
+    if record.refused_count > listed:
+        parts.append(f"and {record.refused_count - listed} more nodes")
+    if not parts and record.error is not None:
+        parts.append(f"{record.error.code.value}: {record.error.message}")
     message = f"{head}: {'; '.join(parts)}"
     return message if len(message) <= EVENT_LIMIT else message[:EVENT_LIMIT - 4] + " ..."
 
 
-def decision_record(decision: Decision, *, limit: int = RECORD_LIMIT) -> dict[str, Any]:
-    """``Decision.to_dict()`` with ``considered`` and ``refused`` cut to the first ``limit`` nodes in the
-    order considered (and their totals), without first building the whole record of a large cluster."""
-    considered, refused = decision.considered, decision.refused
-    if len(considered) <= limit and len(refused) <= limit:
-        return decision.to_dict()
-    kept = refused.first(considered, limit) if len(refused) > limit else refused
-    data = replace(decision, considered=considered[:limit], refused=kept).to_dict()
-    if len(considered) > limit:
-        data["consideredTotal"] = len(considered)
-    if len(refused) > limit:
-        data["refusedTotal"] = len(refused)
-    return data
-
-
-def limit_record(data: dict[str, Any], limit: int) -> dict[str, Any]:
-    considered = data.get("considered") or []
-    if len(considered) > limit:
-        data["consideredTotal"] = data.get("consideredTotal", len(considered))
-        data["considered"] = considered[:limit]
-    refused = data.get("refused") or {}
-    if len(refused) > limit:
-        data["refusedTotal"] = data.get("refusedTotal", len(refused))
-        data["refused"] = dict(list(refused.items())[:limit])
-    return data
 
 
 class Extender:
@@ -289,7 +267,7 @@ class Extender:
                              round_key=rnd.policy if rnd is not None else None)
             self._recent = _Recent(pod.uid, _resource_version(args.Pod), tuple(passing), ev.decision.ranking,
                                    time.monotonic())
-            record = decision_record(decision)
+            record = decision.record(limit=RECORD_LIMIT)
             self._remember_filter_decision(pod.uid, store.record_decision(pod.key, record))
         if not passing:
             self._tell_refusal(pod, record)
@@ -317,7 +295,7 @@ class Extender:
         allowed = set(kept)
         return kept, {n: scheduler_text(why) for n in judged if n not in allowed}
 
-    def _tell_refusal(self, pod: PodInfo, record: Mapping[str, Any]) -> None:
+    def _tell_refusal(self, pod: PodInfo, record: DecisionRecord) -> None:
         """A BerthRefused Event on a pod no node takes, written in the background (filter never waits
         for the API server), and only when its message differs from the last one the pod got: the
         scheduler retries a pending pod again and again."""
@@ -381,7 +359,7 @@ class Extender:
                     store.assume(pod, winner, bound=False, deadline=now + self.settings.tentative_ttl_seconds,
                                  round_key=rnd.policy if rnd is not None else None)
                 self._recent = _Recent(pod.uid, _resource_version(args.Pod), judged, ranking, time.monotonic())
-                record = decision_record(self._stamp(ev.decision, "prioritize"))
+                record = self._stamp(ev.decision, "prioritize").record(limit=RECORD_LIMIT)
                 self._remember_filter_decision(pod.uid, store.record_decision(pod.key, record))
                 result = "scored"
         self.metrics.observe("prioritize", time.perf_counter() - started, result)
@@ -426,28 +404,29 @@ class Extender:
                 honour_target(state, pod, hold, ev)  # type: ignore[arg-type]
             refusal = ev.decision.refused.get(node)
             earlier_encoded = self._filter_decisions.pop(pod.uid, None)
-            earlier = orjson.loads(earlier_encoded) if earlier_encoded is not None else None
-            if refusal is not None or node not in ev.decision.ranking:
+            earlier = (DecisionRecord.model_validate_json(earlier_encoded)
+                       if earlier_encoded is not None else None)
+            if rnd is not None:
+                ev.decision.plan, ev.decision.round_id = dict(rnd.plan), rnd.id
+            decision = self._stamp(ev.decision, "bind")
+            if refusal is not None or node not in decision.ranking:
                 reason = refusal.reason if refusal is not None else (
-                    ev.decision.error.message if ev.decision.error else "refused by the recheck")
-                decision = self._stamp(ev.decision, "bind")
+                    decision.error.message if decision.error else "refused by the recheck")
                 decision.warnings.append(f"bind recheck refused {node}: {reason}")
-                store.record_decision(pod.key, decision_record(decision))
+                store.record_decision(pod.key, decision.record(limit=RECORD_LIMIT))
                 return f"berth: {node}: {reason}"
             store.assume(pod, node, bound=True, deadline=now + self.settings.assume_ttl_seconds,
                          round_key=rnd.policy if rnd is not None else None)
-            record = self._bind_record(node, earlier, ev.decision, rnd)
-            store.record_decision(pod.key, record)
-        annotations = {DECISION_ANNOTATION: orjson.dumps(record).decode()}
+            record = _bind_record(node, earlier, decision)
+            encoded = store.record_decision(pod.key, record)
+        annotations = {DECISION_ANNOTATION: encoded.decode()}
         if rnd is not None:
             annotations[ROUND_ANNOTATION] = rnd.id
-        considered = record.get("consideredTotal", len(record["considered"]))
-        refused = record.get("refusedTotal", len(record["refused"]))
-        message = (f"berth placed the pod on {node} (strategy {record['strategy']}"
-                   + (f", policy {record['policy']}" if record["policy"] else "")
-                   + f"; {considered} nodes considered, {refused} refused)")
-        if record["warnings"]:
-            message += "; warnings: " + "; ".join(record["warnings"][:3])
+        message = (f"berth placed the pod on {node} (strategy {record.strategy}"
+                   + (f", policy {record.policy}" if record.policy else "")
+                   + f"; {record.considered_count} nodes considered, {record.refused_count} refused)")
+        if record.warnings:
+            message += "; warnings: " + "; ".join(record.warnings[:3])
         return annotations, message
 
     def _known_request_node(self, node: str) -> dict[str, NodeInfo]:
@@ -456,19 +435,6 @@ class Extender:
             return {}
         hit = self.store.request_nodes.get(node)
         return {node: hit[1]} if hit is not None else {}
-
-    def _bind_record(self, node: str, earlier: dict[str, Any] | None, recheck: Decision,
-                     rnd: Round | None) -> dict[str, Any]:
-        """What the bind records: filter's judgement of every node, with the node the pod is bound to."""
-        base = dict(earlier) if earlier is not None else decision_record(recheck)
-        ranking = [node, *(n for n in base.get("ranking") or () if n != node)]
-        warnings = list(dict.fromkeys([*(base.get("warnings") or ()), *recheck.warnings]))
-        first = (earlier or {}).get("ranking") or []
-        if first and first[0] != node:
-            warnings.append(f"kube-scheduler chose {node}; berth ranked {first[0]} first")
-        base.update(trigger="bind", time=format_time(self.clock(), digits=3), winner=node, ranking=ranking[:10],
-                    warnings=warnings, error=None, plan=dict(rnd.plan) if rnd is not None else base.get("plan"))
-        return limit_record(base, ANNOTATION_LIMIT)
 
     # -- preempt ---------------------------------------------------------------------------
 
@@ -531,6 +497,24 @@ class Extender:
     def _expire(self, now: float) -> None:
         for entry in self.store.expire(now):
             self.metrics.assumptions_expired.labels("bound" if entry.bound else "tentative").inc()
+
+
+def _bind_record(node: str, earlier: DecisionRecord | None, recheck: Decision) -> DecisionRecord:
+    """What the bind records (the pod's annotation): filter's judgement of every node, with the node
+    kube-scheduler bound the pod to as the winner, at its place in berth's ranking. ``recheck`` is
+    the bind's own judgement of that node (stamped), recorded alone when filter's is not known."""
+    base = earlier if earlier is not None else recheck.record(limit=ANNOTATION_LIMIT)
+    position = base.ranking.index(node) if node in base.ranking else None
+    warnings = list(dict.fromkeys([*base.warnings, *recheck.warnings]))
+    if earlier is not None and earlier.ranking and earlier.ranking[0] != node:
+        warnings.append(f"kube-scheduler chose {node}; berth ranked {earlier.ranking[0]} first")
+    winner = Winner(node=node, rank=None if position is None else position + 1,
+                    score=None if position is None else ranked_score(position, max(base.ranking_count, position + 1)))
+    plan = recheck.plan
+    return base.model_copy(update={
+        "trigger": "bind", "time": recheck.time, "winner": winner, "warnings": warnings, "error": None,
+        "round": RoundPlan(id=recheck.round_id, plan=dict(plan)) if plan is not None else base.round,
+    }).cut(ANNOTATION_LIMIT)
 
 
 def _resource_version(raw: Mapping[str, Any]) -> str:

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from berth.core import API_GROUP, POLICY_PLURAL, PodInfo, format_amount
+from berth.core import API_GROUP, POLICY_PLURAL, DecisionRecord, PodInfo, format_amount
 from berth.extender.authz import Access
 from berth.extender.store import ClusterStore
 from berth.extender.wire import BadRequest
@@ -123,19 +124,6 @@ def age_text(seconds: float | None) -> str:
     return f"{seconds / 3600:.1f}h"
 
 
-def reason_group(reason: str) -> str:
-    """A refusal's kind, for counting (``insufficient capacity: cpu: ...`` -> ``insufficient capacity``)."""
-    return reason.split(":", 1)[0].strip()
-
-
-def group_reasons(refused: Mapping[str, str]) -> list[tuple[str, int]]:
-    counts: dict[str, int] = {}
-    for reason in refused.values():
-        kind = reason_group(reason)
-        counts[kind] = counts.get(kind, 0) + 1
-    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-
-
 def parse_label_filter(text: str) -> list[tuple[str, str | None]]:
     """``k=v,k2`` -> [(k, v), (k2, None)]: equal to a value, or the key present."""
     out: list[tuple[str, str | None]] = []
@@ -213,30 +201,26 @@ def find_pod(store: ClusterStore, namespace: str, name: str) -> PodInfo | None:
     return None
 
 
-def placement_card(recorded: Mapping[str, Any] | None, fresh: Mapping[str, Any] | None,
+def placement_card(recorded_data: Mapping[str, Any] | None, fresh_data: Mapping[str, Any] | None,
                    scores: Mapping[str, int]) -> dict[str, Any]:
-    """Every node, with what the recorded decision and the fresh evaluation said of it."""
-    nodes: list[str] = []
-    seen: set[str] = set()
-    for source in (fresh, recorded):
-        for name in (source or {}).get("considered") or ():
-            if name not in seen:
-                seen.add(name)
-                nodes.append(name)
+    """Every node, with what the recorded decision and the fresh evaluation (each a decision
+    record's JSON data, of this version or one written before it) said of it."""
+    recorded, fresh = DecisionRecord.read(recorded_data), DecisionRecord.read(fresh_data)
+    nodes = list(dict.fromkeys(chain(fresh.considered if fresh else (), recorded.considered if recorded else ())))
 
-    def verdict(decision: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
+    def verdict(decision: DecisionRecord | None, name: str) -> dict[str, Any]:
         if decision is None:
             return {"kind": "none", "text": ""}
-        refused = decision.get("refused") or {}
-        if name in refused:
-            return {"kind": "refused", "text": refused[name]}
-        if name not in (decision.get("considered") or ()):
+        refusal = decision.refusal_of(name)
+        if refusal is not None:
+            return {"kind": "refused", "text": refusal}
+        if name not in decision.considered:
             return {"kind": "none", "text": "not considered"}
-        ranking = list(decision.get("ranking") or ())
-        if decision.get("winner") == name:
-            return {"kind": "winner", "text": "winner", "rank": 1}
-        if name in ranking:
-            return {"kind": "fits", "text": f"fits, ranked {ranking.index(name) + 1}", "rank": ranking.index(name) + 1}
+        if decision.winner is not None and decision.winner.node == name:
+            return {"kind": "winner", "text": "winner", "rank": decision.winner.rank or 1}
+        if name in decision.ranking:
+            rank = decision.ranking.index(name) + 1
+            return {"kind": "fits", "text": f"fits, ranked {rank}", "rank": rank}
         return {"kind": "fits", "text": "fits"}
 
     rows: list[dict[str, Any]] = [{"node": name, "recorded": verdict(recorded, name), "fresh": verdict(fresh, name),
@@ -246,8 +230,8 @@ def placement_card(recorded: Mapping[str, Any] | None, fresh: Mapping[str, Any] 
     if recorded is not None and fresh is not None:
         changed = sum(1 for row in rows if row["recorded"]["kind"] != row["fresh"]["kind"])
     return {"recorded": recorded, "fresh": fresh, "rows": rows,
-            "recorded_groups": group_reasons((recorded or {}).get("refused") or {}),
-            "fresh_groups": group_reasons((fresh or {}).get("refused") or {}), "changed": changed}
+            "recorded_groups": [(g.reason, g.count) for g in recorded.refused] if recorded else [],
+            "fresh_groups": [(g.reason, g.count) for g in fresh.refused] if fresh else [], "changed": changed}
 
 
-__all__ = ["Bar", "bars", "fullness", "group_reasons", "parse_label_filter", "placement_card"]
+__all__ = ["Bar", "bars", "fullness", "parse_label_filter", "placement_card"]

@@ -7,7 +7,7 @@ assumed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -17,6 +17,7 @@ from berth.core import (
     DECISION_ANNOTATION,
     ROUND_STRATEGIES,
     ClusterView,
+    DecisionRecord,
     ObjectError,
     Overlay,
     PlacementPolicy,
@@ -72,11 +73,9 @@ class Questions:
         text = annotations.get(DECISION_ANNOTATION)
         if not isinstance(text, str):
             return None
-        try:
-            data = orjson.loads(text)
-        except orjson.JSONDecodeError:
-            return None
-        return orjson.dumps(data) if isinstance(data, dict) else None
+        # an annotation berth wrote before the record had a version is answered in this version
+        record = DecisionRecord.read_json(text)
+        return record.model_dump_json(by_alias=True).encode() if record is not None else None
 
     def preview(self, pod: PodInfo, policy_name: str | None, nodes: Sequence[str] | None) -> dict[str, Any]:
         with self._store.lock, self._store.view.read_only_caches():
@@ -102,8 +101,9 @@ class Questions:
         decision = ev.decision
         decision.trigger = "preview"
         decision.time = format_time(self._clock(), digits=3)
-        data = decision.to_dict(ranking_limit=len(decision.ranking))
-        return {"decision": data, "scores": ev.scores}
+        # every node listed: the page and berth explain show each node's verdict
+        record = decision.record(limit=len(decision.considered), ranking_limit=len(decision.ranking))
+        return {"decision": record.to_json(), "scores": ev.scores}
 
     def policy_decision(self, namespace: str, name: str) -> dict[str, Any]:
         """A policy's latest decision and a fresh preview. The latest decision is the newest (by its
@@ -116,18 +116,18 @@ class Questions:
             policy = self._store.policy_named(namespace, name)
             if policy is None:
                 raise LookupError(f"no valid PlacementPolicy {key}")
-            recorded = [data for data in (orjson.loads(raw) for raw in self._store.decisions.values())
-                        if isinstance(data, dict) and data.get("policy") == key]
+            recorded = [raw for raw in self._store.decisions.values() if _of_policy(raw, key)]
             status_copy = (self._store.policy_status.get(key) or {}).get("latestDecision")
             pending = sorted((pod for pod in self._store.pending_in(namespace)
                               if policy.governs(pod.namespace, pod.labels)), key=lambda pod: pod.name)
-        candidates = [(data, "extender") for data in recorded]
-        if isinstance(status_copy, Mapping):
-            candidates.append((dict(status_copy), "policyStatus"))
+        candidates = [(DecisionRecord.model_validate_json(raw), "extender") for raw in recorded]
+        copied = DecisionRecord.read(status_copy)  # a status an older operator wrote is read too
+        if copied is not None:
+            candidates.append((copied, "policyStatus"))
         latest, source = max(candidates, key=lambda item: _decision_time(item[0]), default=(None, None))
         subject = pending[0] if pending else None
         if subject is None and latest is not None:
-            pod_name = str(latest.get("pod") or "").partition("/")[2]
+            pod_name = latest.pod.partition("/")[2]
             with self._store.lock:
                 subject = next((pod for pod in self._store.view.pods_in_namespace(namespace)
                                 if pod.name == pod_name), None)
@@ -135,7 +135,8 @@ class Questions:
         if subject is not None:
             preview = {"pod": subject.key, "pending": not subject.node_name,
                        **self.preview(subject, name, None)}
-        return {"policy": key, "decision": latest, "decisionSource": source, "preview": preview}
+        return {"policy": key, "decision": latest.to_json() if latest is not None else None,
+                "decisionSource": source, "preview": preview}
 
     def _policy_named(self, pod: PodInfo, policy_name: str | None) -> PlacementPolicy | None:
         if policy_name:
@@ -166,11 +167,17 @@ class Questions:
                 "invalidPolicies": invalid, "nodes": nodes}
 
 
-def _decision_time(data: Mapping[str, Any]) -> float:
+def _decision_time(record: DecisionRecord) -> float:
     try:
-        return parse_time(str(data.get("time") or ""))
+        return parse_time(record.time)
     except ObjectError:
         return float("-inf")
+
+
+def _of_policy(encoded: bytes, key: str) -> bool:
+    """Whether a kept record (encoded) is of the policy ``key``: read without a model, since most
+    of the records kept are not."""
+    return bool(orjson.loads(encoded).get("policy") == key)
 
 
 def _settings_dict(settings: Settings) -> dict[str, Any]:

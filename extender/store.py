@@ -34,14 +34,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from berth.core import (
     HOLD_ANNOTATION,
     HOLD_UID_PREFIX,
     LEASE_NAMESPACE,
     NO_STEER,
     ClusterView,
+    DecisionRecord,
     DrainMode,
     Hold,
     InvalidDrain,
@@ -615,10 +614,10 @@ class ClusterStore:
 
     # -- decisions ---------------------------------------------------------------------
 
-    def record_decision(self, pod_key: str, decision: dict[str, Any]) -> bytes:
+    def record_decision(self, pod_key: str, decision: DecisionRecord) -> bytes:
         """Keep ``decision`` for the explain API, encoded: a few KiB each instead of hundreds of
         objects the cyclic collector would scan again and again. Returns the encoding."""
-        encoded = orjson.dumps(decision)
+        encoded = decision.model_dump_json(by_alias=True).encode()
         if self.decisions_kept <= 0:
             return encoded
         self.decisions[pod_key] = encoded

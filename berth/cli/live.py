@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from berth.core import API_GROUP, CRD_VERSION, DECISION_ANNOTATION, POLICY_PLURAL
+from berth.core import API_GROUP, CRD_VERSION, DECISION_ANNOTATION, POLICY_PLURAL, DecisionRecord
 
 DEFAULT_EXTENDER = "http://127.0.0.1:8080"
 PORT_FORWARD_HINT = "kubectl -n berth-system port-forward svc/berth-extender 8080"
@@ -149,14 +149,10 @@ def explain_pod(kube: Kube, fetch: Fetch, target: str) -> dict[str, Any]:
         raise LiveError(f"{target!r} is not NAMESPACE/NAME")
     raw = kube.read_pod(namespace, name)
     annotations = (raw.get("metadata") or {}).get("annotations") or {}
-    recorded: dict[str, Any] | None = None
     text = annotations.get(DECISION_ANNOTATION)
-    if isinstance(text, str):
-        try:
-            parsed = json.loads(text)
-        except ValueError:
-            parsed = None
-        recorded = parsed if isinstance(parsed, dict) else None
+    # an annotation berth wrote before the record had a version is shown in this version
+    record = DecisionRecord.read_json(text) if isinstance(text, str) else None
+    recorded = record.to_json() if record is not None else None
     status, data = fetch("POST", "/api/v1/preview", {"pod": raw})
     fresh = _answer(status, data, f"a fresh evaluation of {target}")
     return {"pod": f"{namespace}/{name}", "node": (raw.get("spec") or {}).get("nodeName"),
@@ -176,9 +172,9 @@ def render_explain(result: Mapping[str, Any]) -> str:
             lines.append(f"{label}: no decision recorded")
             continue
         refused = ", ".join(f"{n} x {reason}" for reason, n in groups) or "none"
-        lines.append(f"{label}: {decision.get('trigger')} at {decision.get('time')}, policy "
-                     f"{decision.get('policy') or 'none'}, strategy {decision.get('strategy') or 'none'}, "
-                     f"winner {decision.get('winner') or 'none'}; refused: {refused}")
+        winner = decision.winner.node if decision.winner is not None else "none"
+        lines.append(f"{label}: {decision.trigger} at {decision.time}, policy {decision.policy or 'none'}, "
+                     f"strategy {decision.strategy}, winner {winner}; refused: {refused}")
     rows = [("NODE", "RECORDED", "NOW", "SCORE")]
     for row in card["rows"]:
         rows.append((row["node"], row["recorded"]["text"] or "-", row["fresh"]["text"] or "-",

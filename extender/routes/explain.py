@@ -159,8 +159,9 @@ router = APIRouter(prefix="/api/v1", tags=["explain"])
 
 
 @router.get("/decisions/{namespace}/{pod}",
-            responses={**API_BAD, 200: {"description": f"the recorded decision (Decision.to_dict()); error.code is "
-                                                       f"one of {ERROR_CODES}"},
+            responses={**API_BAD, 200: {"description": "the recorded decision: a DecisionRecord (its schema is "
+                                                       "docs/decision-record.schema.json); error.code is one of "
+                                                       f"{ERROR_CODES}"},
                        404: {"model": ApiError, "description": "no decision recorded for this pod"}})
 async def decision(namespace: str, pod: str, request: Request, questions: QuestionsDep, gate: GateDep,
                    metrics: MetricsDep) -> Response:

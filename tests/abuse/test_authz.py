@@ -45,6 +45,13 @@ DRAIN_STATUS = {"phase": "Draining", "pods": [{"pod": "shop/web-1", "source": "a
                                                "state": "Evicting"}]}
 
 
+
+def _unversioned_record(pod_key: str, node: str) -> str:
+    """A decision annotation as berth wrote it before the record had a version."""
+    return json.dumps({"pod": pod_key, "policy": None, "strategy": "Spread", "trigger": "bind",
+                       "time": "2027-01-15T07:00:00.00Z", "considered": [node], "refused": {}, "winner": node,
+                       "ranking": [node], "warnings": [], "error": None, "plan": None})
+
 class Reviews:
     """The API server's TokenReview and SubjectAccessReview, counting what berth asks."""
 
@@ -88,7 +95,7 @@ class Binder:
                 .labels({})
                 .namespace(namespace)
                 .on("a")
-                .annotations({DECISION_ANNOTATION: json.dumps({"winner": "a", "strategy": "Spread"})})
+                .annotations({DECISION_ANNOTATION: _unversioned_record(f"{namespace}/{name}", "a")})
                 .obj())
 
     async def fetch_drain(self, name: str) -> dict[str, Any] | None:
@@ -153,7 +160,7 @@ def test_another_tenants_answers_are_403_and_nothing_is_read_for_them(method: st
 def test_a_caller_reads_what_its_own_rights_allow() -> None:
     client, binder = _app(Reviews())
     decision = _call(client, "GET", "/api/v1/decisions/shop/web-1", None, "alice-token")
-    assert decision.status_code == 200 and decision.json()["winner"] == "a"
+    assert decision.status_code == 200 and decision.json()["winner"]["node"] == "a"
     assert binder.reads == ["shop/web-1"]  # read with berth's rights only once alice may get pods in shop
     capacity = _call(client, "POST", "/api/v1/capacity", {**SHAPE, "namespace": "shop", "labels": {"app": "web"}},
                      "alice-token")
@@ -236,7 +243,8 @@ def test_service_account_tokens_read_only_what_their_rbac_allows(control_plane: 
         token = cp.kubectl("-n", mine, "create", "token", "reader", "--duration=10m").stdout.strip()
         for ns in (mine, other):
             manifest = simple_pod("placed", scheduler_name="nobody")
-            manifest["metadata"]["annotations"] = {DECISION_ANNOTATION: json.dumps({"winner": f"node-of-{ns}"})}
+            manifest["metadata"]["annotations"] = {DECISION_ANNOTATION: _unversioned_record(f"{ns}/placed",
+                                                                                             f"node-of-{ns}")}
             core.create_namespaced_pod(ns, manifest)
         base = authz_extender.url
 
@@ -245,7 +253,7 @@ def test_service_account_tokens_read_only_what_their_rbac_allows(control_plane: 
             return httpx.request(method, base + path, headers=headers, json=body, timeout=30)
 
         own = status("GET", f"/api/v1/decisions/{mine}/placed", token)
-        assert own.status_code == 200 and own.json()["winner"] == f"node-of-{mine}", own.text
+        assert own.status_code == 200 and own.json()["winner"]["node"] == f"node-of-{mine}", own.text
         for bearer, expected in ((None, 401), ("forged." + token[7:], 401), (token, 403)):
             assert status("GET", f"/api/v1/decisions/{other}/placed", bearer).status_code == expected, bearer
             assert status("GET", "/api/v1/nodes/allocations", bearer).status_code == expected, bearer
@@ -282,7 +290,8 @@ def test_kubectl_berth_acts_with_the_kubeconfig_users_own_identity(control_plane
             token = cp.kubectl("-n", mine, "create", "token", "reader", "--duration=10m").stdout.strip()
             for ns in (mine, other):
                 manifest = simple_pod("placed", scheduler_name="nobody")
-                manifest["metadata"]["annotations"] = {DECISION_ANNOTATION: json.dumps({"winner": f"node-of-{ns}"})}
+                manifest["metadata"]["annotations"] = {
+                    DECISION_ANNOTATION: _unversioned_record(f"{ns}/placed", f"node-of-{ns}")}
                 core.create_namespaced_pod(ns, manifest)
             config = yaml.safe_load(cp.kubeconfig.read_text())
             for entry in config["users"]:
@@ -293,7 +302,7 @@ def test_kubectl_berth_acts_with_the_kubeconfig_users_own_identity(control_plane
 
             assert main(["explain", "pod", f"{mine}/placed", *common, "-o", "json"]) == 0
             out = json.loads(capsys.readouterr().out)
-            assert out["recorded"] == {"winner": f"node-of-{mine}"} and out["fresh"]["trigger"] == "preview"
+            assert out["recorded"]["winner"]["node"] == f"node-of-{mine}" and out["fresh"]["trigger"] == "preview"
 
             assert main(["explain", "pod", f"{other}/placed", *common]) == 1
             assert f"cannot read pod {other}/placed: you may not read it (HTTP 403)" in capsys.readouterr().err

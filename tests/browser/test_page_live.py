@@ -51,8 +51,10 @@ def test_sign_in_with_a_token_and_read_a_pods_card(control_plane: Any, kube_api:
             token = cp.kubectl("-n", mine, "create", "token", "reader", "--duration=10m").stdout.strip()
             for ns in (mine, other):
                 manifest = simple_pod("waiting", scheduler_name="nobody")
-                manifest["metadata"]["annotations"] = {DECISION_ANNOTATION: json.dumps(
-                    {"winner": None, "trigger": "filter", "refused": {"node-x": "node is cordoned"}})}
+                manifest["metadata"]["annotations"] = {DECISION_ANNOTATION: json.dumps(  # written before v1
+                    {"pod": f"{ns}/waiting", "strategy": "Auto", "winner": None, "trigger": "filter",
+                     "time": "2027-01-15T07:00:00Z", "considered": ["node-x"],
+                     "refused": {"node-x": "node is cordoned"}})}
                 core.create_namespaced_pod(ns, manifest)
 
             _open(browser, f"{extender}/ui/pods/{mine}/waiting", "live-signin")

@@ -161,11 +161,28 @@ def annotations(opened_at: float, plan: dict[str, int], time: str = "1970-01-12T
     rid = rounds.round_id("shop/web", opened_at)
     decision = Decision(pod="shop/w", policy="shop/web", strategy="Fill", considered=["a", "b", "c"],
                         ranking=["b", "a"], trigger="bind", time=time, plan=plan, round_id=rid)
-    data = decision.record().to_json() if v1 else decision.to_dict()
+    data = decision.record().to_json() if v1 else unversioned(decision)
     out = {DECISION_ANNOTATION: orjson.dumps(data).decode()}
     if round_annotation:
         out[ROUND_ANNOTATION] = rid
     return out
+
+
+def unversioned(decision: Decision) -> dict[str, Any]:
+    """A decision in the shape berth wrote before the record had a version."""
+    return {"pod": decision.pod, "policy": decision.policy, "strategy": decision.strategy,
+            "trigger": decision.trigger, "time": decision.time, "considered": list(decision.considered),
+            "refused": {node: refusal.reason for node, refusal in decision.refused.by_node()},
+            "winner": decision.winner, "ranking": list(decision.ranking), "warnings": list(decision.warnings),
+            "error": None, "plan": decision.plan}
+
+
+def test_recorded_mark_reads_an_annotation_written_before_the_record_had_a_version() -> None:
+    unversioned = ('{"pod":"shop/p","policy":"shop/web","strategy":"Fill","trigger":"bind",'
+                   '"time":"1970-01-12T13:46:50Z","considered":["a","b"],"refused":{},"winner":"b","ranking":["b"],'
+                   '"warnings":[],"error":null,"plan":{"b":2,"a":1}}')
+    mark = rounds.recorded_mark({ROUND_ANNOTATION: rounds.round_id("shop/web", NOW), DECISION_ANNOTATION: unversioned})
+    assert mark == RoundMark(f"shop/web@{int(NOW * 1000)}", {"b": 2, "a": 1}, NOW + 10)
 
 
 @pytest.mark.parametrize(("name", "v1", "round_annotation"), [

@@ -44,7 +44,9 @@ import yaml
 from kubernetes import client as k8s
 from prometheus_client.parser import text_string_to_metric_families
 
+from berth.core.decision import DecisionRecord
 from berth.core.quantity import to_base_units
+from tests.decision_schema import valid_record
 from tests.e2e.harness import (
     ControlPlane,
     NodeLeaseRenewer,
@@ -260,11 +262,12 @@ def test_strategy_lands_as_its_plan_says(strategy: str | None, extra: dict[str, 
     plan, landed = env.place("web", policy, count)
     assert landed == plan, f"{strategy or 'Default'}: bound {landed}, the core's plan {plan}"
     pods = env.core.list_namespaced_pod(env.ns, label_selector=f"app=web,{RUN_LABEL}={env.run}").items
-    decisions = [json.loads(p.metadata.annotations["berth.dev/decision"]) for p in pods
+    decisions = [valid_record(json.loads(p.metadata.annotations["berth.dev/decision"])) for p in pods
                  if p.metadata.name != "already-there"]
-    assert {d["strategy"] for d in decisions} == {strategy or "Default"}
-    assert all(d["winner"] == p for d, p in zip(decisions, [x.spec.node_name for x in pods
-                                                            if x.metadata.name != "already-there"], strict=True))
+    assert {d.strategy for d in decisions} == {strategy or "Default"}
+    assert all(d.winner is not None and d.winner.node == p
+               for d, p in zip(decisions, [x.spec.node_name for x in pods if x.metadata.name != "already-there"],
+                               strict=True))
 
 
 # -- topology spread and affinity rules -----------------------------------------------------------
@@ -304,7 +307,7 @@ def test_affinity_enforced_refuses_and_preferred_falls_back(env: Env) -> None:
     assert "0/3 nodes are available" in message, message
     assert "1 placementRules[0] not met: Node Has {disk=ssd}" in message, message
     assert "2 placementRules[1] not met: Pod HasNot {app=cargo}" in message, message
-    refused = env.extender.get(f"/api/v1/decisions/{env.ns}/cargo-refused")["refused"]
+    refused = valid_record(env.extender.get(f"/api/v1/decisions/{env.ns}/cargo-refused")).refusals()
     assert set(refused) == {a, b, c} and "Node Has" in str(refused[b]) and "Pod HasNot" in str(refused[a]), refused
     assert env.core.read_namespaced_pod("cargo-refused", env.ns).spec.node_name is None
 
@@ -314,8 +317,10 @@ def test_affinity_enforced_refuses_and_preferred_falls_back(env: Env) -> None:
                            affinityMatching="Preferred")
     plan, landed = env.place("cargo-pref", preferred, 3)
     assert landed == plan and sum(landed.values()) == 3
-    first = json.loads(env.core.read_namespaced_pod("cargo-pref-0", env.ns).metadata.annotations["berth.dev/decision"])
-    assert first["winner"] in (a, c)  # the rules are honoured while a node satisfies them
+    first = valid_record(json.loads(
+        env.core.read_namespaced_pod("cargo-pref-0", env.ns).metadata.annotations["berth.dev/decision"]))
+    # the rules are honoured while a node satisfies them
+    assert first.winner is not None and first.winner.node in (a, c)
 
 
 # -- refusals -------------------------------------------------------------------------------------
@@ -328,8 +333,8 @@ def test_pod_that_fits_nowhere_stays_pending_with_berths_reasons(env: Env) -> No
     message = env.failed_scheduling("too-big")
     # kube-scheduler counts the nodes per reason: berth sends one text per cause, without figures.
     assert "0/2 nodes are available: 2 insufficient capacity: cpu." in message, message
-    explained = env.extender.get(f"/api/v1/decisions/{env.ns}/too-big")  # every node by name
-    assert set(explained["refused"]) == {a, b}, explained
+    explained = valid_record(env.extender.get(f"/api/v1/decisions/{env.ns}/too-big"))  # every node by name
+    assert set(explained.refusals()) == {a, b}, explained
     # the pod's own Event names every node with its figures (kubectl describe pod)
     refused = wait_for(lambda: events(env.core, env.ns, "too-big", "BerthRefused"), bool, timeout=30,
                        what="berth's BerthRefused Event on too-big")[-1]
@@ -422,7 +427,9 @@ def test_valid_policy_shows_status_in_kubectl(env: Env, berth_operator: Operator
     st = body["status"]
     assert st["placed"] == landed
     assert sum(st["plan"].values()) == 2 and set(st["plan"]) <= {a, b}
-    assert st["latestDecision"]["trigger"] == "bind" and st["latestDecision"]["winner"] in (a, b)
+    latest = DecisionRecord.model_validate(st["latestDecision"])  # the record's fields, as the API server keeps
+    assert latest.trigger == "bind" and latest.winner is not None and latest.winner.node in (a, b)
+    assert valid_record(latest.to_json()).policy_generation == body["metadata"]["generation"]
     assert (condition(body, "Valid") or {}).get("status") == "True"
     assert (condition(body, "Ready") or {}).get("reason") == "PodsPending"
 

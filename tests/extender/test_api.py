@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import orjson
 
+from berth.core.decision import Winner
 from berth.extender.questions import CAPACITY_PLAN_LIMIT
 from tests.builders import make_node, make_pod, make_policy
+from tests.decision_schema import valid_record
 from tests.extender.helpers import harness
 
 WEB = {"app": "web"}
@@ -29,20 +31,21 @@ def test_decision_of_a_pod_never_placed_is_404() -> None:
 def test_decision_after_a_filter_names_every_refusal() -> None:
     h = harness(cluster())
     h.filter(make_pod("huge").labels(WEB).cpu("100").obj())
-    d = h.client.get("/api/v1/decisions/shop/huge").json()
-    assert d["trigger"] == "filter"
-    assert d["considered"] == ["a", "b", "c"]
-    assert set(d["refused"]) == {"a", "b"}
-    assert d["refused"]["b"].startswith("insufficient capacity: cpu: needs 100")
+    d = valid_record(h.client.get("/api/v1/decisions/shop/huge").json())
+    assert d.trigger == "filter"
+    assert d.considered == ["a", "b", "c"] and d.considered_count == 3
+    assert set(d.refusals()) == {"a", "b"} and d.refused_count == 2
+    assert d.refusals()["b"].startswith("insufficient capacity: cpu: needs 100")
+    assert [(g.reason, g.count, g.nodes) for g in d.refused] == [("insufficient capacity: cpu", 2, ["a", "b"])]
     # c reports no cpu: unknown is neither zero nor unlimited; eligible, with a warning
-    assert d["winner"] == "c"
-    assert any("c" in w for w in d["warnings"])
+    assert d.winner is not None and (d.winner.node, d.winner.rank, d.winner.score) == ("c", 1, 10)
+    assert any("c" in w for w in d.warnings)
 
 
 def test_decision_when_nothing_fits_carries_the_error() -> None:
     h = harness([make_node("a").cpu("1").obj(), make_policy("web").obj()])
     h.filter(make_pod("huge").labels(WEB).cpu("100").obj())
-    d = h.client.get("/api/v1/decisions/shop/huge").json()
+    d = valid_record(h.client.get("/api/v1/decisions/shop/huge").json()).to_json()
     assert d["winner"] is None
     assert d["error"]["code"] == "insufficient_resource"
 
@@ -56,7 +59,7 @@ def test_decision_held_back_by_topology_spread_alone_says_spread_unsatisfied() -
                  make_policy("web").spec(topologySpreadConstraints=spread).obj(),
                  make_pod("w1").labels(WEB).on("a").obj(), make_pod("w2").labels(WEB).on("b").obj()])
     h.filter(make_pod("w3").labels(WEB).obj())
-    d = h.client.get("/api/v1/decisions/shop/w3").json()
+    d = valid_record(h.client.get("/api/v1/decisions/shop/w3").json()).to_json()
     assert d["winner"] is None
     assert d["error"]["code"] == "spread_unsatisfied"
     assert "skew 2" in d["error"]["message"]
@@ -68,18 +71,18 @@ def test_preview_of_a_shape() -> None:
     r = h.client.post("/api/v1/preview", content=orjson.dumps(body))
     assert r.status_code == 200, r.text
     result = r.json()
-    d = result["decision"]
-    assert d["policy"] == "shop/web" and d["strategy"] == "Spread" and d["trigger"] == "preview"
-    assert "a" not in d["refused"]  # cpuOvercommitPercent 200: a has 4 - 1 = 3 cores to give
-    assert result["scores"][d["winner"]] == 10
+    d = valid_record(result["decision"])
+    assert d.policy == "shop/web" and d.strategy == "Spread" and d.trigger == "preview"
+    assert "a" not in d.refusals()  # cpuOvercommitPercent 200: a has 4 - 1 = 3 cores to give
+    assert d.winner is not None and result["scores"][d.winner.node] == d.winner.score == 10
     assert h.store.assumed == {}  # a preview changes nothing
 
 
 def test_preview_of_a_pod_manifest_with_a_named_policy_and_nodes() -> None:
     h = harness(cluster())
     body = {"pod": make_pod("x").labels({"app": "other"}).obj(), "policy": "web", "nodes": ["a"]}
-    d = h.client.post("/api/v1/preview", content=orjson.dumps(body)).json()["decision"]
-    assert d["considered"] == ["a"] and d["policy"] == "shop/web"
+    d = valid_record(h.client.post("/api/v1/preview", content=orjson.dumps(body)).json()["decision"])
+    assert d.considered == ["a"] and d.policy == "shop/web"
 
 
 def test_preview_errors() -> None:
@@ -208,8 +211,9 @@ def test_a_policys_decision_is_its_pods_latest_with_a_fresh_preview_of_a_pending
     r = h.client.get("/api/v1/policies/shop/web/decision").json()
     assert (r["policy"], r["decisionSource"], r["decision"]["pod"]) == ("shop/web", "extender", "shop/web-2")
     assert r["preview"]["pod"] == "shop/web-3" and r["preview"]["pending"] is True
-    assert r["preview"]["decision"]["trigger"] == "preview"
-    assert r["preview"]["decision"]["refused"]["b"].startswith("insufficient capacity: cpu: needs 100")
+    assert valid_record(r["decision"]).trigger == "bind"
+    assert valid_record(r["preview"]["decision"]).trigger == "preview"
+    assert valid_record(r["preview"]["decision"]).refusals()["b"].startswith("insufficient capacity: cpu: needs 100")
 
 
 def test_a_policys_decision_kept_in_its_status_when_newer_than_any_in_memory() -> None:
@@ -219,6 +223,7 @@ def test_a_policys_decision_kept_in_its_status_when_newer_than_any_in_memory() -
     h.schedule(make_pod("web-1").labels(WEB).cpu("1").obj())  # recorded in 2027, older than the status copy
     r = h.client.get("/api/v1/policies/shop/web/decision").json()
     assert (r["decisionSource"], r["decision"]["pod"]) == ("policyStatus", "shop/old")
+    assert valid_record(r["decision"]).winner == Winner(node="a")  # the status an older operator wrote, read
     assert r["preview"]["pod"] == "shop/old" and r["preview"]["pending"] is False  # no pod pending
 
 

@@ -13,12 +13,13 @@ import httpx
 import orjson
 import pytest
 
-from berth.core.decision import DECISION_ANNOTATION
+from berth.core.decision import DECISION_ANNOTATION, Winner
 from berth.core.model import PodInfo
 from berth.extender.app import create_app
 from berth.extender.binder import BindError, EventQueue
 from berth.extender.settings import ExtenderSettings
 from tests.builders import make_node, make_pod, make_policy
+from tests.decision_schema import valid_record
 from tests.extender.helpers import Clock, bind_args, harness, make_store
 
 WEB = {"app": "web"}
@@ -78,11 +79,12 @@ def test_bind_records_the_decision_and_counts_the_pod() -> None:
     assert h.schedule(p) in ("a", "b")
     placed = h.store.view.pod(p["metadata"]["uid"])
     assert placed is not None and placed.node_name
-    decision = h.client.get("/api/v1/decisions/shop/web-1").json()
-    assert decision["trigger"] == "bind"
-    assert decision["winner"] == placed.node_name
-    assert decision["considered"] == ["a", "b"]
-    assert decision["time"].endswith("Z")
+    decision = valid_record(h.client.get("/api/v1/decisions/shop/web-1").json())
+    assert decision.trigger == "bind"
+    assert decision.winner is not None and decision.winner.node == placed.node_name
+    assert (decision.winner.rank, decision.winner.score) == (1, 10)
+    assert decision.considered == ["a", "b"]
+    assert decision.time.endswith("Z")
 
 
 def test_bind_writes_annotation_and_event_message() -> None:
@@ -94,8 +96,9 @@ def test_bind_writes_annotation_and_event_message() -> None:
     _, bound = _serve(app, ("/filter", {"Pod": p, "NodeNames": ["a"]}), ("/bind", bind_args(p, "a")))
     assert bound == {"Error": ""}
     assert binder.bound == {"shop/web-1": "a"}
-    recorded = orjson.loads(binder.annotations["shop/web-1"][DECISION_ANNOTATION])
-    assert recorded["trigger"] == "bind" and recorded["winner"] == "a" and recorded["policy"] == "shop/web"
+    recorded = valid_record(orjson.loads(binder.annotations["shop/web-1"][DECISION_ANNOTATION]))
+    assert recorded.trigger == "bind" and recorded.winner == Winner(node="a", rank=1, score=10)
+    assert recorded.policy == "shop/web"
     assert "berth placed the pod on a" in binder.messages["shop/web-1"]
     # bound but not yet seen by the watch: an assumption, counted on its node
     assert store.view.is_assumed(p["metadata"]["uid"])
@@ -123,8 +126,8 @@ def test_bind_recheck_refuses_a_node_that_filled_up_meanwhile() -> None:
     assert error.startswith("berth: a: insufficient capacity: cpu: needs 1500m, 1 free of 2 allocatable")
     assert h.store.view.pod(p["metadata"]["uid"]) is None  # not counted anywhere
     assert h.store.view.requested("a")["cpu"] == 1000
-    decision = h.client.get("/api/v1/decisions/shop/web-1").json()
-    assert decision["trigger"] == "bind" and decision["winner"] is None
+    decision = valid_record(h.client.get("/api/v1/decisions/shop/web-1").json())
+    assert decision.trigger == "bind" and decision.winner is None
     text = h.client.get("/metrics").text
     assert 'berth_bind_conflicts_total{reason="recheck"} 1.0' in text
 
@@ -139,9 +142,10 @@ def test_bind_to_another_node_than_berths_winner_moves_the_pod() -> None:
     assert h.bind(p, "b") == ""  # kube-scheduler's other plugins may outweigh berth's score
     assert h.store.view.requested("a").get("cpu", 0) == 0
     assert h.store.view.requested("b")["cpu"] == 1000
-    decision = h.client.get("/api/v1/decisions/shop/web-1").json()
-    assert decision["winner"] == "b"
-    assert "kube-scheduler chose b; berth ranked a first" in decision["warnings"]
+    decision = valid_record(h.client.get("/api/v1/decisions/shop/web-1").json())
+    assert decision.winner == Winner(node="b", rank=2, score=2)  # berth's second of two: 4 * (2 - 1) // 2
+    assert decision.ranking == ["a", "b"]  # berth's own ranking, as filter made it
+    assert "kube-scheduler chose b; berth ranked a first" in decision.warnings
 
 
 def test_bind_of_a_pass_through_pod_counts_it() -> None:
@@ -499,9 +503,10 @@ def test_the_annotation_stays_small_on_a_large_cluster() -> None:
                            ("/bind", bind_args(p, "big")))
     assert result["NodeNames"] == ["big"] and len(result["FailedNodes"]) == 60
     assert bound == {"Error": ""}
-    recorded = orjson.loads(binder.annotations["shop/web-1"][DECISION_ANNOTATION])
-    assert len(recorded["considered"]) == 20 and recorded["consideredTotal"] == 61
-    assert len(recorded["refused"]) == 20 and recorded["refusedTotal"] == 60
+    recorded = valid_record(orjson.loads(binder.annotations["shop/web-1"][DECISION_ANNOTATION]))
+    assert len(recorded.considered) == 20 and recorded.considered_count == 61
+    assert len(recorded.refusals()) == 20 and recorded.refused_count == 60
+    assert [(g.reason, g.count) for g in recorded.refused] == [("insufficient capacity: cpu", 60)]
     assert len(binder.annotations["shop/web-1"][DECISION_ANNOTATION]) < 4096
     assert "61 nodes considered, 60 refused" in binder.messages["shop/web-1"]
 

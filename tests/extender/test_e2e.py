@@ -28,6 +28,7 @@ from berth.extender.metrics import Metrics
 from berth.extender.scheduler_config import scheduler_config
 from berth.extender.settings import ExtenderSettings
 from berth.extender.store import ClusterStore
+from tests.decision_schema import valid_record
 from tests.e2e.harness import ControlPlane, NodeSpec, Scheduler, simple_pod, wait_for
 from tests.e2e.harness.fixtures import (  # noqa: F401  (pytest fixtures)
     control_plane,
@@ -138,15 +139,15 @@ def test_kube_scheduler_places_pods_through_berth(
     assert placed["other"] in (small, medium, large)  # no policy: passed through, bound by berth
 
     pod = core.read_namespaced_pod("web-0", e2e_namespace)
-    decision = orjson.loads(pod.metadata.annotations[DECISION_ANNOTATION])
-    assert decision["trigger"] == "bind" and decision["winner"] == placed["web-0"]
-    assert decision["policy"] == f"{e2e_namespace}/web" and decision["strategy"] == "BestFit"
+    decision = valid_record(orjson.loads(pod.metadata.annotations[DECISION_ANNOTATION]))
+    assert decision.trigger == "bind" and decision.winner is not None and decision.winner.node == placed["web-0"]
+    assert decision.policy == f"{e2e_namespace}/web" and decision.strategy == "BestFit"
     # The Event follows the Binding (written once the node's lock is released): it may land just after.
     wait_for(lambda: core.list_namespaced_event(e2e_namespace, field_selector="involvedObject.name=web-0").items,
              lambda events: any(e.reason == "BerthPlaced" for e in events), timeout=30,
              what="berth's BerthPlaced Event on web-0")
-    explained = httpx.get(f"{extender}/api/v1/decisions/{e2e_namespace}/web-0").json()
-    assert explained["winner"] == placed["web-0"]
+    explained = valid_record(httpx.get(f"{extender}/api/v1/decisions/{e2e_namespace}/web-0").json())
+    assert explained == decision  # the explain API answers what the annotation holds
 
     # A pod berth refuses everywhere (while kube-scheduler's own filters let it through) stays Pending,
     # and kube-scheduler's FailedScheduling event counts berth's reasons, one text per cause; berth's

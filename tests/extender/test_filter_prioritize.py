@@ -10,6 +10,7 @@ import pytest
 
 from berth.extender.wire import scheduler_text
 from tests.builders import make_node, make_pod, make_policy
+from tests.decision_schema import valid_record
 from tests.extender.helpers import ZONE, args, harness
 
 WEB = {"app": "web"}
@@ -84,7 +85,9 @@ def test_every_refusal_is_named_when_nothing_fits() -> None:
     # one text per cause, so that kube-scheduler's FailedScheduling event reads "3 insufficient capacity: cpu"
     assert set(result["FailedNodes"].values()) == {"insufficient capacity: cpu"}
     # each node's figures are in the pod's own record
-    refused = h.client.get("/api/v1/decisions/shop/web-1").json()["refused"]
+    record = valid_record(h.client.get("/api/v1/decisions/shop/web-1").json())
+    assert [(g.reason, g.count) for g in record.refused] == [("insufficient capacity: cpu", 3)]
+    refused = record.refusals()
     assert refused["b"] == "insufficient capacity: cpu: needs 8, 4 free of 4 allocatable (short by 4)"
     assert refused["c"] == "insufficient capacity: cpu: needs 8, 1 free of 1 allocatable (short by 7)"
 
@@ -123,14 +126,18 @@ def test_nodes_refused_in_large_groups_are_each_named_in_their_bucket() -> None:
     assert failed["b00"].startswith("insufficient capacity: cpu")
     assert set(unresolvable) == {f"g{i:02d}" for i in range(30)} | {"ghost"}
     assert all(unresolvable[f"g{i:02d}"].startswith("placementRules[0] not met") for i in range(30))
-    record = h.client.get("/api/v1/decisions/shop/web-1").json()
-    assert record["refusedTotal"] == 120 + 30 + 3 + 1
+    record = valid_record(h.client.get("/api/v1/decisions/shop/web-1").json())
+    assert record.refused_count == 120 + 30 + 3 + 1
     # the record keeps the first 100 refused nodes in the order considered, from every group
     kept = ["ghost", *(f"g{i:02d}" for i in reversed(range(30))), "b02", "b01", "b00",
             *(f"a{i:03d}" for i in reversed(range(54, 120)))]
-    assert sorted(record["refused"]) == sorted(kept)
-    assert record["refused"]["g00"] == unresolvable["g00"]
-    assert record["refused"]["a119"] == f"topology spread: placing here makes skew 2 in {ZONE}=a (maxSkew 1)"
+    assert sorted(record.refusals()) == sorted(kept)
+    assert record.refusals()["g00"] == unresolvable["g00"]
+    assert record.refusals()["a119"] == f"topology spread: placing here makes skew 2 in {ZONE}=a (maxSkew 1)"
+    # grouped by cause, each with the count of every node refused for it (not only those listed)
+    assert {g.reason: g.count for g in record.refused} == {
+        f"topology spread: placing here breaks maxSkew 1 in {ZONE}": 120, unresolvable["g00"]: 30,
+        "insufficient capacity: cpu": 3, "unknown node: berth has not seen it": 1}
 
 
 # -- pass-through and the cluster default strategy ---------------------------------------------
@@ -314,7 +321,8 @@ def test_percent_signs_are_spelt_out_for_kube_scheduler() -> None:
     result = h.filter(p)
     assert result["FailedNodes"]["a"] == "insufficient capacity: ephemeral-storage"
     # the explain API keeps the core's own words
-    assert "below the 10% free floor" in h.client.get("/api/v1/decisions/shop/web-1").json()["refused"]["a"]
+    record = valid_record(h.client.get("/api/v1/decisions/shop/web-1").json())
+    assert "below the 10% free floor" in (record.refusal_of("a") or "")
 
 
 def test_a_pod_nominated_by_preemption_holds_its_room() -> None:

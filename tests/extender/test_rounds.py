@@ -4,12 +4,14 @@ round from the annotations of the pods it bound."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from berth.core.decision import DECISION_ANNOTATION
-from berth.core.round import ROUND_ANNOTATION
+from berth.core.round import ROUND_ANNOTATION, parse_round_id
 from tests.builders import make_node, make_pod, make_policy
-from tests.extender.helpers import Harness, harness
+from tests.decision_schema import valid_record
+from tests.extender.helpers import NOW, Harness, harness
 
 WEB = {"app": "web"}
 
@@ -35,8 +37,11 @@ def test_fill_round_tops_up_the_chosen_nodes_and_no_further() -> None:
     h = harness([*cluster(), make_policy("web").strategy("Fill").count(2).nodes_limit(2).obj(), *pods])
     placed = [h.schedule(p) for p in pods[:4]]
     assert sorted(placed) == ["a", "a", "b", "b"]  # (Count, Capacity) descending: b and a, two each
-    decision = h.client.get("/api/v1/decisions/shop/web-3").json()
-    assert decision["plan"] == {"b": 2, "a": 2}
+    decision = valid_record(h.client.get("/api/v1/decisions/shop/web-3").json())
+    assert decision.round is not None and decision.round.plan == {"b": 2, "a": 2}
+    first = valid_record(h.client.get("/api/v1/decisions/shop/web-0").json())
+    assert first.round == decision.round  # one round, named by its policy and when it opened
+    assert decision.round.id is not None and parse_round_id(decision.round.id) is not None
     # the round is used up; the next round finds every chosen node at its target
     result = h.filter(pods[4])
     assert result["NodeNames"] == []
@@ -121,3 +126,27 @@ def test_a_changed_policy_closes_its_round_for_good() -> None:
     h.clock.advance(1)
     assert h.schedule(pods[1]) == "b"  # a new round under the changed policy: b, topped up to 2
     assert h.store.rounds["shop/web"].id != first.id and dict(h.store.rounds["shop/web"].plan) == {"b": 1}
+
+
+def test_a_restarted_extender_resumes_a_round_from_annotations_written_before_the_record_had_a_version() -> None:
+    """Pods bound by a berth of before the versioned decision record carry its unversioned
+    annotation (the round's plan at the top): the round still resumes from them."""
+    pods = pending(4)
+    spec = {"strategy": "Fill", "count": 2, "nodesLimit": 2}
+    opened = NOW - 10
+    round_id = f"shop/web@{int(opened * 1000)}"
+    stamp = datetime.fromtimestamp(opened, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
+    objects: list[dict[str, Any]] = [*cluster(), make_policy("web").spec(**spec).obj()]
+    for p in pods[:2]:
+        name = p["metadata"]["name"]
+        unversioned = (
+            f'{{"pod":"shop/{name}","policy":"shop/web","strategy":"Fill","trigger":"bind","time":"{stamp}",'
+            '"considered":["a","b","c"],"refused":{},"winner":"b","ranking":["b","a"],"warnings":[],"error":null,'
+            '"plan":{"b":2,"a":2}}')
+        objects.append(make_pod(name).labels(WEB).cpu("500m").uid(p["metadata"]["uid"]).on("b")
+                       .annotations({DECISION_ANNOTATION: unversioned, ROUND_ANNOTATION: round_id}).obj())
+    objects.extend(pods[2:])
+    restarted = harness(objects)
+    rest = [restarted.schedule(p) for p in pods[2:]]
+    assert restarted.store.rounds["shop/web"].id == round_id  # resumed, not a new round
+    assert rest == ["a", "a"]  # the rest of the recorded plan: b holds its two already

@@ -27,6 +27,7 @@ from berth.extender import server as server_module
 from berth.extender.server import UVICORN_IO, build_app, serve
 from berth.extender.settings import load_settings
 from tests.builders import make_node, make_pod, make_policy
+from tests.decision_schema import valid_record
 from tests.extender.helpers import args, bind_args
 
 WEB = {"app": "web"}
@@ -71,8 +72,8 @@ def test_scheduler_round_trip_over_http(server: str) -> None:
             args(p, ["a", "b"]))).json()}
         assert scores["a"] == 10  # Spread: the least used node
         assert client.post("/bind", content=orjson.dumps(bind_args(p, "a"))).json() == {"Error": ""}
-        decision = client.get("/api/v1/decisions/shop/web-1").json()
-        assert decision["winner"] == "a" and decision["trigger"] == "bind"
+        decision = valid_record(client.get("/api/v1/decisions/shop/web-1").json())
+        assert decision.winner is not None and decision.winner.node == "a" and decision.trigger == "bind"
         assert client.post("/filter", content=b"{not json").status_code == 400
 
 
