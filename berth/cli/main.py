@@ -46,6 +46,7 @@ from berth.core import (
     PlacementPolicy,
     Settings,
     capacity_report,
+    format_time,
     parse_label_selector,
     parse_time,
     plan_drain,
@@ -308,17 +309,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     policy, pod = _policy_and_pod(args, snapshot)
     now = now_from(args, snapshot)
     result = plan_round(snapshot.view(), pod, policy, settings, now, count=args.count)
-    out = result.to_dict()
-    notes = []
     if policy is not None and not policy.selector.matches(pod.labels):
-        notes.append(f"the policy's selector does not match the pod's labels: its pods already placed are "
-                     f"counted by the selector, not by {args.pod}")
-    notes.extend(_pending_pods_note(snapshot))
-    if notes:
-        decision = out["decision"]
-        assert isinstance(decision, dict)
-        decision["warnings"] = [*decision["warnings"], *notes]
-    _print_json(out)
+        result.decision.warnings.append(f"the policy's selector does not match the pod's labels: its pods already "
+                                        f"placed are counted by the selector, not by {args.pod}")
+    result.decision.warnings.extend(_pending_pods_note(snapshot))
+    _print_json(result.to_dict(format_time(now, digits=3)))
     return EXIT_REFUSED if result.error is not None else EXIT_OK
 
 

@@ -217,23 +217,6 @@ class Decision:
             warnings=list(self.warnings),
             error=RecordedError(code=self.error.code, message=self.error.message) if self.error else None)
 
-    def to_dict(self, *, ranking_limit: int = 10) -> dict[str, Any]:
-        return {
-            "pod": self.pod,
-            "policy": self.policy,
-            "strategy": self.strategy,
-            "trigger": self.trigger,
-            "time": self.time,
-            "considered": list(self.considered),
-            "refused": {node: refusal.reason for node, refusal in self.refused.by_node()},
-            "winner": self.winner,
-            "ranking": self.ranking[:ranking_limit],
-            "warnings": list(self.warnings),
-            "error": self.error.to_dict() if self.error else None,
-            "plan": dict(self.plan) if self.plan is not None else None,
-        }
-
-
 
 def refusal_groups(refused: Refused, listed: Mapping[str, Refusal]) -> list[RefusalGroup]:
     """One group per cause (:func:`refusal_cause`) with the count of every node ``refused`` for it

@@ -41,11 +41,13 @@ class PlanResult:
     stop: PlacementError | None = None
     """Why the pod after ``placed`` found no node: ``error`` as its own pod said it."""
 
-    def to_dict(self) -> dict[str, object]:
-        decision = self.decision.to_dict()
+    def to_dict(self, time: str) -> dict[str, object]:
+        """``berth plan``'s answer: the plan, the decision behind it (its first pod's, every node
+        listed, stamped with ``time``: when the plan judges the cluster) and the error."""
+        decision = replace(self.decision, time=time)
         return {
             "plan": dict(self.plan),
-            "decision": {k: decision[k] for k in ("considered", "refused", "warnings", "strategy")},
+            "decision": decision.record(limit=len(decision.considered), ranking_limit=len(decision.ranking)).to_json(),
             "error": self.error.to_dict() if self.error else None,
         }
 

@@ -42,6 +42,16 @@ def evaluate(
     return evaluate_pod(view, p, pol, settings or Settings(), NOW, **kw)
 
 
+def judged(decision: Decision, *, ranking_limit: int = 10) -> dict[str, Any]:
+    """What a decision says, every node listed and ``ranking_limit`` ranked: two decisions say the
+    same when these are equal."""
+    return {"pod": decision.pod, "policy": decision.policy, "strategy": decision.strategy,
+            "trigger": decision.trigger, "time": decision.time, "considered": list(decision.considered),
+            "refused": {node: refusal.reason for node, refusal in decision.refused.by_node()},
+            "winner": decision.winner, "ranking": decision.ranking[:ranking_limit],
+            "warnings": list(decision.warnings), "error": decision.error, "plan": decision.plan}
+
+
 def plan(
     view: ClusterView,
     p: PodInfo,

@@ -36,7 +36,7 @@ from berth.core.settings import Settings
 from berth.core.view import ClusterView
 from tests.builders import ZONE, make_policy
 
-from .builders import NOW
+from .builders import NOW, judged
 
 GI = 2**30
 MI = 2**20
@@ -215,9 +215,9 @@ def test_deterministic_whatever_the_insertion_order(world: World, p: PodInfo, po
     for other in (again, shuffled):
         assert list(other.plan.items()) == list(first.plan.items())
         assert other.error == first.error
-        assert other.decision.to_dict() == first.decision.to_dict()
-    one = evaluate_pod(world.view(), p, pol, world.settings, NOW).decision.to_dict()
-    assert evaluate_pod(world.view(node_order, pod_order), p, pol, world.settings, NOW).decision.to_dict() == one
+        assert judged(other.decision) == judged(first.decision)
+    one = judged(evaluate_pod(world.view(), p, pol, world.settings, NOW).decision)
+    assert judged(evaluate_pod(world.view(node_order, pod_order), p, pol, world.settings, NOW).decision) == one
 
 
 @PROPS
@@ -353,6 +353,8 @@ def _ranking(*, through_order: bool) -> Any:
     return mock.patch.object(strategies, "_ORDER_WORTH_IT", 0 if through_order else 1 << 30)
 
 
+STAMP = "2026-01-01T00:00:00Z"
+
 
 def _pod_by_pod(view: ClusterView, p: PodInfo, pol: PlacementPolicy, s: Settings, count: int,
                 quota: dict[str, int] | None) -> tuple[dict[str, int], object]:
@@ -363,7 +365,7 @@ def _pod_by_pod(view: ClusterView, p: PodInfo, pol: PlacementPolicy, s: Settings
         one = p if i == 0 else replace(p, uid=f"{p.uid}~{i}", name=f"{p.name}~{i}")
         decision = evaluate_pod(view, one, pol, s, NOW, quota=left).decision
         if decision.winner is None:
-            return placed, decision.to_dict()
+            return placed, judged(decision)
         view.assume(one, decision.winner)
         placed[decision.winner] = placed.get(decision.winner, 0) + 1
         if left is not None:
@@ -388,7 +390,7 @@ def test_place_pods_places_where_the_filter_would(world: World, p: PodInfo, pol:
                      placed=lambda: ticks.append(None))
     assert list(got.nodes.items()) == list(want.items())
     assert got.placed == len(ticks) == sum(want.values())
-    assert (got.stopped.to_dict() if got.stopped is not None else None) == want_stop
+    assert (judged(got.stopped) if got.stopped is not None else None) == want_stop
     for node, n in want.items():
         assert sum(1 for q in view.pods_on(node) if view.is_assumed(q.uid)) == n
 
@@ -413,13 +415,13 @@ def test_indexed_answers_like_naive(data: st.DataObject, world: World, p: PodInf
         at = data.draw(st.sampled_from([NOW, NOW + 30, NOW + 200, NOW - 30]))
         for pol in pols:
             with _ranking(through_order=True):
-                got = evaluate_pod(view, p, pol, s, at).decision.to_dict(ranking_limit=100)
-            want = evaluate_pod(view, p, pol, _plain(s), at).decision.to_dict(ranking_limit=100)
+                got = judged(evaluate_pod(view, p, pol, s, at).decision, ranking_limit=100)
+            want = judged(evaluate_pod(view, p, pol, _plain(s), at).decision, ranking_limit=100)
             assert got == want, (kind, pol.spec)
-            assert evaluate_pod(fresh, p, pol, _plain(s), at).decision.to_dict(ranking_limit=100) == want
+            assert judged(evaluate_pod(fresh, p, pol, _plain(s), at).decision, ranking_limit=100) == want
             got_plan = plan_round(view, p, pol, s, at, 3)
             want_plan = plan_round(fresh, p, pol, _plain(s), at, 3)
-            assert got_plan.to_dict() == want_plan.to_dict(), (kind, pol.spec)
+            assert got_plan.to_dict(STAMP) == want_plan.to_dict(STAMP), (kind, pol.spec)
 
 
 @PROPS
@@ -439,7 +441,7 @@ def test_indexed_capacity_and_named_nodes_answer_like_naive(world: World, p: Pod
     names = data.draw(st.lists(st.sampled_from([*NAMES, "gone"]), max_size=10), label="nodes")
     got_one = evaluate_pod(view, p, pol, _indexed(world.settings), NOW, nodes=names)
     want_one = evaluate_pod(view, p, pol, _plain(world.settings), NOW, nodes=names)
-    assert got_one.decision.to_dict(ranking_limit=100) == want_one.decision.to_dict(ranking_limit=100)
+    assert judged(got_one.decision, ranking_limit=100) == judged(want_one.decision, ranking_limit=100)
     assert got_one.passing == want_one.passing
 
 
@@ -469,7 +471,7 @@ def test_an_overlay_without_some_pods_judges_like_a_view_without_them(data: st.D
         theirs = evaluate_pod(without, p, pol, _plain(world.settings), NOW, nodes=[node.name]).decision
         assert (ours.ranking, ours.refused, ours.error) == (theirs.ranking, theirs.refused, theirs.error), node.name
     everyone = evaluate_pod(overlay, p, pol, _indexed(world.settings), NOW).decision
-    assert everyone.to_dict() == evaluate_pod(without, p, pol, _plain(world.settings), NOW).decision.to_dict()
+    assert judged(everyone) == judged(evaluate_pod(without, p, pol, _plain(world.settings), NOW).decision)
 
 
 REASONS = [Refusal("spread", True), Refusal("rule", False), Refusal("fit", True)]

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from berth.core import view as view_module
-from berth.core.decision import Decision, DecisionRecord, Refusal, Refused
+from berth.core.decision import DECISION_API_VERSION, Decision, DecisionRecord, Refusal, Refused
 from berth.core.errors import ErrorCode, InvalidPolicy, PlacementError
 from berth.core.model import LabelSelector, Requirement, Toleration
 from berth.core.plan import shared_plan_key
@@ -16,8 +16,11 @@ from berth.core.policy import Strategy, policy_from_manifest
 from berth.core.settings import Settings
 from berth.core.view import ClusterView
 from tests.builders import make_node, make_pod, make_policy
+from tests.decision_schema import schema_problems
 
-from .builders import cluster, evaluate, plan, spread_pods
+from .builders import cluster, evaluate, judged, plan, spread_pods
+
+TIME = "2026-01-01T00:00:00Z"
 
 # --- the view ---------------------------------------------------------------------------------
 
@@ -117,19 +120,28 @@ def test_greedy_plan_without_count_places_one_pod() -> None:
 
 def test_plan_result_to_dict_is_the_cli_contract() -> None:
     view = cluster([make_node("a").info(), make_node("b").memory("1Gi").info()])
-    out = plan(view, make_pod("new").memory("2Gi").info(), make_policy().strategy("Auto").build(), count=1).to_dict()
+    result = plan(view, make_pod("new").memory("2Gi").info(), make_policy().strategy("Auto").build(), count=1)
+    out = result.to_dict(TIME)
     assert out == {"plan": {"a": 1},
-                   "decision": {"considered": ["a", "b"],
-                                "refused": {"b": "insufficient capacity: memory: needs 2.0 GiB, 1.0 GiB free of "
-                                                 "1.0 GiB allocatable (short by 1.0 GiB)"},
-                                "warnings": [], "strategy": "Auto"},
+                   "decision": {
+                       "apiVersion": DECISION_API_VERSION, "pod": "shop/new", "trigger": "plan", "time": TIME,
+                       "policy": "shop/web", "policyGeneration": 1, "strategy": "Auto",
+                       "round": {"id": None, "plan": {"a": 1}},
+                       "consideredCount": 2, "considered": ["a", "b"],
+                       "refusedCount": 1,
+                       "refused": [{"reason": "insufficient capacity: memory", "count": 1, "nodes": ["b"],
+                                    "details": {"b": "insufficient capacity: memory: needs 2.0 GiB, 1.0 GiB free of "
+                                                     "1.0 GiB allocatable (short by 1.0 GiB)"}}],
+                       "winner": {"node": "a", "rank": 1, "score": 10}, "rankingCount": 1, "ranking": ["a"],
+                       "warnings": [], "error": None},
                    "error": None}
+    assert not schema_problems(out["decision"])
 
 
 def test_plan_error_to_dict_carries_code_and_message() -> None:
     out = plan(cluster([make_node("a").info()], spread_pods({"a": 3})),
                         make_pod("new").info(),
-                        make_policy().strategy("Fill").count(2).build()).to_dict()
+                        make_policy().strategy("Fill").count(2).build()).to_dict(TIME)
     assert out["plan"] == {}
     error = out["error"]
     assert isinstance(error, dict) and error["code"] == "already_filled" and error["message"]
@@ -172,20 +184,17 @@ def test_decision_json_form_reads_back_as_its_record() -> None:
     d = Decision(pod="shop/p", policy="shop/web", strategy="Auto", considered=["a", "b"],
                  refused=Refused({"b": Refusal("not Ready", False)}), ranking=["a"], warnings=["w"],
                  error=None, trigger="bind", time="2026-01-01T00:00:00Z", plan={"a": 1})
-    record = DecisionRecord.read(d.to_dict())
-    assert record is not None
-    assert (record.pod, record.policy, record.strategy, record.trigger, record.time) == (
-        "shop/p", "shop/web", "Auto", "bind", "2026-01-01T00:00:00Z")
-    assert record.considered == ["a", "b"] and record.refusals() == {"b": "not Ready"}
-    assert record.winner is not None and record.winner.node == "a" and record.ranking == ["a"]
-    assert record.warnings == ["w"] and record.error is None and record.round.plan == {"a": 1}
+    again = DecisionRecord.read_json(d.record().model_dump_json(by_alias=True))
+    assert again == d.record()
+    assert again.winner is not None and again.winner.node == "a"
 
 
 def test_decision_with_error_has_no_winner() -> None:
     d = Decision(pod="p", policy=None, strategy="Default", ranking=["a"],
                  error=PlacementError(ErrorCode.AFFINITY_UNSATISFIED, "x"))
     assert d.winner is None
-    assert d.to_dict()["error"] == {"code": "affinity_unsatisfied", "message": "x"}
+    d.time = TIME
+    assert d.record().to_json()["error"] == {"code": "affinity_unsatisfied", "message": "x"}
 
 
 def test_decision_names_every_considered_node() -> None:
@@ -250,7 +259,7 @@ def test_same_inputs_give_the_same_plan(strategy: str | None) -> None:
     again = plan(cluster(list(reversed(nodes)), list(reversed(pods))), make_pod("new").info(),
                                                                        make_policy().spec(**spec).build(), count=20)
     assert list(first.plan.items()) == list(again.plan.items())
-    assert first.decision.to_dict() == again.decision.to_dict()
+    assert judged(first.decision) == judged(again.decision)
 
 
 # --- the policy -------------------------------------------------------------------------------------
