@@ -121,8 +121,6 @@ def refused_message(record: DecisionRecord) -> str:
     return message if len(message) <= EVENT_LIMIT else message[:EVENT_LIMIT - 4] + " ..."
 
 
-
-
 class Extender:
     def __init__(self, store: ClusterStore, settings: ExtenderSettings, binder: Binder,
                  metrics: Metrics | None = None, *, clock: Callable[[], float] | None = None,

@@ -13,7 +13,6 @@ from collections import Counter
 from collections.abc import ItemsView, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from functools import lru_cache
 from itertools import chain, repeat
 from operator import attrgetter, itemgetter
 from typing import Any, Final, Literal
@@ -34,7 +33,6 @@ _SKEW = re.compile(r"topology spread: placing here makes skew \d+ in ([^=]+)=.*\
 _CEILING = re.compile(r"nodesLimit: already holds \d+ pods of this workload \(per-node ceiling (\d+)\)")
 
 
-@lru_cache(maxsize=16384)
 def refusal_cause(reason: str) -> str:
     """A refusal reason without its per-node figures: one text per cause.
 
@@ -44,7 +42,6 @@ def refusal_cause(reason: str) -> str:
     ``insufficient capacity: memory: needs 2.0 GiB, ...; cpu: needs ...`` becomes
     ``insufficient capacity: memory, cpu``; a skew becomes the key and maxSkew it breaks; a
     Lease's age and a nodesLimit count are dropped. Reasons without figures are kept as they are.
-    Cached: the filter asks it again for the refused nodes of every pod, and records group by it.
     """
     if reason.startswith(_CAPACITY):
         if "; " not in reason:  # one resource short: the common case, on the filter's path for every node
@@ -220,23 +217,42 @@ class Decision:
 
 def refusal_groups(refused: Refused, listed: Mapping[str, Refusal]) -> list[RefusalGroup]:
     """One group per cause (:func:`refusal_cause`) with the count of every node ``refused`` for it
-    and the nodes of ``listed`` (a part of ``refused``), most refused first. The nodes refused
-    together are counted group by group, without a step per node."""
-    counts: Counter[str] = Counter()
+    and the nodes of ``listed`` (a part of ``refused``), most refused first. The causes of the nodes
+    refused one by one are looked up and counted by C-level maps (:func:`_causes`), those refused
+    together group by group: a large cluster's record costs no Python step per node."""
     each, together = refused.parts()
-    for reason, n in Counter(map(_reason, each.values())).items():
-        counts[refusal_cause(reason)] += n
+    causes = _causes(list(map(_reason, each.values())))
+    distinct = set(causes)
+    # few causes (the rule): a C-level count per cause beats a Counter's step per node
+    counts = {cause: causes.count(cause) for cause in distinct} if len(distinct) <= 8 else Counter(causes)
     for names, refusal in together:
-        counts[refusal_cause(refusal.reason)] += len(names)
+        cause = refusal_cause(refusal.reason)
+        counts[cause] = counts.get(cause, 0) + len(names)
     nodes: dict[str, list[str]] = {}
     details: dict[str, dict[str, str]] = {}
-    for node, refusal in sorted(listed.items(), key=itemgetter(0)):
-        cause = refusal_cause(refusal.reason)
+    pairs = sorted(listed.items(), key=itemgetter(0))
+    for (node, refusal), cause in zip(pairs, _causes([refusal.reason for _, refusal in pairs]), strict=True):
         nodes.setdefault(cause, []).append(node)
         if refusal.reason != cause:
             details.setdefault(cause, {})[node] = refusal.reason
     return [RefusalGroup(reason=cause, count=n, nodes=nodes.get(cause, []), details=details.get(cause, {}))
             for cause, n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
+
+
+_CAUSES: dict[str, str] = {}
+_CAUSES_KEPT = 16384
+
+
+def _causes(reasons: list[str]) -> list[str]:
+    """:func:`refusal_cause` of each reason, from a cache read by a C-level map: the filter records
+    the same nodes' reasons pod after pod. The cache is emptied when it outgrows its bound."""
+    found: list[str | None] = list(map(_CAUSES.get, reasons))
+    if None not in found:
+        return found  # type: ignore[return-value]
+    if len(_CAUSES) > _CAUSES_KEPT:
+        _CAUSES.clear()
+    return [cause if cause is not None else _CAUSES.setdefault(reason, refusal_cause(reason))
+            for reason, cause in zip(reasons, found, strict=True)]
 
 
 _reason = attrgetter("reason")
@@ -293,7 +309,8 @@ class Winner(_Record):
     node: str
     rank: int | None = Field(default=None, ge=1, description=(
         "Its place in berth's ranking (1: berth's first choice; kube-scheduler may bind another "
-        "passing node). Null when not known (records converted from before v1)."))
+        "passing node). Null when not known: kube-scheduler bound a node beyond the ranked nodes the "
+        "record lists, or the record was converted from before v1."))
     score: int | None = Field(default=None, ge=0, le=MAX_PRIORITY, description=(
         f"The score berth gave it (0..{MAX_PRIORITY}, kube-scheduler's MaxExtenderPriority). "
         "Null when not known."))
