@@ -170,3 +170,11 @@ def test_schema_refuses_the_drifting_names() -> None:
     assert schema_problems({**data, "consideredTotal": 3})
     assert schema_problems({k: v for k, v in data.items() if k != "apiVersion"})
     assert schema_problems({**data, "refused": {"a": "why"}})
+
+
+def test_the_record_shown_in_the_docs_is_valid() -> None:
+    text = (SCHEMA_FILE.parent / "behaviour.md").read_text()
+    section = text[text.index("## Decision records"):]
+    example = section[section.index("```json\n") + len("```json\n"):section.index("\n```", section.index("```json"))]
+    record = valid_record(json.loads(example))
+    assert sum(group.count for group in record.refused) == record.refused_count
