@@ -604,7 +604,7 @@ def test_a_move_of_one_workload_to_a_named_node_honours_it_over_berths_checks(
         if pod.spec.node_name != target:
             continue
         record = json.loads(pod.metadata.annotations["berth.dev/decision"])
-        assert (record["winner"], record["policy"]) == (target, f"{e2e_namespace}/web")
+        assert (record["winner"]["node"], record["policy"]) == (target, f"{e2e_namespace}/web")
         assert any(w.startswith(f"{target}: berth's checks refuse it (excluded by nodeFilter.excludes)")
                    and w.endswith(f"honoured as the explicit target of NodeDrain {name}")
                    for w in record["warnings"]), record["warnings"]
