@@ -6,6 +6,8 @@ import orjson
 
 from berth.core.decision import Winner
 from berth.extender.questions import CAPACITY_PLAN_LIMIT
+from berth.extender.routes import deps
+from berth.extender.settings import ExtenderSettings
 from tests.builders import make_node, make_pod, make_policy
 from tests.decision_schema import valid_record
 from tests.extender.helpers import harness
@@ -94,6 +96,24 @@ def test_preview_errors() -> None:
     assert r.status_code == 404 and "shop/nope" in r.json()["error"]
     r = h.client.post("/api/v1/preview", content=orjson.dumps({"colour": "blue"}))
     assert r.status_code == 400 and "colour" in r.json()["error"]
+
+
+def test_the_routes_take_the_settings_and_questions_they_are_given() -> None:
+    h = harness(cluster())
+    body = orjson.dumps({"namespace": "shop", "labels": WEB, "nodes": ["a", "b"]})
+    assert h.client.post("/api/v1/preview", content=body).status_code == 200
+    h.app.dependency_overrides[deps.settings] = lambda: ExtenderSettings(api_anonymous=True, api_max_node_names=1)
+    r = h.client.post("/api/v1/preview", content=body)
+    assert r.status_code == 400 and "BERTH_API_MAX_NODE_NAMES" in r.json()["error"]
+
+    class Allocations:
+        def allocations(self) -> dict[str, object]:
+            return {"nodes": {}, "given": True}
+
+    h.app.dependency_overrides[deps.questions] = Allocations
+    assert h.client.get("/api/v1/nodes/allocations").json() == {"nodes": {}, "given": True}
+    h.app.dependency_overrides.clear()
+    assert set(h.client.get("/api/v1/nodes/allocations").json()["nodes"]) == {"a", "b", "c"}
 
 
 def test_capacity_by_query_and_by_body() -> None:
