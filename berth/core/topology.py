@@ -15,7 +15,7 @@ evaluations are the index's (:mod:`berth.core.index.spread`).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
@@ -94,6 +94,39 @@ class SpreadContext:
         for name, value in raw.items():
             out[name] = MAX_SCORE if high == 0 else int(MAX_SCORE * (high + low - value) / high)
         return out
+
+
+DomainCounter = Callable[[int, SpreadConstraint, LabelSelector, list[str]], tuple[Mapping[str, int], Mapping[str, int]]]
+"""Given a constraint (its position, itself, its selector and the label keys a node needs to count),
+the matching pods per node and per domain."""
+
+
+def spread_context(pod: PodInfo, policy: PlacementPolicy | None, count: DomainCounter) -> SpreadContext | None:
+    """The pod's spread constraints with their domain counts (None: the policy has none).
+
+    The plain path and the index count differently (afresh, or kept between evaluations); what the
+    counts mean is decided here once: a DoNotSchedule constraint counts only the nodes holding every
+    DoNotSchedule key, and globalMin is 0 while fewer than ``minDomains`` domains exist."""
+    if policy is None or not policy.spread_constraints:
+        return None
+    rules = policy.spread_constraints
+    hard_keys = [c.topology_key for c in rules if c.hard]
+    hard: list[Constraint] = []
+    soft: list[Constraint] = []
+    node_counts: list[Mapping[str, int]] = []
+    for index, rule in enumerate(rules):
+        selector = constraint_selector(rule, pod)
+        per_node, counts = count(index, rule, selector, hard_keys if rule.hard else [rule.topology_key])
+        global_min = min(counts.values()) if counts else 0
+        if rule.min_domains is not None and len(counts) < rule.min_domains:
+            global_min = 0
+        c = Constraint(rule, selector, int(selector.matches(pod.labels)), counts, global_min)
+        if rule.hard:
+            hard.append(c)
+        else:
+            soft.append(c)
+            node_counts.append(per_node)
+    return SpreadContext(tuple(hard), tuple(soft), tuple(node_counts))
 
 
 def constraint_selector(rule: SpreadConstraint, pod: PodInfo) -> LabelSelector:

@@ -7,36 +7,27 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 
+from berth.core import topology
+from berth.core.compiled import SpreadConstraint
 from berth.core.model import LabelSelector, PodInfo
 from berth.core.policy import PlacementPolicy
-from berth.core.topology import Constraint, SpreadContext, constraint_selector, counts_for_domains
+from berth.core.topology import SpreadContext, counts_for_domains
 from berth.core.view import ClusterState, selector_key
 
 
 def spread_context(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | None) -> SpreadContext | None:
     """The pod's spread constraints with their domain counts (None: the policy has none)."""
-    if policy is None or not policy.spread_constraints:
+    if policy is None:
         return None
-    rules = policy.spread_constraints
-    hard_keys = [c.topology_key for c in rules if c.hard]
-    hard: list[Constraint] = []
-    soft: list[Constraint] = []
-    node_counts: list[Mapping[str, int]] = []
-    for index, rule in enumerate(rules):
-        selector = constraint_selector(rule, pod)
-        per_node = state.matching_counts(pod.namespace, selector)
-        domain_of = _domains(state, index, pod, policy, hard_keys if rule.hard else [rule.topology_key])
-        counts = _domain_counts(state, pod.namespace, selector, domain_of, (policy, index, pod.constraint_signature()))
-        global_min = min(counts.values()) if counts else 0
-        if rule.min_domains is not None and len(counts) < rule.min_domains:
-            global_min = 0
-        c = Constraint(rule, selector, int(selector.matches(pod.labels)), counts, global_min)
-        if rule.hard:
-            hard.append(c)
-        else:
-            soft.append(c)
-            node_counts.append(per_node)
-    return SpreadContext(tuple(hard), tuple(soft), tuple(node_counts))
+
+    def count(index: int, rule: SpreadConstraint, selector: LabelSelector,
+              keys: list[str]) -> tuple[Mapping[str, int], Mapping[str, int]]:
+        domain_of = _domains(state, index, pod, policy, keys)
+        key = (policy, index, pod.constraint_signature())
+        return (state.matching_counts(pod.namespace, selector),
+                _domain_counts(state, pod.namespace, selector, domain_of, key))
+
+    return topology.spread_context(pod, policy, count)
 
 
 def _domain_counts(state: ClusterState, namespace: str, selector: LabelSelector, domain_of: Mapping[str, str],

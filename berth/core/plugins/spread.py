@@ -10,43 +10,34 @@ See docs/behaviour.md#topology-spread.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from berth.core.compiled import SpreadConstraint
 from berth.core.decision import Refusal
-from berth.core.model import NodeInfo
+from berth.core.model import LabelSelector, NodeInfo
 from berth.core.plugins import Depends, PodContext, count_matching
-from berth.core.topology import Constraint, SpreadContext, constraint_selector, counts_for_domains
+from berth.core.topology import SpreadContext, counts_for_domains, spread_context
 
 DEPENDS = Depends.NODE | Depends.DOMAIN_PODS
 
 
 def pre_filter(ctx: PodContext) -> SpreadContext | None:
-    """The pod's constraints with their domain counts, counted over every node."""
+    """The pod's constraints with their domain counts, counted afresh over every node."""
     policy, pod, state = ctx.policy, ctx.pod, ctx.state
-    if policy is None or not policy.spread_constraints:
+    if policy is None:
         return None
-    rules = policy.spread_constraints
-    hard_keys = [c.topology_key for c in rules if c.hard]
-    hard: list[Constraint] = []
-    soft: list[Constraint] = []
-    node_counts = []
-    for rule in rules:
-        selector = constraint_selector(rule, pod)
+
+    def count(_: int, rule: SpreadConstraint, selector: LabelSelector,
+              keys: list[str]) -> tuple[Mapping[str, int], Mapping[str, int]]:
         per_node = {name: count_matching(state, name, pod.namespace, selector) for name in state.nodes}
-        keys = hard_keys if rule.hard else [rule.topology_key]
         counts: dict[str, int] = {}
         for node in state.nodes.values():
             if counts_for_domains(rule, node, pod, policy, keys):
                 domain = node.labels[rule.topology_key]
                 counts[domain] = counts.get(domain, 0) + per_node[node.name]
-        global_min = min(counts.values()) if counts else 0
-        if rule.min_domains is not None and len(counts) < rule.min_domains:
-            global_min = 0
-        c = Constraint(rule, selector, int(selector.matches(pod.labels)), counts, global_min)
-        if rule.hard:
-            hard.append(c)
-        else:
-            soft.append(c)
-            node_counts.append(per_node)
-    return SpreadContext(tuple(hard), tuple(soft), tuple(node_counts))
+        return per_node, counts
+
+    return spread_context(pod, policy, count)
 
 
 def filter(spread: SpreadContext, node: NodeInfo) -> Refusal | None:
