@@ -106,13 +106,15 @@ class OperatorConfig:
 
 
 class WriteBudget:
-    """A token bucket: at most ``rate`` status writes per second, bursts of one second's worth.
-    Writers wait in turn, the urgent ones (a pod change, a new spec) before the others (a plan
-    redone for changes elsewhere in the cluster), first come first served within each."""
+    """Status writes paced ``1/rate`` apart, so that no second holds more than ``rate`` of them
+    (a bucket of one token: a burst would let a second after a quiet one hold twice the bound the
+    user set, which the API server and its other clients would feel). Writers wait in turn, the
+    urgent ones (a pod change, a new spec) before the others (a plan redone for changes elsewhere
+    in the cluster), first come first served within each."""
 
     def __init__(self, rate: float, clock: Any = time.monotonic) -> None:
         self.rate = rate
-        self.capacity = max(1.0, rate)
+        self.capacity = 1.0
         self._tokens = self.capacity
         self._clock = clock
         self._at = clock()
