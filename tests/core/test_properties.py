@@ -6,6 +6,8 @@
 - AUTO ends at the flattest distribution reachable from the current one;
 - a greedy round equals placing its pods one at a time with evaluate_pod + ClusterView.assume,
   judged plainly (the index off);
+- a drain's round (pods of one or several shapes on an overlay, limited to the destinations, a pod
+  no node takes left out) places each pod where evaluate_pod would, with the index off;
 - place_pods (a round placed through the view's incremental tables) places every pod where
   evaluate_pod + ClusterView.assume would with the index off, and stops at the same pod with the
   same decision, for every strategy (Fill and Each within their round's plan);
@@ -27,9 +29,9 @@ import berth.core.strategies as strategies
 from berth.core.capacity import capacity_table
 from berth.core.decision import Refusal, Refused
 from berth.core.errors import ErrorCode
-from berth.core.evaluate import evaluate_pod
+from berth.core.evaluate import effective_strategy, evaluate_pod
 from berth.core.model import NodeInfo, PodInfo
-from berth.core.plan import PlanResult, place_pods, plan_round
+from berth.core.plan import PlanResult, place_in_turn, place_pods, plan_round
 from berth.core.policy import PlacementPolicy
 from berth.core.quantity import CPU, DISK, MEMORY, PODS
 from berth.core.settings import Settings
@@ -393,6 +395,38 @@ def test_place_pods_places_where_the_filter_would(world: World, p: PodInfo, pol:
     assert (judged(got.stopped) if got.stopped is not None else None) == want_stop
     for node, n in want.items():
         assert sum(1 for q in view.pods_on(node) if view.is_assumed(q.uid)) == n
+
+
+@PROPS
+@given(data=st.data(), world=worlds(min_nodes=2), p=new_pods(), pol=policies(GREEDY), count=st.integers(1, 12))
+def test_a_drains_round_places_each_pod_where_the_filter_would(data: st.DataObject, world: World, p: PodInfo,
+                                                               pol: PlacementPolicy, count: int) -> None:
+    """A drain's round (pods of one workload, of one shape or several, on an overlay, limited to the
+    destinations; a pod no destination takes is left out and the next one tried) places each pod
+    where evaluate_pod with the index off would, with the same judgement for each pod left out."""
+    destinations = sorted(data.draw(st.sets(st.sampled_from([n.name for n in world.nodes]), min_size=1),
+                                    label="destinations"))
+    bigger = data.draw(st.sets(st.integers(0, count - 1)), label="bigger pods")
+    pods = [replace(p, uid=f"{p.uid}~{i}", name=f"{p.name}~{i}",
+                    requests={**p.requests, CPU: p.requests.get(CPU, 0) + 500} if i in bigger else p.requests)
+            for i in range(count)]
+    overlay = world.view().overlay()
+    want_nodes: list[str | None] = []
+    want_left: dict[int, dict[str, Any]] = {}
+    warnings: dict[str, None] = {}
+    for i, one in enumerate(pods):
+        decision = evaluate_pod(overlay, one, pol, _plain(world.settings), NOW, nodes=destinations).decision
+        warnings.update(dict.fromkeys(decision.warnings))
+        want_nodes.append(decision.winner)
+        if decision.winner is None:
+            want_left[i] = {"refused": dict(decision.refused.by_node()), "error": decision.error}
+        else:
+            overlay.place(one, decision.winner)
+    s = _indexed(world.settings).for_policy(pol)
+    got = place_in_turn(world.view().overlay(), pods, pol, effective_strategy(pol, s), s, NOW, nodes=destinations)
+    assert got.nodes == want_nodes
+    assert {i: {"refused": dict(j.refused.by_node()), "error": j.error} for i, j in got.refusals.items()} == want_left
+    assert got.warnings == list(warnings)
 
 
 @PROPS
