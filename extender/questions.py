@@ -29,6 +29,7 @@ from berth.core import (
     format_time,
     node_allocations,
     parse_time,
+    read_only_caches,
     rounds,
 )
 from berth.extender.binder import Binder
@@ -78,7 +79,7 @@ class Questions:
         return record.model_dump_json(by_alias=True).encode() if record is not None else None
 
     def preview(self, pod: PodInfo, policy_name: str | None, nodes: Sequence[str] | None) -> dict[str, Any]:
-        with self._store.lock, self._store.view.read_only_caches():
+        with self._store.lock, read_only_caches(self._store.view):
             policy = self._policy_named(pod, policy_name)
             strategy = None if policy is not None else self._core.default_strategy
             eval_now = self._eval_clock()
@@ -147,7 +148,7 @@ class Questions:
         return self._store.policy_for(pod)
 
     def capacity(self, pod: PodInfo, policy_name: str | None) -> dict[str, Any]:
-        with self._store.lock, self._store.view.read_only_caches():
+        with self._store.lock, read_only_caches(self._store.view):
             policy = self._policy_named(pod, policy_name)
             table = capacity_report(self._store.view, pod, policy, self._core, self._eval_clock(),
                                     CAPACITY_PLAN_LIMIT)

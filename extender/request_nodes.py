@@ -14,12 +14,10 @@ import orjson
 
 from berth.core import (
     ClusterView,
-    LabelSelector,
     NodeInfo,
     ObjectError,
     Overlay,
     PodInfo,
-    label_index,
     node_from_object,
 )
 from berth.extender.store import ClusterStore
@@ -47,7 +45,7 @@ class RequestNodes:
         local = {name: node for name, node in nodes.items() if own.get(name) != node}
         self._nodes: Mapping[str, NodeInfo] = {**own, **local} if local else own
         self._local = frozenset(local)
-        self._labels: dict[tuple[str, str], frozenset[str]] | None = None
+        self.index: Any = None  # the index's slot (its own: not the view's)
 
     @property
     def nodes(self) -> Mapping[str, NodeInfo]:
@@ -76,32 +74,6 @@ class RequestNodes:
 
     def pod_count(self, node: str) -> int:
         return self._view.pod_count(node)
-
-    def sleepy_memory(self, node: str) -> int:
-        return self._view.sleepy_memory(node)
-
-    def matching_counts(self, namespace: str, selector: LabelSelector) -> Mapping[str, int]:
-        return self._view.matching_counts(namespace, selector)
-
-    def nodes_with_pod(self, namespace: str, labels: Mapping[str, str], exclude_uid: str) -> frozenset[str]:
-        return self._view.nodes_with_pod(namespace, labels, exclude_uid)
-
-    def nodes_labelled(self, key: str, value: str) -> frozenset[str]:
-        if not self._local:
-            return self._view.nodes_labelled(key, value)
-        if self._labels is None:
-            self._labels = label_index(self._nodes.values())
-        return self._labels.get((key, value), frozenset())
-
-    def nodes_with_label_key(self, key: str) -> frozenset[str]:
-        if not self._local:
-            return self._view.nodes_with_label_key(key)
-        return frozenset(n for n, node in self._nodes.items() if key in node.labels)
-
-    def nodes_without_label_key(self, key: str) -> frozenset[str]:
-        if not self._local:
-            return self._view.nodes_without_label_key(key)
-        return frozenset(n for n, node in self._nodes.items() if key not in node.labels)
 
     def overlay(self) -> Overlay:
         return Overlay(self)

@@ -49,6 +49,7 @@ from berth.core import (
     PodInfo,
     Round,
     RoundMark,
+    cache_sizes,
     is_terminal,
     lease_renew_seconds,
     node_from_object,
@@ -546,7 +547,7 @@ class ClusterStore(DrainHolds):
     def cache_sizes(self) -> dict[str, int]:
         """Entries of the store's bounded caches and the view's (metrics)."""
         with self.lock:
-            return {**self.view.cache_sizes(), "decisions": len(self.decisions), "seen_pods": len(self.seen_pods),
+            return {**cache_sizes(self.view), "decisions": len(self.decisions), "seen_pods": len(self.seen_pods),
                     "request_nodes": len(self.request_nodes)}
 
     def iter_policies(self) -> Iterator[PlacementPolicy]:

@@ -327,7 +327,7 @@ class OperatorState:
             return True
         if memo.round_expires is not None and now > memo.round_expires:
             return True  # the round the plan shows is over: the next one plans anew
-        return memo.pending and memo.cluster != self.store.view.node_log.token \
+        return memo.pending and memo.cluster != self.store.view.cluster_version \
             and now - memo.at >= self.config.plan_period
 
     async def refresh(self, body: kopf.Body, patch: kopf.Patch, now: float | None = None,
@@ -363,7 +363,7 @@ class OperatorState:
         if uid in self._computing or not self._stale(self._memo.get(uid), raw, uid, current, now, mine):
             return None  # (a computation of this policy is queued or running: it writes the status)
         changes = self._changes.get(uid, 0)
-        cluster = self.store.view.node_log.token
+        cluster = self.store.view.cluster_version
         includes = _includes_seen(raw, self.store.view.nodes)
         # On a thread of its own, one policy at a time: a plan over thousands of nodes must not hold
         # the event loop (peering, the webhook, the patches of statuses already computed).

@@ -51,6 +51,7 @@ from berth.core import (
     PODS,
     ROUND_STRATEGIES,
     ClusterView,
+    LabelSelector,
     PlacementError,
     PlacementPolicy,
     PodInfo,
@@ -418,7 +419,7 @@ def _measure(view: ClusterView, strategy: Strategy | None, outcomes: list[Outcom
     node_skew = 0
     zone_skew: int | None = None
     for w in mix.workloads:
-        counts = view.matching_counts(w.namespace, w.policy(None).selector)
+        counts = _workload_counts(view, w.namespace, w.policy(None).selector)
         nodes = eligible[w.name]
         if not nodes:
             continue
@@ -452,6 +453,15 @@ def _measure(view: ClusterView, strategy: Strategy | None, outcomes: list[Outcom
         strategy=strategy_name(strategy), nodes_used=len(used), node_skew=node_skew, zone_skew=zone_skew,
         util_stddev=stddev, util_range=spread, stranded_cpu=stranded[CPU], stranded_memory=stranded[MEMORY],
         placed=placed, refused=sum(o.refused for o in outcomes), outcomes=outcomes, utilisation=utilisation)
+
+
+def _workload_counts(view: ClusterView, namespace: str, selector: LabelSelector) -> dict[str, int]:
+    """Per node, the live pods of ``namespace`` that ``selector`` matches."""
+    counts: dict[str, int] = {}
+    for pod in view.pods_in_namespace(namespace):
+        if pod.node_name and not pod.terminating and selector.matches(pod.labels):
+            counts[pod.node_name] = counts.get(pod.node_name, 0) + 1
+    return counts
 
 
 def dominant_share(view: ClusterView, name: str) -> float:

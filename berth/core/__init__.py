@@ -53,6 +53,7 @@ from berth.core.errors import ERROR_CODES, InvalidPolicy, PlacementError
 from berth.core.evaluate import Evaluation, evaluate_pod, score_runs, scores
 from berth.core.fit import check_fit, demand
 from berth.core.framework import collect_candidates
+from berth.core.index.cluster import cache_sizes, read_only_caches
 from berth.core.kube import (
     LEASE_NAMESPACE,
     ObjectError,
@@ -96,7 +97,7 @@ from berth.core.settings import (
     Bounds,
     Settings,
 )
-from berth.core.view import ClusterView, Overlay, label_index
+from berth.core.view import ClusterView, Overlay
 
 __all__ = [
     "API_GROUP",
@@ -160,6 +161,7 @@ __all__ = [
     "Strategy",
     "Winner",
     "Workload",
+    "cache_sizes",
     "capacity_report",
     "capacity_table",
     "check_fit",
@@ -172,7 +174,6 @@ __all__ = [
     "format_time",
     "honour_target",
     "is_terminal",
-    "label_index",
     "lease_renew_seconds",
     "node_allocations",
     "node_from_object",
@@ -185,6 +186,7 @@ __all__ = [
     "pod_from_object",
     "policy_from_manifest",
     "ranked_score",
+    "read_only_caches",
     "refusal_cause",
     "rounds",
     "score_runs",

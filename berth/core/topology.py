@@ -9,21 +9,19 @@ DoNotSchedule refuses a node when ``count(domain) + self - globalMin > maxSkew``
 pods in the domain scoring higher, as kube-scheduler normalises it.
 
 The check over one node is :mod:`berth.core.plugins.spread`; the domain counts kept between
-evaluations are the index's (:mod:`berth.core.index.spread`).
+evaluations, and the refusals judged domain by domain, are the index's (:mod:`berth.core.index.spread`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from collections.abc import Set as AbstractSet
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from berth.core.compiled import InclusionPolicy, SpreadConstraint
 from berth.core.model import SCHEDULING_EFFECTS, LabelSelector, NodeInfo, PodInfo
 from berth.core.plugins.node_filter import in_node_filter
 from berth.core.policy import PlacementPolicy
-from berth.core.view import ClusterState
 
 HOSTNAME_KEY = "kubernetes.io/hostname"
 MAX_SCORE = 100
@@ -48,22 +46,6 @@ class SpreadContext:
     hard: tuple[Constraint, ...]
     soft: tuple[Constraint, ...]
     node_counts: tuple[Mapping[str, int], ...]  # per soft constraint: matching pods per node
-
-    def refusals(self, state: ClusterState) -> Iterator[tuple[AbstractSet[str], tuple[str, bool]]]:
-        """The nodes DoNotSchedule constraints refuse, in groups with their (reason, resolvable),
-        the first constraint first (a node takes the first group it is in). A domain is refused only
-        when it holds more matching pods than ``maxSkew + globalMin - self``, so only such domains
-        are visited."""
-        for c in self.hard:
-            key = c.rule.topology_key
-            yield state.nodes_without_label_key(key), (f"topology spread: node has no label {key}", False)
-            limit = c.rule.max_skew + c.global_min - c.self_match
-            for domain, count in c.domain_counts.items():
-                if count > limit:
-                    skew = c.skew_if_placed(domain)
-                    yield state.nodes_labelled(key, domain), (
-                        f"topology spread: placing here makes skew {skew} in {key}={domain} "
-                        f"(maxSkew {c.rule.max_skew})", True)
 
     def scores(self, nodes: Iterable[NodeInfo]) -> dict[str, int]:
         """ScheduleAnyway scores 0..100 for the given (passing) nodes; higher is better."""

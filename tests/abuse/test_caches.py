@@ -40,7 +40,7 @@ def test_questions_about_new_labels_and_shapes_add_nothing(extender: Extender) -
 def test_job_churn_under_a_default_strategy_keeps_the_counted_selectors_bounded(extender: Extender) -> None:
     """Each Job's pods carry labels of their own (job-name, controller-uid): with a default strategy
     each becomes a workload selector counted on every pod change; the least recently asked go."""
-    from berth.core.view import COUNTED_SELECTORS
+    from berth.core.index.cluster import COUNTED_SELECTORS
 
     with httpx.Client(base_url=extender.verbs, timeout=10) as client:
         for i in range(COUNTED_SELECTORS + 200):

@@ -30,8 +30,11 @@ from berth.core.capacity import capacity_table
 from berth.core.decision import Refusal, Refused
 from berth.core.errors import ErrorCode
 from berth.core.evaluate import effective_strategy, evaluate_pod
+from berth.core.index.cluster import index_of
 from berth.core.model import NodeInfo, PodInfo
 from berth.core.plan import PlanResult, place_in_turn, place_pods, plan_round
+from berth.core.plugins import count_matching
+from berth.core.plugins.fit import NodeUse, node_use
 from berth.core.policy import PlacementPolicy
 from berth.core.quantity import CPU, DISK, MEMORY, PODS
 from berth.core.settings import Settings
@@ -244,7 +247,7 @@ def test_auto_ends_at_the_flattest_reachable_distribution(world: World, p: PodIn
     pol = make_policy().strategy("Auto").build()
     view = world.view()
     table = capacity_table(view, p, pol, world.settings, NOW)
-    have = view.matching_counts("shop", pol.selector)
+    have = {n: count_matching(view, n, "shop", pol.selector) for n in view.nodes}
     result = plan_round(view, p, pol, world.settings, NOW, count)
     if table.total < count:
         assert result.error is not None and result.error.code is ErrorCode.INSUFFICIENT_RESOURCE
@@ -290,6 +293,11 @@ def _indexed(s: Settings) -> Settings:
 def _plain(s: Settings) -> Settings:
     """The index off: every check over every node, nothing kept between evaluations."""
     return replace(s, index=False)
+
+
+def _used(use: NodeUse) -> tuple[dict[str, int], int, int]:
+    """A node's use, a resource requested 0 in all the same as one not requested."""
+    return {k: v for k, v in use.requested.items() if v}, use.pod_count, use.sleepy_memory
 
 
 def _rebuilt(view: ClusterView) -> ClusterView:
@@ -456,6 +464,10 @@ def test_indexed_answers_like_naive(data: st.DataObject, world: World, p: PodInf
             got_plan = plan_round(view, p, pol, s, at, 3)
             want_plan = plan_round(fresh, p, pol, _plain(s), at, 3)
             assert got_plan.to_dict(STAMP) == want_plan.to_dict(STAMP), (kind, pol.spec)
+        assert fresh.index is None  # the plain path keeps nothing on the view it reads
+        kept = index_of(view)
+        for name in view.nodes:
+            assert _used(kept.use(name)) == _used(node_use(fresh, name)), (kind, name)
 
 
 @PROPS
@@ -497,8 +509,10 @@ def test_an_overlay_without_some_pods_judges_like_a_view_without_them(data: st.D
     without = world.view()
     for victim in gone:
         without.remove_pod(victim.uid)
+    kept = index_of(overlay)
     for node in world.nodes:
         assert overlay.requested(node.name) == without.requested(node.name)
+        assert _used(kept.use(node.name)) == _used(node_use(without, node.name))
         assert overlay.pod_count(node.name) == without.pod_count(node.name)
         assert {q.uid for q in overlay.pods_on(node.name)} == {q.uid for q in without.pods_on(node.name)}
         ours = evaluate_pod(overlay, p, pol, _indexed(world.settings), NOW, nodes=[node.name]).decision

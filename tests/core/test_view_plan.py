@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from berth.core import view as view_module
 from berth.core.decision import DECISION_API_VERSION, Decision, DecisionRecord, Refusal, Refused
 from berth.core.errors import ErrorCode, InvalidPolicy, PlacementError
+from berth.core.index import cluster as index_module
+from berth.core.index.cluster import ViewIndex, index_of, read_only_caches
 from berth.core.model import LabelSelector, Requirement, Toleration
 from berth.core.plan import shared_plan_key
 from berth.core.policy import Strategy, policy_from_manifest
@@ -349,39 +350,47 @@ def _fresh_counts(view: ClusterView, namespace: str, selector: LabelSelector) ->
 
 
 def test_counted_selectors_are_bounded_and_stay_exact(monkeypatch: pytest.MonkeyPatch) -> None:
-    """One workload per Job (a default strategy counts pods labelled like the pod): the view keeps
+    """One workload per Job (a default strategy counts pods labelled like the pod): the index keeps
     at most COUNTED_SELECTORS of them, the least recently asked dropped, and every count it
     answers, kept or counted afresh, equals a fresh count through pod changes."""
-    monkeypatch.setattr(view_module, "COUNTED_SELECTORS", 8)
+    monkeypatch.setattr(index_module, "COUNTED_SELECTORS", 8)
     view = cluster([make_node("a").info(), make_node("b").info()])
+    kept = _view_index(view)
     selectors = [LabelSelector({"job-name": f"job-{i}"}) for i in range(30)]
     selectors.append(LabelSelector({}, (Requirement("job-name", "Exists"),)))  # no matchLabels pair
     for i, selector in enumerate(selectors):
         view.upsert_pod(make_pod(f"p-{i}").labels({"job-name": f"job-{i % 30}"}).on("ab"[i % 2]).info())
-        view.matching_counts("shop", selector)
+        kept.matching_counts("shop", selector)
         view.upsert_pod(make_pod(f"q-{i}").labels({"job-name": f"job-{(i * 7) % 30}"}).on("b").info())
         view.remove_pod(f"shop/p-{i // 2}")
-        assert len(view._counts) <= 8
+        assert len(kept._counts) <= 8
         for earlier in selectors[: i + 1]:
-            assert dict(view.matching_counts("shop", earlier)) == _fresh_counts(view, "shop", earlier)
+            assert dict(kept.matching_counts("shop", earlier)) == _fresh_counts(view, "shop", earlier)
+
+
+def _view_index(view: ClusterView) -> ViewIndex:
+    kept = index_of(view)
+    assert isinstance(kept, ViewIndex)
+    return kept
 
 
 def test_read_only_caches_add_nothing_the_scheduling_path_keeps() -> None:
-    """A preview or a capacity query reads the view's caches but adds no counted selector and no
+    """A preview or a capacity query reads the index's caches but adds no counted selector and no
     table, whatever labels and shapes it asks about."""
     view = cluster([make_node("a").info()], [make_pod("w-0").on("a").info()])
-    view.matching_counts("shop", LabelSelector({"app": "web"}))
-    kept = view.table(("kept",), dict)
-    counted, tables = dict(view._counts), list(view._memos)
-    with view.read_only_caches():
+    kept_index = _view_index(view)
+    kept_index.matching_counts("shop", LabelSelector({"app": "web"}))
+    kept = kept_index.table(("kept",), dict)
+    counted, tables = dict(kept_index._counts), list(kept_index._memos)
+    with read_only_caches(view):
         for i in range(50):
-            assert view.matching_counts("shop", LabelSelector({"app": f"asked-{i}"})) == {}
-            assert view.table(("asked", i), dict) is not view.table(("asked", i), dict)
-        assert view.matching_counts("shop", LabelSelector({"app": "web"})) == {"a": 1}
-        assert view.table(("kept",), dict) is kept
-    assert dict(view._counts) == counted and list(view._memos) == tables
-    view.matching_counts("shop", LabelSelector({"app": "new"}))
-    assert len(view._counts) == len(counted) + 1  # added again once the block ends
+            assert kept_index.matching_counts("shop", LabelSelector({"app": f"asked-{i}"})) == {}
+            assert kept_index.table(("asked", i), dict) is not kept_index.table(("asked", i), dict)
+        assert kept_index.matching_counts("shop", LabelSelector({"app": "web"})) == {"a": 1}
+        assert kept_index.table(("kept",), dict) is kept
+    assert dict(kept_index._counts) == counted and list(kept_index._memos) == tables
+    kept_index.matching_counts("shop", LabelSelector({"app": "new"}))
+    assert len(kept_index._counts) == len(counted) + 1  # added again once the block ends
 
 
 # --- plans shared by policies alike -----------------------------------------------------------------

@@ -2,17 +2,23 @@
 turns all of it off, and the plain answers (:class:`berth.core.framework.PlainVerdicts`) must be
 the same.
 
+- :func:`index_of`: what is kept on each state, in its ``index`` slot and told of every change
+  (:mod:`.cluster`): the view's per-node totals, counted selectors, label index, change logs and
+  tables; an overlay's simulated pods on top of them;
 - :func:`verdicts`: the framework's questions answered for whole node sets (:mod:`.judge`), with
 - verdict tables per evaluation signature, caught up from the view's change log, and the
   nodes they keep sorted by each strategy's key (:mod:`.verdicts`);
 - the nodes whose Lease may be stale, from a heap of renew times (:mod:`.leases`);
 - topology spread's domain counts, caught up from the view's node log (:mod:`.spread`);
 - placement rules as node sets, the node-label ones kept until a node changes (:mod:`.rules`);
-- the view's own counted selectors, label index and change logs (:mod:`berth.core.view`), and a
-  round's heaps of standing nodes (:func:`berth.core.plan.place_pods`, ``place_in_turn``).
+- a round's heaps of standing nodes (:func:`berth.core.plan.place_pods`, ``place_in_turn``).
+
+The plain path never calls into this package, so with the index off no state gets an index and
+nothing beyond the plain data is kept.
 """
 
+from berth.core.index.cluster import index_of
 from berth.core.index.judge import IndexedVerdicts, shared_refusals, verdicts
 from berth.core.index.spread import spread_context
 
-__all__ = ["IndexedVerdicts", "shared_refusals", "spread_context", "verdicts"]
+__all__ = ["IndexedVerdicts", "index_of", "shared_refusals", "spread_context", "verdicts"]

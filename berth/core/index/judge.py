@@ -14,16 +14,17 @@ from operator import attrgetter
 from berth.core.candidates import (
     Refusals,
 )
+from berth.core.index.cluster import index_of
 from berth.core.index.leases import lease_suspects
 from berth.core.index.rules import RuleContext, rule_context
-from berth.core.index.spread import spread_context
+from berth.core.index.spread import spread_context, spread_refusals
 from berth.core.index.verdicts import Judged, VerdictTable
 from berth.core.model import NodeInfo, PodInfo
 from berth.core.placement_rules import RuleNode
 from berth.core.plugins import Depends, PodContext, constraints, liveness
 from berth.core.plugins import fit as fit_check
 from berth.core.plugins import node_filter as node_filter_check
-from berth.core.plugins.fit import Fitted, NodeUse, SortKey
+from berth.core.plugins.fit import Fitted, SortKey
 from berth.core.plugins.liveness import ALIVE, ASK_LEASE, lease_down_reason, node_liveness
 from berth.core.policy import PlacementPolicy
 from berth.core.topology import SpreadContext
@@ -63,7 +64,7 @@ class IndexedVerdicts:
 
     def workload_counts(self, considered: AbstractSet[str] = frozenset()) -> Mapping[str, int]:
         if self._counts is None:
-            self._counts = self._ctx.state.matching_counts(self._ctx.pod.namespace, self._ctx.workload)
+            self._counts = index_of(self._ctx.state).matching_counts(self._ctx.pod.namespace, self._ctx.workload)
         return self._counts
 
     def spread(self) -> SpreadContext | None:
@@ -71,7 +72,7 @@ class IndexedVerdicts:
 
     def spread_refusals(self, spread: SpreadContext, considered: AbstractSet[str], out: AbstractSet[str]
                         ) -> Iterator[tuple[AbstractSet[str], tuple[str, bool]]]:
-        return spread.refusals(self._ctx.state)
+        return spread_refusals(spread, self._ctx.state)
 
     def failing(self, rule: RuleNode) -> AbstractSet[str]:
         if self._rules is None:
@@ -116,7 +117,8 @@ def _static_reading(ctx: PodContext, considered: AbstractSet[str]) -> Judged[_St
     # Keyed by what the verdicts read (the pod's own constraints and the node filter), not by the
     # whole policy: the policies that differ only in what they select share one table.
     filter_key = node_filter.key if node_filter is not None else None
-    table = state.base.table(("static", pod.constraint_signature(), filter_key), lambda: VerdictTable(_static_tags))
+    table = index_of(state.base).view.table(("static", pod.constraint_signature(), filter_key),
+                                       lambda: VerdictTable(_static_tags))
     table.sync(state.base, judge, keep=lambda v, node: v.node is node)
     nodes, verdicts = state.nodes, table.verdicts
     fresh = {n: judge(nodes[n]) for n in state.local_nodes()
@@ -143,18 +145,20 @@ def _fit_reading(ctx: PodContext, counts: Mapping[str, int], considered: Abstrac
         return ("refused",)
 
     def judge_in(where: ClusterState, where_counts: Mapping[str, int]) -> Callable[[NodeInfo], Fitted]:
+        use = index_of(where).use
+
         def judge(node: NodeInfo) -> Fitted:
             name = node.name
-            use = NodeUse(where.requested(name), where.pod_count(name), where.sleepy_memory(name))
-            return fit_check.judge(node, use, need, pod, settings, where_counts.get(name, 0))
+            return fit_check.judge(node, use(name), need, pod, settings, where_counts.get(name, 0))
         return judge
 
     workload = ctx.workload
-    table = state.base.table(("fit", tuple(sorted(need.items())), pod.sleepy, settings, pod.namespace,
-                              tuple(sorted(workload.match_labels.items())), workload.match_expressions),
-                             lambda: VerdictTable(tags))
     base = state.base
-    table.sync(base, judge_in(base, base.matching_counts(pod.namespace, workload)))
+    kept = index_of(base)
+    table = kept.view.table(("fit", tuple(sorted(need.items())), pod.sleepy, settings, pod.namespace,
+                        tuple(sorted(workload.match_labels.items())), workload.match_expressions),
+                       lambda: VerdictTable(tags))
+    table.sync(base, judge_in(base, kept.matching_counts(pod.namespace, workload)))
     judge_here = judge_in(state, counts)
     fresh = {n: judge_here(state.nodes[n]) for n in state.local_nodes() if n in considered}
     return FitJudged(table, fresh)
@@ -176,7 +180,7 @@ def shared_refusals(state: ClusterState, pod: PodInfo, policy: PlacementPolicy |
     groups: list[AbstractSet[str]] = []
     spread = spread_context(state, pod, policy)
     if spread is not None and spread.hard:
-        groups.extend(group for group, _ in spread.refusals(state))
+        groups.extend(group for group, _ in spread_refusals(spread, state))
     if policy is not None and policy.rules:
         ctx = rule_context(state, pod, policy)
         groups.extend(ctx.failing(rule) for rule in policy.rules)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import heapq
 
+from berth.core.index.cluster import ViewIndex, index_of
 from berth.core.settings import Settings
-from berth.core.view import ClusterState, ClusterView
+from berth.core.view import ClusterState
 
 
 def lease_suspects(state: ClusterState, settings: Settings, now: float) -> set[str]:
@@ -16,7 +17,8 @@ def lease_suspects(state: ClusterState, settings: Settings, now: float) -> set[s
     if not state.leases_tracked:
         return set()
     threshold = settings.liveness_threshold_seconds
-    return state.base.table(("lease-suspects", threshold), lambda: _LeaseSuspects(threshold)).at(state.base, now)
+    kept = index_of(state.base).view
+    return kept.table(("lease-suspects", threshold), lambda: _LeaseSuspects(threshold)).at(state.base, kept, now)
 
 
 class _LeaseSuspects:
@@ -30,10 +32,10 @@ class _LeaseSuspects:
         self.suspects: set[str] = set()
         self.tokens: tuple[int, int] | None = None
 
-    def at(self, view: ClusterView, now: float) -> set[str]:
+    def at(self, view: ClusterState, logs: ViewIndex, now: float) -> set[str]:
         leases, nodes = view.leases, view.nodes
-        lease_changes = view.lease_log.since(self.tokens[0]) if self.tokens is not None else None
-        node_changes = view.node_log.since(self.tokens[1]) if self.tokens is not None else None
+        lease_changes = logs.lease_log.since(self.tokens[0]) if self.tokens is not None else None
+        node_changes = logs.node_log.since(self.tokens[1]) if self.tokens is not None else None
         if lease_changes is None or node_changes is None or len(self.heap) > 4 * len(leases) + 1024:
             self.heap = [(t, n) for n, t in leases.items() if t is not None]
             heapq.heapify(self.heap)
@@ -47,7 +49,7 @@ class _LeaseSuspects:
                     self.suspects.discard(name)
                     heapq.heappush(self.heap, (renewed, name))
             self.suspects.update(n for n in node_changes if n in nodes and leases.get(n) is None)
-        self.tokens = (view.lease_log.token, view.node_log.token)
+        self.tokens = (logs.lease_log.token, logs.node_log.token)
         heap, threshold = self.heap, self.threshold
         while heap and now - heap[0][0] > threshold:
             renewed, name = heapq.heappop(heap)

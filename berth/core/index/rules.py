@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from berth.core.index.cluster import StateIndex, index_of
 from berth.core.model import PodInfo
 from berth.core.placement_rules import Group, Operator, Resource, RuleNode, reads_pods
 from berth.core.view import ClusterState
@@ -24,6 +25,7 @@ class RuleContext:
     does not hold (usually the smaller side), so judging nodes is a set operation per rule."""
 
     state: ClusterState
+    kept: StateIndex
     pod: PodInfo
     node_rules: dict[Any, Any] = field(default_factory=dict)
     """Sets of rules that read only node labels, shared by evaluations until a node changes."""
@@ -63,10 +65,10 @@ class RuleContext:
             return frozenset.intersection(*parts) if rule.any else frozenset.union(*parts)
         everywhere = self.all_nodes()
         if rule.resource is Resource.NODE:
-            has = frozenset.intersection(*(self.state.nodes_labelled(k, v) for k, v in rule.labels.items())) \
+            has = frozenset.intersection(*(self.kept.nodes_labelled(k, v) for k, v in rule.labels.items())) \
                 if rule.labels else everywhere
             return everywhere - has if rule.operator is Operator.HAS else has
-        with_pod = self.state.nodes_with_pod(self.pod.namespace, rule.labels, self.pod.uid) & everywhere
+        with_pod = self.kept.nodes_with_pod(self.pod.namespace, rule.labels, self.pod.uid) & everywhere
         if rule.within is None:
             return everywhere - with_pod if rule.operator is Operator.HAS else with_pod
         # within: the candidate's group is every node sharing its value for the key; a node
@@ -74,7 +76,7 @@ class RuleContext:
         key = rule.within
         nodes = self.state.nodes
         values = {nodes[n].labels[key] for n in with_pod if key in nodes[n].labels}
-        has = frozenset().union(*(self.state.nodes_labelled(key, v) for v in values))
+        has = frozenset().union(*(self.kept.nodes_labelled(key, v) for v in values))
         if rule.operator is Operator.HAS:
             return everywhere - has
         return has | self._unkeyed(key)
@@ -82,17 +84,18 @@ class RuleContext:
     def _unkeyed(self, key: str) -> frozenset[str]:
         hit: frozenset[str] | None = self.node_rules.get(("unkeyed", key))
         if hit is None:
-            hit = self.node_rules[("unkeyed", key)] = self.all_nodes() - self.state.nodes_with_label_key(key)
+            hit = self.node_rules[("unkeyed", key)] = self.all_nodes() - self.kept.nodes_with_label_key(key)
         return hit
 
 
 def rule_context(state: ClusterState, pod: PodInfo, rules_owner: object) -> RuleContext:
     """A context for ``pod`` whose node-label rule sets are kept, per owner of the rule objects
     (the policy), until a node changes."""
+    kept = index_of(state)
     if state.nodes is not state.base.nodes:
-        return RuleContext(state, pod)  # a request's own Node objects: nothing of the view's applies
-    memo = state.memo(("node-rules", rules_owner))
+        return RuleContext(state, kept, pod)  # a request's own Node objects: nothing of the view's applies
+    memo = kept.view.memo(("node-rules", rules_owner))
     if memo.get("version") != state.nodes_version:
         memo.clear()
         memo["version"] = state.nodes_version
-    return RuleContext(state, pod, memo)
+    return RuleContext(state, kept, pod, memo)

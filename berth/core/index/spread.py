@@ -1,18 +1,20 @@
 """Topology spread's domain counts, kept between evaluations: which nodes count for a
 constraint's domains (until a node changes) and the matching pods per domain (caught up with the
-nodes the view's log names since). The plain path counts them afresh
-(:func:`berth.core.plugins.spread.pre_filter`)."""
+nodes the view's log names since); and the nodes DoNotSchedule refuses, as whole domains. The
+plain path counts them afresh and judges node by node (:mod:`berth.core.plugins.spread`)."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 
 from berth.core import topology
 from berth.core.compiled import SpreadConstraint
+from berth.core.index.cluster import index_of, selector_key
 from berth.core.model import LabelSelector, PodInfo
 from berth.core.policy import PlacementPolicy
 from berth.core.topology import SpreadContext, counts_for_domains
-from berth.core.view import ClusterState, selector_key
+from berth.core.view import ClusterState
 
 
 def spread_context(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | None) -> SpreadContext | None:
@@ -24,20 +26,39 @@ def spread_context(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | 
               keys: list[str]) -> tuple[Mapping[str, int], Mapping[str, int]]:
         domain_of = _domains(state, index, pod, policy, keys)
         key = (policy, index, pod.constraint_signature())
-        return (state.matching_counts(pod.namespace, selector),
+        return (index_of(state).matching_counts(pod.namespace, selector),
                 _domain_counts(state, pod.namespace, selector, domain_of, key))
 
     return topology.spread_context(pod, policy, count)
+
+
+def spread_refusals(spread: SpreadContext, state: ClusterState
+                    ) -> Iterator[tuple[AbstractSet[str], tuple[str, bool]]]:
+    """The nodes DoNotSchedule constraints refuse, in groups with their (reason, resolvable),
+    the first constraint first (a node takes the first group it is in). A domain is refused only
+    when it holds more matching pods than ``maxSkew + globalMin - self``, so only such domains
+    are visited."""
+    kept = index_of(state)
+    for c in spread.hard:
+        key = c.rule.topology_key
+        yield kept.nodes_without_label_key(key), (f"topology spread: node has no label {key}", False)
+        limit = c.rule.max_skew + c.global_min - c.self_match
+        for domain, count in c.domain_counts.items():
+            if count > limit:
+                skew = c.skew_if_placed(domain)
+                yield kept.nodes_labelled(key, domain), (
+                    f"topology spread: placing here makes skew {skew} in {key}={domain} "
+                    f"(maxSkew {c.rule.max_skew})", True)
 
 
 def _domain_counts(state: ClusterState, namespace: str, selector: LabelSelector, domain_of: Mapping[str, str],
                    key: Hashable) -> dict[str, int]:
     """Matching pods per domain. The sums are kept on the view and caught up with the nodes changed
     since (the view's node log), an overlay's simulated pods added on top: not recounted every time."""
-    base = state.base
-    per_node = base.matching_counts(namespace, selector)
-    log = base.node_log
-    memo = base.memo(("domain-counts", key, namespace, selector_key(selector)))
+    kept = index_of(state.base).view
+    per_node = kept.matching_counts(namespace, selector)
+    log = kept.node_log
+    memo = kept.memo(("domain-counts", key, namespace, selector_key(selector)))
     changed = log.since(memo["token"]) if memo.get("domains") is domain_of else None
     if changed is None:
         counts = dict.fromkeys(domain_of.values(), 0)
@@ -59,7 +80,7 @@ def _domain_counts(state: ClusterState, namespace: str, selector: LabelSelector,
     out = dict(counts)
     local = state.local_nodes()
     if local:
-        here = state.matching_counts(namespace, selector)
+        here = index_of(state).matching_counts(namespace, selector)
         for node in local:
             delta = here.get(node, 0) - per_node.get(node, 0)
             domain = domain_of.get(node)
@@ -73,7 +94,7 @@ def _domains(state: ClusterState, index: int, pod: PodInfo, policy: PlacementPol
     """node -> domain for the nodes whose pods count, memoised until a node changes."""
     rule = policy.spread_constraints[index]
     shared = state.nodes is state.base.nodes  # not a request's own Node objects
-    memo = state.memo(("domains", policy, index, pod.constraint_signature())) if shared else {}
+    memo = index_of(state).view.memo(("domains", policy, index, pod.constraint_signature())) if shared else {}
     hit = memo.get("map")
     if hit is not None and hit[0] == state.nodes_version:
         return hit[1]  # type: ignore[no-any-return]

@@ -18,8 +18,9 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from berth.core.index.cluster import ChangeLog, index_of
 from berth.core.model import NodeInfo
-from berth.core.view import ChangeLog, ClusterView
+from berth.core.view import ClusterView
 
 V = TypeVar("V")
 
@@ -56,7 +57,7 @@ class VerdictTable(Generic[V]):
         Every changed node is judged before the table changes at all: if ``judge`` raises, the
         table is left exactly as it was (its token too), so the next sync judges the same nodes
         again rather than trusting verdicts that were never made."""
-        log = view.node_log
+        log = index_of(view).view.node_log
         token = log.token
         changed: Iterable[str] | None = log.since(self._token) if self._token is not None else None
         nodes = view.nodes
