@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
@@ -40,6 +40,13 @@ class ViewSource(Protocol):
     def start(self) -> None: ...
 
     def stop(self) -> None: ...
+
+
+@runtime_checkable
+class Closing(Protocol):
+    """A binder holding connections to close at shutdown (:class:`berth.extender.binder.KubeBinder`)."""
+
+    async def close(self) -> None: ...
 
 
 class ExtenderApp(FastAPI):
@@ -85,6 +92,8 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
         finally:
             if source is not None:
                 source.stop()
+            if isinstance(engine.binder, Closing):
+                await engine.binder.close()
 
     app = ExtenderApp(title="berth extender", version="0.1.0", lifespan=lifespan,
                       docs_url="/docs" if settings.docs else None, redoc_url="/redoc" if settings.docs else None,

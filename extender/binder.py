@@ -2,10 +2,10 @@
 offline, the view itself; and the Event that tells a pod no node takes why (``BerthRefused``).
 
 :class:`KubeBinder` creates the Binding (``pods/binding``), which carries the decision annotation
-(and the round annotation) onto the pod, and writes the Event on the pod as a separate step: the
-engine holds the node's lock only for the Binding, so the informative Event never delays the
-next bind to the same node. The kubernetes client is synchronous: every call runs in a worker
-thread so the event loop keeps answering filter and prioritize.
+(and the round annotation) onto the pod, and writes the Event on the pod as a separate step. Its
+calls are made on the event loop, on a pool of kept-alive connections
+(:class:`berth.extender.kube_http.ApiSession`): no worker thread, no model classes of the
+kubernetes client, whose configuration (kubeconfig or in-cluster) it is built from.
 
 The BerthPlaced Event is off the bind path: the engine hands it to an :class:`EventQueue`, which
 writes it in the background at a bounded rate and drops it first when the queue is full
@@ -22,10 +22,12 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
+from urllib.parse import quote
 
 import orjson
 
 from berth.core import API_GROUP, CRD_VERSION, NODEDRAIN_PLURAL, PodInfo, format_time
+from berth.extender.kube_http import ApiError, ApiSession
 from berth.extender.store import ClusterStore
 
 log = logging.getLogger("berth.extender.binder")
@@ -159,28 +161,19 @@ class MemoryBinder:
 
 
 class KubeBinder:
-    """Creates Bindings with berth's own rights, through the kubernetes client."""
+    """Creates Bindings and Events, and reads pods and NodeDrains, with berth's own rights, on the
+    event loop through an :class:`~berth.extender.kube_http.ApiSession` built from the kubernetes
+    client's configuration (``api_client.configuration``)."""
 
     def __init__(self, api_client: Any, *, record_events: bool = True) -> None:
-        from kubernetes import client
-
-        self.core: Any = client.CoreV1Api(api_client)
+        self.api = ApiSession(api_client.configuration)
         self.record_events = record_events
 
+    async def close(self) -> None:
+        """Close the connections to the API server (the app's shutdown)."""
+        await self.api.close()
+
     async def bind(self, pod: PodInfo, node: str, annotations: Mapping[str, str]) -> None:
-        await asyncio.to_thread(self._bind, pod, node, dict(annotations))
-
-    async def record_event(self, pod: PodInfo, node: str, message: str) -> None:
-        if self.record_events and message:
-            await asyncio.to_thread(self._event, pod, "BerthPlaced", "Normal", message)
-
-    async def record_refused(self, pod: PodInfo, message: str) -> None:
-        if self.record_events and message:
-            await asyncio.to_thread(self._event, pod, "BerthRefused", "Warning", message)
-
-    def _bind(self, pod: PodInfo, node: str, annotations: dict[str, str]) -> None:
-        from kubernetes.client.exceptions import ApiException
-
         # The Binding carries the decision annotation: the API server copies a Binding's annotations
         # onto the pod as it sets spec.nodeName, so one write both binds and records (no PATCH), and
         # metadata.uid makes it a precondition (a recreated pod of the same name is not touched).
@@ -192,14 +185,20 @@ class KubeBinder:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:
-            # _preload_content=False: the client's V1Binding model cannot read the Status the server returns.
-            _drain(self.core.create_namespaced_pod_binding(pod.name, pod.namespace, body, _preload_content=False))
-        except ApiException as exc:
+            await self.api.request("POST", f"/api/v1/namespaces/{_seg(pod.namespace)}/pods/{_seg(pod.name)}/binding",
+                                   body)
+        except ApiError as exc:
             raise BindError(f"cannot bind pod {pod.key} to {node}: {_api_reason(exc)}") from None
 
-    def _event(self, pod: PodInfo, reason: str, kind: str, message: str) -> None:
-        from kubernetes.client.exceptions import ApiException
+    async def record_event(self, pod: PodInfo, node: str, message: str) -> None:
+        if self.record_events and message:
+            await self._event(pod, "BerthPlaced", "Normal", message)
 
+    async def record_refused(self, pod: PodInfo, message: str) -> None:
+        if self.record_events and message:
+            await self._event(pod, "BerthRefused", "Warning", message)
+
+    async def _event(self, pod: PodInfo, reason: str, kind: str, message: str) -> None:
         now = format_time(time.time())
         event = {
             "apiVersion": "v1",
@@ -218,54 +217,38 @@ class KubeBinder:
             "count": 1,
         }
         try:
-            _drain(self.core.create_namespaced_event(pod.namespace, event, _preload_content=False))
-        except ApiException as exc:  # an Event is informative: its failure does not stop the bind
+            await self.api.request("POST", f"/api/v1/namespaces/{_seg(pod.namespace)}/events", event)
+        except ApiError as exc:  # an Event is informative: its failure does not stop the bind
             log.warning("cannot record an Event on pod %s: %s", pod.key, _api_reason(exc))
 
     async def fetch_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return await asyncio.to_thread(self._fetch_pod, namespace, name)
-
-    def _fetch_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        from kubernetes.client.exceptions import ApiException
-
         try:
-            resp = self.core.read_namespaced_pod(name, namespace, _preload_content=False)
-        except ApiException as exc:
+            raw = await self.api.request("GET", f"/api/v1/namespaces/{_seg(namespace)}/pods/{_seg(name)}")
+        except ApiError as exc:
             if exc.status == 404:
                 return None
             raise BindError(f"cannot read pod {namespace}/{name}: {_api_reason(exc)}") from None
-        data = orjson.loads(_drain(resp))
+        data = orjson.loads(raw)
         return data if isinstance(data, dict) else None
 
     async def fetch_drain(self, name: str) -> dict[str, Any] | None:
-        return await asyncio.to_thread(self._fetch_drain, name)
-
-    def _fetch_drain(self, name: str) -> dict[str, Any] | None:
-        from kubernetes import client
-        from kubernetes.client.exceptions import ApiException
-
         try:
-            resp = client.CustomObjectsApi(self.core.api_client).get_cluster_custom_object(
-                API_GROUP, CRD_VERSION, NODEDRAIN_PLURAL, name, _preload_content=False)
-        except ApiException as exc:
+            raw = await self.api.request("GET", f"/apis/{API_GROUP}/{CRD_VERSION}/{NODEDRAIN_PLURAL}/{_seg(name)}")
+        except ApiError as exc:
             if exc.status == 404:
                 return None
             raise BindError(f"cannot read NodeDrain {name}: {_api_reason(exc)}") from None
-        data = orjson.loads(_drain(resp))
+        data = orjson.loads(raw)
         return data if isinstance(data, dict) else None
 
 
-def _drain(resp: Any) -> bytes:
-    """Read a ``_preload_content=False`` reply to its end and hand its connection back to the pool:
-    a reply left unread keeps its connection, so the next call would open (and TLS-handshake) a new one."""
-    try:
-        return bytes(resp.read())
-    finally:
-        resp.release_conn()
+def _seg(name: str) -> str:
+    """``name`` as one segment of a request path."""
+    return quote(name, safe="")
 
 
-def _api_reason(exc: Any) -> str:
-    body = getattr(exc, "body", None)
+def _api_reason(exc: ApiError) -> str:
+    body = exc.body
     if body:
         try:
             status = orjson.loads(body)
@@ -273,4 +256,4 @@ def _api_reason(exc: Any) -> str:
                 return f"{status.get('reason') or exc.status}: {status['message']}"
         except orjson.JSONDecodeError:
             pass
-    return f"{getattr(exc, 'status', '')} {getattr(exc, 'reason', '')}".strip()
+    return f"{exc.status} {exc.reason}".strip()

@@ -1,10 +1,10 @@
 """``berth extender [--host H] [--port P] [--snapshot FILE]``: run the extender under uvicorn.
 
 One worker (the view lives in the process), one event loop: filter and prioritize are answered
-on the loop itself (no thread hop), the API server calls of bind run in worker threads. The
-loop is uvloop's and HTTP/1.1 is parsed by httptools (:data:`UVICORN_IO`): uvicorn's pure-Python
-h11 and the standard library's loop cost about 0.2 ms more CPU per request, on every one of
-kube-scheduler's calls.
+on the loop itself (no thread hop), and so are the API server calls of bind (an asyncio client,
+:mod:`berth.extender.kube_http`). The loop is uvloop's and HTTP/1.1 is parsed by httptools
+(:data:`UVICORN_IO`): uvicorn's pure-Python h11 and the standard library's loop cost about 0.2 ms
+more CPU per request, on every one of kube-scheduler's calls.
 """
 
 from __future__ import annotations

@@ -1,11 +1,14 @@
-"""KubeBinder against a small local HTTP server standing in for the API server: the real
-kubernetes client and its connection pool, so that what reaches the wire is checked."""
+"""KubeBinder and its asyncio client (berth.extender.kube_http) against a small local HTTP server
+standing in for the API server: what reaches the wire, the connection pool, the credentials asked
+of the kubernetes client's configuration on every request, and the API server's refusals worded
+as kube-scheduler shows them."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -13,7 +16,14 @@ import orjson
 import pytest
 
 from berth.core.model import PodInfo
-from berth.extender.binder import KubeBinder
+from berth.extender.app import create_app
+from berth.extender.binder import BindError, KubeBinder
+from berth.extender.kube_http import ApiSession, ApiUnreachable
+from berth.extender.settings import ExtenderSettings
+from tests.builders import make_node, make_pod, make_policy
+from tests.extender.helpers import Clock, bind_args, make_store
+
+Reply = tuple[int, dict[str, Any] | bytes]
 
 
 class _ApiServer(ThreadingHTTPServer):
@@ -23,6 +33,19 @@ class _ApiServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.connections = 0
         self.requests: list[tuple[str, str, dict[str, Any]]] = []
+        self.authorizations: list[str | None] = []
+        self.replies: dict[tuple[str, str], Reply] = {}  # (method, path) -> (status, body)
+        self.delay = 0.0
+        self.in_flight = 0
+        self.peak = 0
+        self.guard = threading.Lock()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that stopped waiting (the timeout test) leaves a broken pipe: not an error here."""
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -31,27 +54,41 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        self.server.connections += 1
+        with self.server.guard:
+            self.server.connections += 1
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
-    def _reply(self, status: int, body: dict[str, Any]) -> None:
-        data = orjson.dumps(body)
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+    def _answer(self, method: str, default: Reply) -> None:
+        server = self.server
+        length = int(self.headers.get("Content-Length") or 0)
+        body = orjson.loads(self.rfile.read(length)) if length else {}
+        with server.guard:
+            server.requests.append((method, self.path, body))
+            server.authorizations.append(self.headers.get("Authorization"))
+            server.in_flight += 1
+            server.peak = max(server.peak, server.in_flight)
+        try:
+            if server.delay:
+                time.sleep(server.delay)
+            status, reply = server.replies.get((method, self.path), default)
+            data = reply if isinstance(reply, bytes) else orjson.dumps(reply)
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        finally:
+            with server.guard:
+                server.in_flight -= 1
 
     def do_POST(self) -> None:
-        body = orjson.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.server.requests.append(("POST", self.path, body))
-        self._reply(201, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
+        self._answer("POST", (201, {"kind": "Status", "apiVersion": "v1", "status": "Success"}))
 
     def do_GET(self) -> None:
-        self.server.requests.append(("GET", self.path, {}))
-        self._reply(200, {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "web-0", "namespace": "shop"}})
+        self._answer("GET", (200, {"kind": "Pod", "apiVersion": "v1",
+                                   "metadata": {"name": "web-0", "namespace": "shop", "uid": "u0"}}))
 
 
 @pytest.fixture
@@ -66,42 +103,197 @@ def api_server() -> Iterator[_ApiServer]:
         server.server_close()
 
 
-def _binder(server: _ApiServer) -> KubeBinder:
+def _configuration(url: str, token: str | None = None) -> Any:
     from kubernetes import client
 
     config = client.Configuration()
-    config.host = f"http://127.0.0.1:{server.server_address[1]}"
-    return KubeBinder(client.ApiClient(config), record_events=True)
+    config.host = url
+    if token is not None:
+        config.api_key["BearerToken"] = token
+    return config
+
+
+def _binder(server: _ApiServer, token: str | None = None) -> KubeBinder:
+    from kubernetes import client
+
+    return KubeBinder(client.ApiClient(_configuration(server.url, token)), record_events=True)
+
+
+def _run(binder: KubeBinder, calls: Callable[[], Any]) -> Any:
+    """``calls()`` awaited on a new event loop, the binder's connections closed after."""
+    async def run() -> Any:
+        try:
+            return await calls()
+        finally:
+            await binder.close()
+
+    return asyncio.run(run())
+
+
+POD = PodInfo(uid="u0", name="web-0", namespace="shop")
+STATUS_CONFLICT = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409,
+                   "message": 'Operation cannot be fulfilled on pods/binding "web-0": pod web-0 is already '
+                              'assigned to node "b"'}
 
 
 def test_binds_events_and_reads_reuse_one_kept_alive_connection(api_server: _ApiServer) -> None:
-    """Every reply is read to its end and its connection handed back to the pool: a reply left
-    unread would make each call open (and, against a real API server, TLS-handshake) a new one."""
+    """Every call in turn goes over the one connection the first opened: no connection (and, against
+    a real API server, no TLS handshake) per call."""
     binder = _binder(api_server)
 
-    async def run() -> None:
+    async def calls() -> None:
         for i in range(20):
             pod = PodInfo(uid=f"u{i}", name=f"web-{i}", namespace="shop")
             await binder.bind(pod, "node-a", {"berth.dev/decision": "{}"})
             await binder.record_event(pod, "node-a", "placed by berth")
         assert await binder.fetch_pod("shop", "web-0") is not None
 
-    asyncio.run(run())
+    _run(binder, calls)
     posts = [path for method, path, _ in api_server.requests if method == "POST"]
     assert len(posts) == 40  # a Binding and an Event per pod
     assert posts[0] == "/api/v1/namespaces/shop/pods/web-0/binding"
     assert posts[1] == "/api/v1/namespaces/shop/events"
-    assert api_server.requests[0][2]["target"] == {"apiVersion": "v1", "kind": "Node", "name": "node-a"}
-    # asyncio.to_thread may use a few pool threads; each keeps its connection, none is opened per call.
-    assert api_server.connections <= 4, api_server.connections
+    assert api_server.connections == 1
+
+
+def test_the_binding_carries_the_pods_uid_the_annotations_and_the_node(api_server: _ApiServer) -> None:
+    binder = _binder(api_server)
+    _run(binder, lambda: binder.bind(POD, "node-a", {"berth.dev/decision": '{"v":1}', "berth.dev/round": "r1"}))
+    [(method, path, body)] = api_server.requests
+    assert (method, path) == ("POST", "/api/v1/namespaces/shop/pods/web-0/binding")
+    assert body == {"apiVersion": "v1", "kind": "Binding",
+                    "metadata": {"name": "web-0", "namespace": "shop", "uid": "u0",
+                                 "annotations": {"berth.dev/decision": '{"v":1}', "berth.dev/round": "r1"}},
+                    "target": {"apiVersion": "v1", "kind": "Node", "name": "node-a"}}
 
 
 def test_a_refusal_is_a_warning_event_named_berth_refused(api_server: _ApiServer) -> None:
     binder = _binder(api_server)
     pod = PodInfo(uid="u1", name="web-1", namespace="shop")
-    asyncio.run(binder.record_refused(pod, "berth found no node for the pod: a: insufficient capacity: cpu"))
+    _run(binder, lambda: binder.record_refused(pod, "berth found no node for the pod: a: insufficient capacity: cpu"))
     [(method, path, event)] = api_server.requests
     assert (method, path) == ("POST", "/api/v1/namespaces/shop/events")
     assert (event["reason"], event["type"]) == ("BerthRefused", "Warning")
     assert event["involvedObject"]["uid"] == "u1"
     assert event["message"] == "berth found no node for the pod: a: insufficient capacity: cpu"
+
+
+@pytest.mark.parametrize(("status", "reply", "error"), [
+    (409, STATUS_CONFLICT, 'cannot bind pod shop/web-0 to node-a: Conflict: Operation cannot be fulfilled on '
+                           'pods/binding "web-0": pod web-0 is already assigned to node "b"'),
+    (404, {"kind": "Status", "reason": "NotFound", "code": 404, "message": 'pods "web-0" not found'},
+     'cannot bind pod shop/web-0 to node-a: NotFound: pods "web-0" not found'),
+    (500, b"upstream broke", "cannot bind pod shop/web-0 to node-a: 500 Internal Server Error"),
+], ids=["conflict", "not_found", "no_status_body"])
+def test_a_refused_binding_is_a_bind_error_with_the_api_servers_reason(
+        api_server: _ApiServer, status: int, reply: dict[str, Any] | bytes, error: str) -> None:
+    api_server.replies[("POST", "/api/v1/namespaces/shop/pods/web-0/binding")] = (status, reply)
+    binder = _binder(api_server)
+    with pytest.raises(BindError) as raised:
+        _run(binder, lambda: binder.bind(POD, "node-a", {}))
+    assert str(raised.value) == error
+
+
+def test_reads_answer_none_for_a_missing_object_and_name_the_reason_otherwise(api_server: _ApiServer) -> None:
+    api_server.replies[("GET", "/api/v1/namespaces/shop/pods/gone")] = (404, {"reason": "NotFound", "message": "x"})
+    api_server.replies[("GET", "/apis/berth.dev/v1alpha1/nodedrains/gone")] = (404, {"reason": "NotFound"})
+    api_server.replies[("GET", "/api/v1/namespaces/shop/pods/secret")] = (
+        403, {"reason": "Forbidden", "message": 'pods "secret" is forbidden'})
+    binder = _binder(api_server)
+
+    async def calls() -> tuple[Any, Any, str]:
+        missing_pod = await binder.fetch_pod("shop", "gone")
+        missing_drain = await binder.fetch_drain("gone")
+        try:
+            await binder.fetch_pod("shop", "secret")
+        except BindError as exc:
+            return missing_pod, missing_drain, str(exc)
+        raise AssertionError("a forbidden read must fail")
+
+    assert _run(binder, calls) == (None, None, 'cannot read pod shop/secret: Forbidden: pods "secret" is forbidden')
+
+
+def test_a_failed_event_write_is_logged_and_does_not_raise(api_server: _ApiServer,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    api_server.replies[("POST", "/api/v1/namespaces/shop/events")] = (
+        403, {"reason": "Forbidden", "message": "events is forbidden"})
+    binder = _binder(api_server)
+    _run(binder, lambda: binder.record_event(POD, "node-a", "placed"))
+    assert "cannot record an Event on pod shop/web-0: Forbidden: events is forbidden" in caplog.text
+
+
+def test_the_bearer_token_is_asked_of_the_configuration_on_every_request(api_server: _ApiServer) -> None:
+    """A rotated token (the in-cluster loader's refresh hook reads the token file again) is used from
+    the next request on, without a new client."""
+    from kubernetes import client
+
+    config = _configuration(api_server.url, "bearer first")
+    tokens = iter(["bearer first", "bearer second"])
+    config.refresh_api_key_hook = lambda c: c.api_key.__setitem__("BearerToken", next(tokens))
+    binder = KubeBinder(client.ApiClient(config))
+
+    async def calls() -> None:
+        await binder.bind(POD, "a", {})
+        await binder.bind(POD, "a", {})
+
+    _run(binder, calls)
+    assert api_server.authorizations == ["bearer first", "bearer second"]
+
+
+def test_concurrent_calls_share_a_bounded_pool(api_server: _ApiServer) -> None:
+    """Binds arrive together (kube-scheduler binds in parallel): they run concurrently, over at
+    most the pool's connections, kept for the next calls."""
+    api_server.delay = 0.05
+    api = ApiSession(_configuration(api_server.url), connections=4)
+
+    async def calls() -> None:
+        try:
+            for _ in range(2):
+                await asyncio.gather(*(api.request("POST", "/api/v1/namespaces/shop/events", {"n": i})
+                                       for i in range(12)))
+        finally:
+            await api.close()
+
+    asyncio.run(calls())
+    assert len(api_server.requests) == 24
+    assert api_server.peak == 4  # concurrent, up to the pool's size
+    assert api_server.connections == 4  # opened once, reused by the second round
+
+
+def test_no_answer_is_api_unreachable_naming_the_call(api_server: _ApiServer) -> None:
+    api_server.delay = 1.0
+    slow = ApiSession(_configuration(api_server.url), timeout=0.2)
+    gone = ApiSession(_configuration("http://127.0.0.1:1"))
+
+    async def calls() -> list[str]:
+        errors = []
+        for api in (slow, gone):
+            try:
+                await api.request("GET", "/api/v1/namespaces/shop/pods/web-0")
+            except ApiUnreachable as exc:
+                errors.append(str(exc))
+            finally:
+                await api.close()
+        return errors
+
+    timed_out, refused = asyncio.run(calls())
+    assert timed_out == "the API server did not answer GET /api/v1/namespaces/shop/pods/web-0 within 0.2s"
+    assert refused.startswith("cannot reach the API server for GET /api/v1/namespaces/shop/pods/web-0: ")
+
+
+def test_a_binding_the_api_server_never_answered_releases_the_room_and_says_why() -> None:
+    """Through the app: kube-scheduler is told the bind failed and why, and the node's room is free."""
+    from fastapi.testclient import TestClient
+    from kubernetes import client
+
+    store = make_store([make_node("a").cpu("2").obj(), make_policy("web").obj()])
+    binder = KubeBinder(client.ApiClient(_configuration("http://127.0.0.1:1")))
+    app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
+    p = make_pod("web-1").labels({"app": "web"}).cpu("1").obj()
+    with TestClient(app) as http:
+        http.post("/filter", content=orjson.dumps({"Pod": p, "NodeNames": ["a"]}))
+        error = http.post("/bind", content=orjson.dumps(bind_args(p, "a"))).json()["Error"]
+    assert error.startswith("berth: bind of shop/web-1 to a failed: cannot reach the API server for POST "
+                            "/api/v1/namespaces/shop/pods/web-1/binding: ")
+    assert store.view.pod(p["metadata"]["uid"]) is None
+    assert store.assumed == {}

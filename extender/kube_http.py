@@ -1,0 +1,133 @@
+"""An asyncio HTTP client for the API server calls on the bind path (Bindings, Events, single reads),
+built from the kubernetes client's configuration.
+
+Why not the kubernetes client itself: it is synchronous, so each call ran in a worker thread
+(``asyncio.to_thread``), serialised through the client's model machinery and urllib3, and the
+threads took the interpreter lock from the event loop that answers kube-scheduler's filter and
+prioritize. Here a call is one request on a pool of kept-alive connections, on the event loop
+itself: the body is encoded with orjson, the reply read as bytes and decoded only when asked.
+
+What is kept from the kubernetes client is its configuration (``kubernetes.client.Configuration``,
+filled by ``load_incluster_config`` or ``load_kube_config``): the server's address, its CA, the
+client certificate, ``verify_ssl`` / ``assert_hostname`` / ``tls_server_name``, the proxy, and the
+bearer token, read through ``Configuration.auth_settings()`` on every request, so that a rotated
+in-cluster token (the loader's refresh hook reads the file again once a minute) or a refreshed
+kubeconfig token is used as soon as the loader has it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from typing import Any
+
+import aiohttp
+import orjson
+
+CONNECTIONS = 32
+"""Connections kept to the API server at most: kube-scheduler binds pods concurrently (one goroutine
+per binding cycle), each bind is one request, and a call waits for a free connection beyond this."""
+
+REQUEST_TIMEOUT_SECONDS = 30.0
+"""A call the API server has not answered within this fails (kube-scheduler retries the pod)."""
+
+CONNECT_TIMEOUT_SECONDS = 10.0
+
+USER_AGENT = "berth-extender"
+
+
+class ApiError(Exception):
+    """The API server answered with an error status; ``body`` is its reply (a ``Status``, usually)."""
+
+    def __init__(self, status: int, reason: str, body: bytes) -> None:
+        super().__init__(f"{status} {reason}".strip())
+        self.status = status
+        self.reason = reason
+        self.body = body
+
+
+class ApiUnreachable(Exception):
+    """No answer from the API server: the connection failed or the call timed out."""
+
+
+def ssl_context(configuration: Any) -> ssl.SSLContext | None:
+    """The TLS context the kubernetes client's urllib3 pool would use for ``configuration``; None for
+    a plain-HTTP server."""
+    if not str(configuration.host).startswith("https"):
+        return None
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert or None,
+                                         cadata=getattr(configuration, "ca_cert_data", None) or None)
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, configuration.key_file or None)
+    if not configuration.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    elif configuration.assert_hostname is False:
+        context.check_hostname = False
+    return context
+
+
+class ApiSession:
+    """Requests to the API server of ``configuration`` on a connection pool of the running event loop.
+
+    The pool belongs to one event loop: a call from another loop (an app served again, a test's
+    ``asyncio.run``) gets a pool of its own. :meth:`close` closes the current one."""
+
+    def __init__(self, configuration: Any, *, connections: int = CONNECTIONS,
+                 timeout: float = REQUEST_TIMEOUT_SECONDS) -> None:
+        self.configuration = configuration
+        self.base = str(configuration.host).rstrip("/")
+        self.connections = connections
+        self.timeout = aiohttp.ClientTimeout(total=timeout, connect=CONNECT_TIMEOUT_SECONDS)
+        self._ssl = ssl_context(configuration)
+        self._server_hostname = getattr(configuration, "tls_server_name", None) or None
+        self._proxy = getattr(configuration, "proxy", None) or None
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _current(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._loop is not loop or self._session.closed:
+            connector = aiohttp.TCPConnector(ssl=self._ssl if self._ssl is not None else False,
+                                             limit=self.connections, keepalive_timeout=60)
+            self._session = aiohttp.ClientSession(connector=connector, timeout=self.timeout,
+                                                  headers={"User-Agent": USER_AGENT, "Accept": "application/json"})
+            self._loop = loop
+        return self._session
+
+    def _headers(self) -> dict[str, str]:
+        """The credentials, asked of the configuration on every request (its refresh hook runs there)."""
+        headers = {}
+        for auth in self.configuration.auth_settings().values():
+            if auth.get("in") == "header" and auth.get("value"):
+                headers[auth["key"]] = auth["value"]
+        return headers
+
+    async def request(self, method: str, path: str, body: Any = None) -> bytes:
+        """The reply's body to ``method path`` (``body`` sent as JSON); :class:`ApiError` for an error
+        status, :class:`ApiUnreachable` when no answer came."""
+        headers = self._headers()
+        data = None
+        if body is not None:
+            data = orjson.dumps(body)
+            headers["Content-Type"] = "application/json"
+        session = self._current()
+        try:
+            async with session.request(method, self.base + path, data=data, headers=headers, proxy=self._proxy,
+                                       server_hostname=self._server_hostname) as resp:
+                payload = await resp.read()
+                if resp.status >= 400:
+                    raise ApiError(resp.status, resp.reason or "", payload)
+                return payload
+        except TimeoutError:
+            raise ApiUnreachable(f"the API server did not answer {method} {path} within "
+                                 f"{self.timeout.total:g}s") from None
+        except aiohttp.ClientError as exc:
+            raise ApiUnreachable(f"cannot reach the API server for {method} {path}: "
+                                 f"{exc or type(exc).__name__}") from None
+
+    async def close(self) -> None:
+        """Close the connections of the current loop's pool."""
+        session, self._session = self._session, None
+        if session is not None and not session.closed and self._loop is asyncio.get_running_loop():
+            await session.close()
