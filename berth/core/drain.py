@@ -282,7 +282,7 @@ def _round(overlay: Overlay, pods: list[PodInfo], policy: PlacementPolicy | None
             else:
                 out.append(_blocked(pod, policy, fixed.candidates, error, fixed.candidates.warnings))
         return out
-    placed = place_in_turn(overlay, pods, policy, strategy, settings, now, nodes=destinations)
+    placed = place_in_turn(overlay, pods, policy, settings, now, put=overlay.place, nodes=destinations)
     return [
         _entry(pod, policy, PodState.PLANNED, destination=node, warnings=tuple(placed.warnings)) if node is not None
         else _blocked(pod, policy, placed.refusals[i], None, placed.warnings)

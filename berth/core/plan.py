@@ -15,20 +15,23 @@ import heapq
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
+from typing import overload
 
-from berth.core.candidates import CONTROLLER_LABELS, Candidate, CandidateSet
+from berth.core import index
+from berth.core.candidates import Candidate, CandidateSet
 from berth.core.decision import Decision, Refused
 from berth.core.errors import PlacementError
 from berth.core.evaluate import effective_strategy, evaluate_pod, rank
+from berth.core.fit import unverified_warning
 from berth.core.framework import collect_candidates
 from berth.core.index import shared_refusals, spread_context
 from berth.core.model import PodInfo
-from berth.core.placement_rules import reads_pods
+from berth.core.plugins.score import rank_order
 from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy
 from berth.core.round import plan_fixed_round
 from berth.core.settings import Settings
 from berth.core.strategies import rank_key
-from berth.core.view import ClusterView, Overlay
+from berth.core.view import ClusterState, ClusterView
 
 
 @dataclass
@@ -95,9 +98,9 @@ def _decision(pod: PodInfo, policy: PlacementPolicy | None, strategy: Strategy |
 
 def _greedy(view: ClusterView, pod: PodInfo, policy: PlacementPolicy | None, strategy: Strategy | None,
             settings: Settings, now: float, count: int) -> PlanResult:
-    pods = [_nth(pod, i) for i in range(count)]
-    placed = place_in_turn(view.overlay(), pods or [pod], policy, strategy, settings, now, stop_at_failure=True,
-                           try_pods=count)
+    overlay = view.overlay()
+    placed = place_in_turn(overlay, replicas(pod, max(count, 1)), policy, settings, now, put=overlay.place,
+                           count=count, stop_at_failure=True)
     first = placed.first
     decision = _decision(pod, policy, strategy, first.considered, first)
     decision.ranking = rank(first, pod, strategy)
@@ -117,9 +120,40 @@ def _greedy(view: ClusterView, pod: PodInfo, policy: PlacementPolicy | None, str
     return PlanResult(plan if error is None else {}, decision, error, plan, stop)
 
 
+class Replicas(Sequence[PodInfo]):
+    """``size`` pods shaped like ``pod``, the first ``pod`` itself, each other one its own identity
+    (``name~i``), made when read: a round of thousands costs nothing before its pods are placed."""
+
+    def __init__(self, pod: PodInfo, size: int) -> None:
+        self.pod = pod
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    @overload
+    def __getitem__(self, i: int) -> PodInfo: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[PodInfo]: ...
+
+    def __getitem__(self, i: int | slice) -> PodInfo | Sequence[PodInfo]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self.size))]
+        if not -self.size <= i < self.size:
+            raise IndexError(i)
+        i %= self.size
+        return self.pod if i == 0 else replace(self.pod, uid=f"{self.pod.uid}~{i}", name=f"{self.pod.name}~{i}")
+
+
+def replicas(pod: PodInfo, count: int) -> Replicas:
+    """The pods of a round of ``count`` pods shaped like ``pod`` (:class:`Replicas`)."""
+    return Replicas(pod, count)
+
+
 @dataclass
 class Placed:
-    """Pods placed one after another on an overlay (:func:`place_in_turn`)."""
+    """Pods placed one after another (:func:`place_in_turn`)."""
 
     nodes: list[str | None]
     """Each pod's node, in the pods' order; None where no node could take it. Shorter than the
@@ -129,78 +163,99 @@ class Placed:
     refusals: dict[int, CandidateSet]
     """The judgement of each pod that no node could take, by its index: its refusals and error."""
     warnings: list[str]
-    """Every step's warnings, each once, in the order they came."""
+    """Every pod's warnings judged in full, each once, in the order they came."""
 
     @property
     def failure(self) -> CandidateSet | None:
         return self.refusals[min(self.refusals)] if self.refusals else None
 
 
-def place_in_turn(overlay: Overlay, pods: Sequence[PodInfo], policy: PlacementPolicy | None,
-                  strategy: Strategy | None, settings: Settings, now: float, *, nodes: Sequence[str] | None = None,
-                  stop_at_failure: bool = False, try_pods: int | None = None) -> Placed:
-    """Place ``pods`` (at least one; all governed by ``policy``, whose overrides ``settings`` carries)
-    one after another on ``overlay``, each on the node :func:`rank` puts first with the earlier
-    ones counted: a greedy strategy's round. ``nodes`` limits where they may go (default: every
-    node). A pod no node can take is left out (or ends the turn with ``stop_at_failure``) with its
-    judgement kept. ``try_pods``: how many pods to place (default: all; 0 judges the first only).
-    When no spread constraint or pod-reading rule is in force and the pods share one shape,
-    placing a pod changes only its own node, so only that node is judged again."""
-    count = len(pods) if try_pods is None else try_pods
-    local_only = settings.indexed and (policy is None or not (policy.spread_constraints or reads_pods(policy.rules))) \
-        and len({_shape(p) for p in pods}) == 1
-    first = collect_candidates(overlay, pods[0], policy, settings, now, nodes=nodes, strategy=strategy)
+def place_in_turn(state: ClusterState, pods: Sequence[PodInfo], policy: PlacementPolicy | None, settings: Settings,
+                  now: float, *, put: Callable[[PodInfo, str], object], count: int | None = None,
+                  nodes: Sequence[str] | None = None, quota: Mapping[str, int] | None = None,
+                  stop_at_failure: bool = False, placed: Callable[[], None] | None = None) -> Placed:
+    """Place ``pods`` one after another, each on the node :func:`rank` puts first with the earlier
+    ones counted: the one greedy placer of berth (a greedy round's plan, ``berth simulate``, a
+    drain's round). The first pod is always judged (it is the plan's decision), ``count`` of them
+    placed (default: all; 0 judges the first only).
+
+    What each caller decides:
+
+    - ``put``: how a pod is counted on its node, on ``state``: ``Overlay.place`` for a what-if
+      (a plan, a drain), ``ClusterView.assume`` to keep it (simulate's cluster fills up);
+    - ``nodes``: where the pods may go (default: every node; a drain's destinations);
+    - ``quota``: a Fill or Each round's plan (required for them), spent as the extender spends it:
+      the pods follow the plan's order;
+    - ``stop_at_failure``: a pod no node can take ends the turn (a round stops there), or is left
+      out with its judgement kept and the next pod tried (a drain blocks that pod only);
+    - ``placed``: called after each pod placed.
+
+    ``settings`` are the cluster's (the policy's overrides are applied here). With the index on,
+    pods alike are placed through the nodes left standing between them
+    (:mod:`berth.core.index.standing`), not judged in full one by one; the answers are the same."""
+    settings = settings.for_policy(policy)
+    strategy = effective_strategy(policy, settings)
+    if strategy in ROUND_STRATEGIES and policy is not None and quota is None:
+        raise ValueError(f"{strategy.value} places pods only within a round's plan (quota)")
+    count = len(pods) if count is None else count
+    left = dict(quota) if quota is not None else None
+
+    def judge(pod: PodInfo, among: Sequence[str] | None = nodes, room_only: bool = False) -> CandidateSet:
+        return collect_candidates(state, pod, policy, settings, now, nodes=among, quota=left, strategy=strategy,
+                                  room_only=room_only)
+
+    first = judge(pods[0])
     out = Placed(nodes=[], first=first, refusals={}, warnings=[])
     warnings = dict.fromkeys(first.warnings)
-    placed = 0
-    if local_only and first.error is None and count:
-        placed = _greedy_local(overlay, pods, policy, strategy, settings, now, count, first.candidates, out.nodes)
-    step: CandidateSet | None = first if placed == 0 else None
-    while placed < count:
-        if step is None:
-            step = collect_candidates(overlay, pods[placed], policy, settings, now, nodes=nodes, strategy=strategy)
-            warnings.update(dict.fromkeys(step.warnings))
-        if step.error is not None:
-            out.refusals[placed] = step
-            out.nodes.append(None)
-            if stop_at_failure:
-                break
-        else:
-            winner = rank(step, pods[placed], strategy)[0]
-            overlay.place(pods[placed], winner)
-            out.nodes.append(winner)
-        placed += 1
-        step = None
+    kept = None
+    if settings.indexed and count > 1 and (isinstance(pods, Replicas) or index.alike(pods[:count])):
+        kept = index.standing_nodes(state, pods[0], policy, rank_order(strategy, pods[0], left))
+    ready = False  # the heap holds every node left standing (once a pod was placed)
+    # With no spread constraint and no rule, the first pod's candidates are the nodes left standing.
+    seeded = policy is None or not (policy.spread_constraints or policy.rules)
+    position: dict[str, int] | None = None  # where each node is in the order the judgement lists them
+    for i in range(count):
+        pod = pods[i]
+        winner = None
+        if kept is not None and ready:
+            refused = index.shared_refusals(state, pod, policy)
+            winner = kept.first(refused)
+            if winner is not None and (unverified := kept.unverified(refused)):
+                # The warnings the full judgement would give: one for each candidate of unknown capacity.
+                if position is None:
+                    position = {name: n for n, name in enumerate(sorted(state.nodes) if nodes is None else nodes)}
+                unverified.sort(key=lambda c: position[c.name])
+                warnings.update((unverified_warning(c.name, c.unverified), None) for c in unverified)
+        if winner is None:
+            step = first if i == 0 else judge(pod)
+            if i:
+                warnings.update(dict.fromkeys(step.warnings))
+            if step.error is not None:
+                out.refusals[i] = step
+                out.nodes.append(None)
+                if stop_at_failure:
+                    break
+                continue
+            winner = rank(step, pod, strategy, left)[0]
+        put(pod, winner)
+        out.nodes.append(winner)
+        if left is not None:
+            left[winner] -= 1
+        if placed is not None:
+            placed()
+        if kept is not None and i + 1 < count:
+            if ready:
+                kept.forget(winner)
+                kept.add(judge(pods[i + 1], [winner], room_only=True).candidates)
+            elif i == 0 and seeded:
+                kept.add(first.candidates)
+                kept.forget(winner)
+                kept.add(judge(pods[1], [winner], room_only=True).candidates)
+            else:
+                kept.add(judge(pods[i + 1], room_only=True).candidates)
+            ready = True
     out.warnings = list(warnings)
     return out
-
-
-def _greedy_local(overlay: Overlay, pods: Sequence[PodInfo], policy: PlacementPolicy | None,
-                  strategy: Strategy | None, settings: Settings, now: float, count: int,
-                  candidates: list[Candidate], into: list[str | None]) -> int:
-    """Place pods with a heap while each placement changes only its own node's verdict. Stops
-    (returning how many it placed) when the heap runs dry, leaving the rest to the full path."""
-    key = rank_key(strategy, pods[0])
-    heap = [(key(c), c.name) for c in candidates]
-    heapq.heapify(heap)
-    placed = 0
-    while placed < count and heap:
-        _, name = heapq.heappop(heap)
-        overlay.place(pods[placed], name)
-        into.append(name)
-        placed += 1
-        if placed == count:
-            break
-        again = collect_candidates(overlay, pods[placed], policy, settings, now, nodes=[name], strategy=strategy)
-        if again.candidates:
-            heapq.heappush(heap, (key(again.candidates[0]), name))
-    return placed
-
-
-def _shape(pod: PodInfo) -> tuple[object, ...]:
-    """What a pod's judgement depends on besides the cluster: pods alike here are judged alike."""
-    return (tuple(sorted(pod.requests.items())), pod.sleepy, pod.constraint_signature(), pod.namespace,
-            tuple(sorted((k, v) for k, v in pod.labels.items() if k not in CONTROLLER_LABELS)))
 
 
 def _nth(pod: PodInfo, i: int) -> PodInfo:

@@ -31,7 +31,7 @@ import tests.core
 from berth.core.candidates import CandidateSet
 from berth.core.evaluate import effective_strategy, rank
 from berth.core.model import NodeInfo, PodInfo
-from berth.core.plan import place_in_turn, place_pods, plan_round
+from berth.core.plan import place_in_turn, place_pods, plan_round, replicas
 from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy
 from berth.core.quantity import CPU, DISK, MEMORY, PODS
 from berth.core.settings import Settings
@@ -42,7 +42,7 @@ from .builders import NOW, Scenario, cluster
 
 ANSWERS = Path(__file__).with_name("placer_answers.json")
 COUNTS = (1, 4, 25)
-GENERATED = 120
+GENERATED = 400
 GI = 2**30
 MI = 2**20
 
@@ -182,9 +182,9 @@ def as_planned(case: Case) -> dict[str, Any] | None:
     strategy = effective_strategy(policy, settings)
     if strategy in ROUND_STRATEGIES and policy is not None:
         return None
-    pods = [_nth(case.pod, i) for i in range(case.count)]
-    placed = place_in_turn(view.overlay(), pods, policy, strategy, settings, NOW, stop_at_failure=True,
-                           try_pods=case.count)
+    overlay = view.overlay()
+    placed = place_in_turn(overlay, replicas(case.pod, case.count), policy, case.settings, NOW, put=overlay.place,
+                           stop_at_failure=True)
     failure = placed.failure
     return {"nodes": placed.nodes, "first": _judged(placed.first, case.pod, strategy),
             "stop": _stop(failure.error, failure.refused) if failure is not None else None,
@@ -227,7 +227,8 @@ def as_drained(case: Case, *, mixed: bool) -> dict[str, Any] | None:
     if mixed:
         pods = [replace(p, requests={**p.requests, CPU: p.requests.get(CPU, 0) + 300}) if i % 3 == 1 else p
                 for i, p in enumerate(pods)]
-    placed = place_in_turn(view.overlay(), pods, policy, strategy, settings, NOW, nodes=destinations)
+    overlay = view.overlay()
+    placed = place_in_turn(overlay, pods, policy, case.settings, NOW, put=overlay.place, nodes=destinations)
     return {"nodes": placed.nodes, "warnings": placed.warnings,
             "refusals": {str(i): _judged(judged) for i, judged in sorted(placed.refusals.items())}}
 

@@ -29,7 +29,7 @@ import berth.core.strategies as strategies
 from berth.core.capacity import capacity_table
 from berth.core.decision import Refusal, Refused
 from berth.core.errors import ErrorCode
-from berth.core.evaluate import effective_strategy, evaluate_pod
+from berth.core.evaluate import evaluate_pod
 from berth.core.index.cluster import index_of
 from berth.core.model import NodeInfo, PodInfo
 from berth.core.plan import PlanResult, place_in_turn, place_pods, plan_round
@@ -430,8 +430,8 @@ def test_a_drains_round_places_each_pod_where_the_filter_would(data: st.DataObje
             want_left[i] = {"refused": dict(decision.refused.by_node()), "error": decision.error}
         else:
             overlay.place(one, decision.winner)
-    s = _indexed(world.settings).for_policy(pol)
-    got = place_in_turn(world.view().overlay(), pods, pol, effective_strategy(pol, s), s, NOW, nodes=destinations)
+    overlay = world.view().overlay()
+    got = place_in_turn(overlay, pods, pol, _indexed(world.settings), NOW, put=overlay.place, nodes=destinations)
     assert got.nodes == want_nodes
     assert {i: {"refused": dict(j.refused.by_node()), "error": j.error} for i, j in got.refusals.items()} == want_left
     assert got.warnings == list(warnings)

@@ -16,7 +16,7 @@ from berth.core.plan import shared_plan_key
 from berth.core.policy import Strategy, policy_from_manifest
 from berth.core.settings import Settings
 from berth.core.view import ClusterView
-from tests.builders import make_node, make_pod, make_policy
+from tests.builders import ZONE, make_node, make_pod, make_policy
 from tests.decision_schema import schema_problems
 
 from .builders import cluster, evaluate, judged, plan, spread_pods
@@ -117,6 +117,21 @@ def test_greedy_plan_without_count_places_one_pod() -> None:
     assert plan(cluster([make_node("a").info()]),
                          make_pod("new").info(),
                          make_policy().strategy("Auto").build()).plan == {"a": 1}
+
+
+def test_a_plans_warnings_name_each_unverified_node_a_later_pod_of_the_round_could_take() -> None:
+    """The plan's warnings are every pod's: topology spread refuses c (zone z1) to the first pod
+    only, so c's unknown capacity is warned of by the second pod's judgement."""
+    nodes = [make_node(n).zone("z1").cpu("1").pods("1").info() for n in ("a", "b", "d")]
+    nodes += [make_node(n).zone(z).cpu(None).pods("1").info() for n, z in (("c", "z1"), ("e", "z2"))]
+    view = cluster(nodes, [make_pod("old").on("a").info()])
+    policy = make_policy().strategy("Auto").spread({"maxSkew": 1, "topologyKey": ZONE,
+                                                     "whenUnsatisfiable": "DoNotSchedule"}).build()
+    result = plan(view, make_pod("new").cpu("100m").info(), policy, count=3)
+    assert result.placed == {"e": 1, "b": 1}
+    assert result.error is not None and result.error.code is ErrorCode.SPREAD_UNSATISFIED
+    assert result.decision.warnings == ["e: capacity unverified for cpu; ranked after verified nodes",
+                                        "c: capacity unverified for cpu; ranked after verified nodes"]
 
 
 def test_plan_result_to_dict_is_the_cli_contract() -> None:

@@ -11,7 +11,8 @@ the same.
 - the nodes whose Lease may be stale, from a heap of renew times (:mod:`.leases`);
 - topology spread's domain counts, caught up from the view's node log (:mod:`.spread`);
 - placement rules as node sets, the node-label ones kept until a node changes (:mod:`.rules`);
-- a round's heaps of standing nodes (:func:`berth.core.plan.place_pods`, ``place_in_turn``).
+- a round's nodes left standing between its pods (:mod:`.standing`, for
+  :func:`berth.core.plan.place_in_turn`).
 
 The plain path never calls into this package, so with the index off no state gets an index and
 nothing beyond the plain data is kept.
@@ -20,5 +21,7 @@ nothing beyond the plain data is kept.
 from berth.core.index.cluster import index_of
 from berth.core.index.judge import IndexedVerdicts, shared_refusals, verdicts
 from berth.core.index.spread import spread_context
+from berth.core.index.standing import StandingNodes, alike, standing_nodes
 
-__all__ = ["IndexedVerdicts", "index_of", "shared_refusals", "spread_context", "verdicts"]
+__all__ = ["IndexedVerdicts", "StandingNodes", "alike", "index_of", "shared_refusals", "spread_context",
+           "standing_nodes", "verdicts"]

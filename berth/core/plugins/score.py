@@ -5,7 +5,7 @@ unverified nodes after every verified one and ScheduleAnyway spread before the s
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from berth.core.model import PodInfo
 from berth.core.plugins import Depends
@@ -19,8 +19,13 @@ DEPENDS = Depends.NODE | Depends.NODE_PODS | Depends.ROUND
 def rank(candidates: Sequence[Candidate], strategy: Strategy | None, pod: PodInfo,
          quota: Mapping[str, int] | None = None) -> list[str]:
     """The candidates' names, best first, each sorted by its key."""
+    return [c.name for c in sorted(candidates, key=rank_order(strategy, pod, quota))]
+
+
+def rank_order(strategy: Strategy | None, pod: PodInfo, quota: Mapping[str, int] | None = None
+               ) -> Callable[[Candidate], tuple[object, ...]]:
+    """The sort key of :func:`rank`: a round's plan order under ``quota``, else the strategy's."""
     if quota is not None:
         order = {name: i for i, name in enumerate(quota)}
-        return [c.name for c in sorted(candidates, key=lambda c: (order.get(c.name, len(order)), c.name))]
-    key = rank_key(strategy if strategy not in ROUND_STRATEGIES else None, pod)
-    return [c.name for c in sorted(candidates, key=key)]
+        return lambda c: (order.get(c.name, len(order)), c.name)
+    return rank_key(strategy if strategy not in ROUND_STRATEGIES else None, pod)
