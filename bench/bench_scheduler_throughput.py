@@ -25,8 +25,8 @@ extender.
 
 In every configuration the scheduler's API client is set to ``qps: 1000, burst: 1000``
 (``clientConnection``; the default 50 QPS would cap every configuration at about 50 binds a
-second and hide the difference). berth's extender uses the Python client, which has no client-side
-rate limit.
+second and hide the difference). berth's extender binds through its own asyncio client, which has
+no client-side rate limit.
 
 How it is measured: a watch on the namespace is opened; the 1,000 pods are created for a scheduler
 name no scheduler serves yet (for berth, until its view has them all); the scheduler is started;
