@@ -9,7 +9,8 @@ itself: the body is encoded with orjson, the reply read as bytes and decoded onl
 
 What is kept from the kubernetes client is its configuration (``kubernetes.client.Configuration``,
 filled by ``load_incluster_config`` or ``load_kube_config``): the server's address, its CA, the
-client certificate, ``verify_ssl`` / ``assert_hostname`` / ``tls_server_name``, the proxy, and the
+client certificate, ``verify_ssl`` / ``assert_hostname`` / ``tls_server_name``, the proxy (unless
+``no_proxy`` names the server; a SOCKS proxy is refused at start, aiohttp has none), and the
 bearer token, read through ``Configuration.auth_settings()`` on every request, so that a rotated
 in-cluster token (the loader's refresh hook reads the file again once a minute) or a refreshed
 kubeconfig token is used as soon as the loader has it.
@@ -67,6 +68,20 @@ def ssl_context(configuration: Any) -> ssl.SSLContext | None:
     return context
 
 
+def proxy_of(configuration: Any) -> tuple[str | None, Any]:
+    """The proxy (and its headers) the kubernetes client would use for the API server: the
+    configuration's (given, or from the environment), unless ``no_proxy`` names the server."""
+    from kubernetes.client.rest import is_socks_proxy_url, should_bypass_proxies
+
+    proxy = getattr(configuration, "proxy", None) or None
+    if proxy is None or should_bypass_proxies(configuration.host, getattr(configuration, "no_proxy", None) or ""):
+        return None, None
+    if is_socks_proxy_url(proxy):  # type: ignore[no-untyped-call]
+        raise ValueError(f"the API server's proxy {proxy} is a SOCKS proxy, which berth's bind client cannot use: "
+                         "name an HTTP proxy, or list the API server in NO_PROXY")
+    return proxy, getattr(configuration, "proxy_headers", None) or None
+
+
 class ApiSession:
     """Requests to the API server of ``configuration`` on a connection pool of the running event loop.
 
@@ -81,7 +96,7 @@ class ApiSession:
         self.timeout = aiohttp.ClientTimeout(total=timeout, connect=CONNECT_TIMEOUT_SECONDS)
         self._ssl = ssl_context(configuration)
         self._server_hostname = getattr(configuration, "tls_server_name", None) or None
-        self._proxy = getattr(configuration, "proxy", None) or None
+        self._proxy, self._proxy_headers = proxy_of(configuration)
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -114,6 +129,7 @@ class ApiSession:
         session = self._current()
         try:
             async with session.request(method, self.base + path, data=data, headers=headers, proxy=self._proxy,
+                                       proxy_headers=self._proxy_headers,
                                        server_hostname=self._server_hostname) as resp:
                 payload = await resp.read()
                 if resp.status >= 400:

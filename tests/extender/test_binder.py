@@ -6,6 +6,7 @@ as kube-scheduler shows them."""
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,7 +19,7 @@ import pytest
 from berth.core.model import PodInfo
 from berth.extender.app import create_app
 from berth.extender.binder import BindError, KubeBinder
-from berth.extender.kube_http import ApiSession, ApiUnreachable
+from berth.extender.kube_http import ApiSession, ApiUnreachable, proxy_of
 from berth.extender.settings import ExtenderSettings
 from tests.builders import make_node, make_pod, make_policy
 from tests.extender.helpers import Clock, bind_args, make_store
@@ -297,3 +298,50 @@ def test_a_binding_the_api_server_never_answered_releases_the_room_and_says_why(
                             "/api/v1/namespaces/shop/pods/web-1/binding: ")
     assert store.view.pod(p["metadata"]["uid"]) is None
     assert store.assumed == {}
+
+
+@pytest.mark.parametrize(("proxy", "no_proxy", "used"), [
+    (None, None, None),
+    ("http://proxy.example:3128", None, "http://proxy.example:3128"),
+    ("http://proxy.example:3128", "127.0.0.1", None),
+    ("http://proxy.example:3128", "example.org,127.0.0.0/8", None),
+], ids=["none", "proxy", "no_proxy_names_the_server", "no_proxy_range_holds_the_server"])
+def test_the_proxy_is_the_one_the_kubernetes_client_would_use(proxy: str | None, no_proxy: str | None,
+                                                               used: str | None) -> None:
+    config = _configuration("https://127.0.0.1:6443")
+    config.proxy, config.no_proxy = proxy, no_proxy
+    assert proxy_of(config)[0] == used
+
+
+def test_a_socks_proxy_is_refused_naming_it() -> None:
+    config = _configuration("https://10.0.0.1:6443")
+    config.proxy = "socks5://proxy.example:1080"
+    with pytest.raises(ValueError, match=re.escape("socks5://proxy.example:1080 is a SOCKS proxy")):
+        ApiSession(config)
+
+
+def test_calls_go_through_the_proxy_unless_no_proxy_names_the_server(api_server: _ApiServer) -> None:
+    """An unreachable proxy makes the call fail; with the server in no_proxy it goes straight there."""
+    proxied = _configuration(api_server.url)
+    proxied.proxy = "http://127.0.0.1:1"
+    direct = _configuration(api_server.url)
+    direct.proxy, direct.no_proxy = "http://127.0.0.1:1", "127.0.0.1"
+
+    async def calls() -> tuple[str, bytes]:
+        through, straight = ApiSession(proxied), ApiSession(direct)
+        try:
+            try:
+                await through.request("GET", "/api/v1/namespaces/shop/pods/web-0")
+            except ApiUnreachable as exc:
+                failed = str(exc)
+            else:
+                raise AssertionError("the call went around the configured proxy")
+            return failed, await straight.request("GET", "/api/v1/namespaces/shop/pods/web-0")
+        finally:
+            await through.close()
+            await straight.close()
+
+    failed, body = asyncio.run(calls())
+    assert failed.startswith("cannot reach the API server for GET")
+    assert orjson.loads(body)["metadata"]["name"] == "web-0"
+    assert len(api_server.requests) == 1
