@@ -2,7 +2,7 @@
 
 Each strategy starts from the cluster as the snapshot shows it and places the workloads in the
 mix's order, pod by pod, each where the extender's filter would put it
-(:func:`berth.core.plan.place_pods`), until a pod finds no node; Fill and Each run in rounds as
+(:func:`berth.core.plan.place_in_turn`), until a pod finds no node; Fill and Each run in rounds as
 the extender runs them (:mod:`berth.core.round`: each round places the smaller of the strategy's
 own round and the pods still waiting, with their ``count`` and ``nodesLimit`` as the mix says,
 see :meth:`Workload.round_shape`), their pods following each round's plan, round after round
@@ -61,7 +61,8 @@ from berth.core import (
     check_fit,
     collect_candidates,
     demand,
-    place_pods,
+    place_in_turn,
+    replicas,
     rounds,
 )
 from berth.snapshot import Snapshot
@@ -104,7 +105,6 @@ class Outcome:
     placed: int
     nodes: dict[str, int]  # node -> pods placed there
     error: PlacementError | None = None
-    warnings: list[str] = field(default_factory=list)
     refusals: dict[str, str] = field(default_factory=dict)  # node -> reason, when a pod found no node
 
     @property
@@ -379,16 +379,15 @@ def _place(view: ClusterView, w: Workload, policy: PlacementPolicy, settings: Se
            placed: Callable[[], None] | None = None) -> bool:
     """Place ``count`` more pods of ``w`` pod by pod as the extender would (within ``quota``, a
     round's plan), until one finds no node; False when one did."""
-    done = place_pods(view, _replica(w.pod, w, outcome.placed), policy, settings, now, count, quota=quota,
-                      placed=placed)
-    outcome.placed += done.placed
-    for node, n in done.nodes.items():
-        outcome.nodes[node] = outcome.nodes.get(node, 0) + n
-    if quota is None:
-        outcome.warnings = done.warnings
-    if done.stopped is not None:
-        outcome.error = done.stopped.error or outcome.error
-        outcome.refusals = {n: r.reason for n, r in done.stopped.refused.items()}
+    done = place_in_turn(view, replicas(_replica(w.pod, w, outcome.placed), count), policy, settings, now,
+                         put=view.assume, quota=quota, stop_at_failure=True, placed=placed)
+    for node in done.nodes:
+        if node is not None:
+            outcome.placed += 1
+            outcome.nodes[node] = outcome.nodes.get(node, 0) + 1
+    if (stopped := done.failure) is not None:
+        outcome.error = stopped.error or outcome.error
+        outcome.refusals = {n: r.reason for n, r in stopped.refused.items()}
         return False
     return True
 
@@ -403,7 +402,6 @@ def _place_round(view: ClusterView, w: Workload, strategy: Strategy | None, sett
     while outcome.placed < w.replicas:
         opening = rounds.open_round(view, _replica(w.pod, w, outcome.placed), policy, settings, now,
                              w.replicas - outcome.placed)
-        outcome.warnings = list(dict.fromkeys([*outcome.warnings, *opening.decision.warnings]))
         if opening.round is None:
             outcome.error = opening.error
             outcome.refusals = {n: r.reason for n, r in opening.decision.refused.items()}

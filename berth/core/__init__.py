@@ -9,7 +9,8 @@ test holds them to it), so what is below can change without touching them.
   gives an :class:`Evaluation` holding the :class:`Decision` (considered, refused with reasons,
   ranking, warnings, error); :func:`scores` turns a ranking into the extender's 0..10.
 - Planning a round: :func:`plan_round` (:func:`shared_plan_key`: when policies alike share one
-  plan); placing its pods on the view: :func:`place_pods`.
+  plan); placing pods one after another, the one greedy placer every round goes through:
+  :func:`place_in_turn` (of :func:`replicas` of one pod, or of a list).
 - What a Fill or Each round is: :class:`Round` and the pure functions of :mod:`rounds`
   (``rounds.open_round``, ``next_node``, ``consume``, ``in_force``, ``resume``, ...), with the
   one count rule every shell follows.
@@ -72,7 +73,7 @@ from berth.core.nodedrain import DrainMode, NodeDrainSpec, nodedrain_spec
 from berth.core.placement_rules import RULE_LIMITS
 from berth.core.placement_rules import Operator as RuleOperator
 from berth.core.placement_rules import Resource as RuleResource
-from berth.core.plan import place_pods, plan_round, shared_plan_key
+from berth.core.plan import place_in_turn, plan_round, replicas, shared_plan_key
 from berth.core.plugins.node_filter import unknown_includes
 from berth.core.policy import (
     API_GROUP,
@@ -180,7 +181,7 @@ __all__ = [
     "nodedrain_spec",
     "parse_label_selector",
     "parse_time",
-    "place_pods",
+    "place_in_turn",
     "plan_drain",
     "plan_round",
     "pod_from_object",
@@ -188,6 +189,7 @@ __all__ = [
     "ranked_score",
     "read_only_caches",
     "refusal_cause",
+    "replicas",
     "rounds",
     "score_runs",
     "scores",

@@ -1,36 +1,32 @@
-"""The plan of a round: N pods of one workload, a node -> count map and the decision behind it.
+"""The plan of a round: N pods of one workload, a node -> count map and the decision behind it,
+and the one greedy placer every round goes through (:func:`place_in_turn`).
 
-Greedy strategies place pod after pod, each on the node :func:`evaluate_pod` ranks first with
-the earlier pods of the round counted (an overlay on the view): the plan is by construction
-what the extender does pod by pod. When no spread constraint or pod-reading rule is in force,
-placing a pod changes only its own node, so only that node is judged again.
-
-:func:`place_pods` places the pods of a round on the view itself, each assumed where the
-extender's filter would put it (``berth simulate`` replays a workload mix with it).
+Greedy strategies place pod after pod, each on the node :func:`~berth.core.evaluate.rank` puts
+first with the earlier pods of the round counted: the plan is by construction what the extender
+does pod by pod. The same placer counts a plan's pods on an overlay of the view, ``berth
+simulate``'s on the view itself (its cluster fills up workload after workload), a drain's on the
+drain's overlay, limited to its destinations; what differs between them is a parameter of the
+placer, not a placer of its own (docs/behaviour.md#rounds).
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import overload
 
 from berth.core import index
-from berth.core.candidates import Candidate, CandidateSet
+from berth.core.candidates import CandidateSet
 from berth.core.decision import Decision, Refused
 from berth.core.errors import PlacementError
-from berth.core.evaluate import effective_strategy, evaluate_pod, rank
+from berth.core.evaluate import effective_strategy, rank
 from berth.core.fit import unverified_warning
 from berth.core.framework import collect_candidates
-from berth.core.index import shared_refusals, spread_context
 from berth.core.model import PodInfo
 from berth.core.plugins.score import rank_order
 from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy
 from berth.core.round import plan_fixed_round
 from berth.core.settings import Settings
-from berth.core.strategies import rank_key
 from berth.core.view import ClusterState, ClusterView
 
 
@@ -256,108 +252,3 @@ def place_in_turn(state: ClusterState, pods: Sequence[PodInfo], policy: Placemen
             ready = True
     out.warnings = list(warnings)
     return out
-
-
-def _nth(pod: PodInfo, i: int) -> PodInfo:
-    """The i-th pod of the round: same shape and labels, its own identity."""
-    return pod if i == 0 else replace(pod, uid=f"{pod.uid}~{i}", name=f"{pod.name}~{i}")
-
-
-@dataclass
-class Placement:
-    """What :func:`place_pods` placed."""
-
-    nodes: dict[str, int] = field(default_factory=dict)  # node -> pods placed there, in order of first use
-    placed: int = 0
-    warnings: list[str] = field(default_factory=list)  # the first pod's
-    stopped: Decision | None = None  # the decision for the pod that found no node, if one did
-
-
-def place_pods(view: ClusterView, pod: PodInfo, policy: PlacementPolicy | None, settings: Settings, now: float,
-               count: int, *, quota: Mapping[str, int] | None = None,
-               placed: Callable[[], None] | None = None) -> Placement:
-    """Place ``count`` pods shaped like ``pod`` on ``view`` one after another, each assumed on the
-    node :func:`evaluate_pod` (the extender's filter) ranks first, stopping at the first pod that
-    finds no node. ``quota``: a Fill or Each round's plan (required for them), spent as the
-    extender spends it. ``placed`` is called after each pod placed.
-
-    Each pod costs what the view's incremental tables make it cost, not a judgement of every node:
-    after the first pod, the nodes that pass the checks a node decides alone wait in a heap by the
-    strategy's key (the plan's order under a quota); a pod takes the first of them that the checks
-    reading other nodes' pods (topology spread, placement rules) leave standing, which is the node
-    the full judgement ranks first, and only that node is judged again. When none is left standing
-    (or ScheduleAnyway spread scores every node anew), the pod is judged in full by
-    :func:`evaluate_pod`."""
-    settings = settings.for_policy(policy)
-    strategy = effective_strategy(policy, settings)
-    if strategy in ROUND_STRATEGIES and policy is not None and quota is None:
-        raise ValueError(f"{strategy.value} places pods only within a round's plan (quota)")
-    left = dict(quota) if quota is not None else None
-    result = Placement()
-    # Incremental while no ScheduleAnyway spread scores every node anew, and the index is on.
-    incremental = settings.indexed and ((spread := spread_context(view, pod, policy)) is None or not spread.soft)
-    key = rank_key(strategy, pod) if left is None else _in_plan_order(left)
-    heap: list[tuple[tuple[object, ...], str]] = []
-    keys: dict[str, tuple[object, ...]] = {}  # each node's entry in the heap that still holds
-    ready = False  # the heap holds every node standing (from the second pod on, when incremental)
-
-    def judge(one: PodInfo, nodes: list[str] | None) -> None:
-        quota = {n: left[n] for n in nodes if n in left} if left is not None and nodes is not None else left
-        for c in collect_candidates(view, one, policy, settings, now, nodes=nodes, quota=quota, strategy=strategy,
-                                    room_only=True).candidates:
-            keys[c.name] = entry = key(c)
-            heapq.heappush(heap, (entry, c.name))
-
-    for i in range(count):
-        one = _nth(pod, i)
-        winner = _first_standing(heap, keys, shared_refusals(view, one, policy)) if ready else None
-        if winner is None:
-            decision = evaluate_pod(view, one, policy, settings, now, quota=left).decision
-            if i == 0:
-                result.warnings = list(decision.warnings)
-            winner = decision.winner
-            if winner is None:
-                result.stopped = decision
-                break
-        view.assume(one, winner)
-        result.nodes[winner] = result.nodes.get(winner, 0) + 1
-        result.placed += 1
-        if left is not None:
-            left[winner] -= 1
-        if placed is not None:
-            placed()
-        if incremental and i + 1 < count:
-            keys.pop(winner, None)
-            judge(_nth(pod, i + 1), [winner] if ready else None)
-            ready = True
-    return result
-
-
-def _in_plan_order(plan: Mapping[str, int]) -> Callable[[Candidate], tuple[object, ...]]:
-    """A round's ranking as a key: the plan's order (:func:`rank` with a quota)."""
-    position = {name: i for i, name in enumerate(plan)}
-
-    def key(c: Candidate) -> tuple[object, ...]:
-        return (position[c.name], c.name)
-
-    return key
-
-
-def _first_standing(heap: list[tuple[tuple[object, ...], str]], keys: dict[str, tuple[object, ...]],
-                    refused: list[AbstractSet[str]]) -> str | None:
-    """The heap's first node that no set of ``refused`` holds (taken out of the heap), or None;
-    entries whose node was judged again since are dropped."""
-    held = []
-    winner = None
-    while heap:
-        entry = heapq.heappop(heap)
-        if keys.get(entry[1]) != entry[0]:
-            continue
-        if any(entry[1] in group for group in refused):
-            held.append(entry)
-            continue
-        winner = entry[1]
-        break
-    for entry in held:
-        heapq.heappush(heap, entry)
-    return winner

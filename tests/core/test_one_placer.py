@@ -31,7 +31,7 @@ import tests.core
 from berth.core.candidates import CandidateSet
 from berth.core.evaluate import effective_strategy, rank
 from berth.core.model import NodeInfo, PodInfo
-from berth.core.plan import place_in_turn, place_pods, plan_round, replicas
+from berth.core.plan import place_in_turn, plan_round, replicas
 from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy
 from berth.core.quantity import CPU, DISK, MEMORY, PODS
 from berth.core.settings import Settings
@@ -205,12 +205,17 @@ def as_simulated(case: Case) -> dict[str, Any] | None:
             return None
         quota = dict(fixed.plan)
     ticks: list[None] = []
-    done = place_pods(view, case.pod, policy, case.settings, NOW, case.count, quota=quota,
-                      placed=lambda: ticks.append(None))
+    done = place_in_turn(view, replicas(case.pod, case.count), policy, case.settings, NOW, put=view.assume,
+                         quota=quota, stop_at_failure=True, placed=lambda: ticks.append(None))
+    nodes: dict[str, int] = {}
+    for node in done.nodes:
+        if node is not None:
+            nodes[node] = nodes.get(node, 0) + 1
     assumed = sorted((p.uid, p.node_name) for p in view.all_pods() if view.is_assumed(p.uid))
-    return {"nodes": list(done.nodes.items()), "placed": done.placed, "ticks": len(ticks),
-            "warnings": done.warnings, "assumed": assumed,
-            "stop": _stop(done.stopped.error, done.stopped.refused) if done.stopped is not None else None}
+    failure = done.failure
+    return {"nodes": list(nodes.items()), "placed": sum(nodes.values()), "ticks": len(ticks),
+            "warnings": done.first.warnings, "assumed": assumed,
+            "stop": _stop(failure.error, failure.refused) if failure is not None else None}
 
 
 def as_drained(case: Case, *, mixed: bool) -> dict[str, Any] | None:

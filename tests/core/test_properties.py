@@ -8,9 +8,10 @@
   judged plainly (the index off);
 - a drain's round (pods of one or several shapes on an overlay, limited to the destinations, a pod
   no node takes left out) places each pod where evaluate_pod would, with the index off;
-- place_pods (a round placed through the view's incremental tables) places every pod where
-  evaluate_pod + ClusterView.assume would with the index off, and stops at the same pod with the
-  same decision, for every strategy (Fill and Each within their round's plan);
+- place_in_turn assuming its pods on the view (as ``berth simulate`` does), through the nodes the
+  index keeps standing, places every pod where evaluate_pod + ClusterView.assume would with the
+  index off, and stops at the same pod with the same judgement, for every strategy (Fill and Each
+  within their round's plan);
 - the index answers like the plain path: a long-lived view with its tables, orders and counts
   caught up through changes, an overlay, a capacity query, a request naming nodes berth has not seen;
 - the refused nodes kept in groups (Refused) read exactly like a plain node -> refusal dict.
@@ -26,13 +27,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import berth.core.strategies as strategies
+from berth.core.candidates import CandidateSet
 from berth.core.capacity import capacity_table
-from berth.core.decision import Refusal, Refused
+from berth.core.decision import Decision, Refusal, Refused
 from berth.core.errors import ErrorCode
 from berth.core.evaluate import evaluate_pod
 from berth.core.index.cluster import index_of
 from berth.core.model import NodeInfo, PodInfo
-from berth.core.plan import PlanResult, place_in_turn, place_pods, plan_round
+from berth.core.plan import PlanResult, place_in_turn, plan_round, replicas
 from berth.core.plugins import count_matching
 from berth.core.plugins.fit import NodeUse, node_use
 from berth.core.policy import PlacementPolicy
@@ -383,9 +385,16 @@ def _pod_by_pod(view: ClusterView, p: PodInfo, pol: PlacementPolicy, s: Settings
     return placed, None
 
 
+def _as_judged(stopped: CandidateSet, p: PodInfo, pol: PlacementPolicy) -> dict[str, Any]:
+    """What the decision for a pod no node took says, read from its judgement (:func:`judged`)."""
+    return judged(Decision(pod=p.key, policy=pol.key, strategy=pol.strategy_name,
+                           considered=stopped.considered, refused=stopped.refused, warnings=stopped.warnings,
+                           error=stopped.error, policy_generation=pol.generation))
+
+
 @PROPS
 @given(world=worlds(), p=new_pods(), pol=policies(ALL_STRATEGIES), count=st.integers(0, 25))
-def test_place_pods_places_where_the_filter_would(world: World, p: PodInfo, pol: PlacementPolicy,
+def test_placing_in_turn_on_the_view_places_where_the_filter_would(world: World, p: PodInfo, pol: PlacementPolicy,
                                                    count: int) -> None:
     quota = None
     if pol.strategy_name in ("Fill", "Each"):
@@ -396,11 +405,17 @@ def test_place_pods_places_where_the_filter_would(world: World, p: PodInfo, pol:
     want, want_stop = _pod_by_pod(world.view(), p, pol, _plain(world.settings), count, quota)
     view = world.view()
     ticks: list[None] = []
-    got = place_pods(view, p, pol, _indexed(world.settings), NOW, count, quota=quota,
-                     placed=lambda: ticks.append(None))
-    assert list(got.nodes.items()) == list(want.items())
-    assert got.placed == len(ticks) == sum(want.values())
-    assert (judged(got.stopped) if got.stopped is not None else None) == want_stop
+    got = place_in_turn(view, replicas(p, max(count, 1)), pol, _indexed(world.settings), NOW, put=view.assume,
+                        count=count, quota=quota, stop_at_failure=True, placed=lambda: ticks.append(None))
+    placed: dict[str, int] = {}
+    for node in got.nodes[:len(got.nodes) - len(got.refusals)]:
+        assert node is not None
+        placed[node] = placed.get(node, 0) + 1
+    assert list(placed.items()) == list(want.items())
+    assert len(ticks) == sum(want.values())
+    stopped = (_as_judged(got.failure, replicas(p, count)[min(got.refusals)], pol) if got.failure is not None
+               else None)
+    assert stopped == want_stop
     for node, n in want.items():
         assert sum(1 for q in view.pods_on(node) if view.is_assumed(q.uid)) == n
 
