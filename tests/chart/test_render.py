@@ -552,6 +552,42 @@ def test_scheduler_values(helm: Path) -> None:
     assert _container(r.get("Deployment", "berth-scheduler"))["image"].endswith(":v1.35.4")
 
 
+PROFILE_CASES = [
+    ("default-is-throughput", {"scheduler.enabled": True}, "throughput"),
+    ("throughput", {"scheduler.enabled": True, "scheduler.profile": "throughput"}, "throughput"),
+    ("full", {"scheduler.enabled": True, "scheduler.profile": "full"}, "full"),
+]
+
+
+@pytest.mark.parametrize(("values", "profile"), [c[1:] for c in PROFILE_CASES], ids=[c[0] for c in PROFILE_CASES])
+def test_scheduler_profile_sets_how_the_extender_answers_filter(helm: Path, with_scheduler: Rendered,
+                                                                values: dict[str, Any], profile: str) -> None:
+    """The extender gets the settings extender/scheduler_config.py gives the profile (the winner
+    alone for throughput); kube-scheduler's configuration is the same for both profiles."""
+    from berth.extender.scheduler_config import PROFILE_EXTENDER_ENV
+
+    r = render(helm, values)
+    env = {e["name"]: e.get("value") for e in _container(r.get("Deployment", "berth-extender"))["env"]}
+    assert {k: env[k] for k in PROFILE_EXTENDER_ENV[profile]} == PROFILE_EXTENDER_ENV[profile]
+    config = r.get("ConfigMap", "berth-scheduler")["data"]["config.yaml"]
+    assert config == with_scheduler.get("ConfigMap", "berth-scheduler")["data"]["config.yaml"]
+
+
+def test_scheduler_profile_reaches_the_extender_without_the_charts_scheduler(default: Rendered) -> None:
+    """With a kube-scheduler of one's own (option B) the extender still answers as the profile says."""
+    env = {e["name"]: e.get("value") for e in _container(default.get("Deployment", "berth-extender"))["env"]}
+    assert env["BERTH_FILTER_WINNER_ONLY"] == "true"
+
+
+def test_an_unknown_scheduler_profile_is_refused_naming_the_choices(helm: Path) -> None:
+    from .helm import set_args
+
+    proc = run_helm(helm, "template", "berth", str(CHART),
+                    *set_args({"scheduler.enabled": True, "scheduler.profile": "fast"}), check=False)
+    assert proc.returncode != 0
+    assert "/scheduler/profile" in proc.stderr and "'throughput', 'full'" in proc.stderr, proc.stderr
+
+
 def test_scheduler_image_drops_a_vendor_suffix(helm: Path) -> None:
     r = render(helm, SCHEDULER_ON, kube_version="v1.30.5-gke.1014001")
     assert _container(r.get("Deployment", "berth-scheduler"))["image"] == "registry.k8s.io/kube-scheduler:v1.30.5"

@@ -46,6 +46,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from berth.core.decision import DecisionRecord
 from berth.core.quantity import to_base_units
+from tests.chart.helm import render, require_helm
 from tests.decision_schema import valid_record
 from tests.e2e.harness import (
     ControlPlane,
@@ -268,6 +269,90 @@ def test_strategy_lands_as_its_plan_says(strategy: str | None, extra: dict[str, 
     assert all(d.winner is not None and d.winner.node == p
                for d, p in zip(decisions, [x.spec.node_name for x in pods if x.metadata.name != "already-there"],
                                strict=True))
+
+
+# -- the chart's recommended profile --------------------------------------------------------------
+
+PROFILE_SCHEDULER = "berth-profile-e2e"
+
+
+def _env_value(deploy: dict[str, Any], name: str) -> str:
+    [container] = [c for c in deploy["spec"]["template"]["spec"]["containers"] if c["name"] == "extender"]
+    [value] = [e["value"] for e in container["env"] if e["name"] == name]
+    return str(value)
+
+
+@pytest.fixture(scope="module")
+def chart_profile(control_plane: ControlPlane, berth_crd: None) -> Iterator[tuple[Extender, BerthScheduler]]:
+    """The chart's second scheduler as the chart renders it by default (the recommended profile),
+    run by a real kube-scheduler, and an extender with the settings the chart gives berth with it.
+    Only what ties the configuration to this machine changes: the extender's address (plain HTTP
+    on 127.0.0.1, so no TLS), the schedulerName, and no leader election."""
+    rendered = render(require_helm(), {"scheduler.enabled": True})
+    config = yaml.safe_load(rendered.get("ConfigMap", "berth-scheduler")["data"]["config.yaml"])
+    winner_only = _env_value(rendered.get("Deployment", "berth-extender"), "BERTH_FILTER_WINNER_ONLY")
+    extender = Extender(control_plane, env={"BERTH_FILTER_WINNER_ONLY": winner_only}, name="berth-extender-profile")
+    extender.start()
+    try:
+        [ext] = config["extenders"]
+        ext.update(urlPrefix=extender.url, enableHTTPS=False)
+        del ext["tlsConfig"]
+        [profile] = config["profiles"]
+        profile["schedulerName"] = PROFILE_SCHEDULER
+        del config["leaderElection"]
+        sched = control_plane.start_scheduler(config, name="kube-scheduler-chart-profile")
+        try:
+            yield extender, BerthScheduler(PROFILE_SCHEDULER, config, sched)
+        finally:
+            sched.stop()
+    finally:
+        extender.stop()
+
+
+def _verb_calls(extender: Extender, verb: str) -> float:
+    """How many requests of ``verb`` berth has answered (``berth_extender_request_seconds_count``)."""
+    text = httpx.get(extender.url + "/metrics", timeout=10).text
+    return sum(sample.value for family in text_string_to_metric_families(text)
+               if family.name == "berth_extender_request_seconds"
+               for sample in family.samples
+               if sample.name.endswith("_count") and sample.labels.get("verb") == verb)
+
+
+PROFILE_STRATEGIES = [s for s in STRATEGIES if s[0] in ("Auto", "Spread", "Fill")]
+
+
+@pytest.mark.parametrize(("strategy", "extra", "count"), PROFILE_STRATEGIES,
+                         ids=[s[0] or "" for s in PROFILE_STRATEGIES])
+def test_charts_recommended_profile_lands_every_pod_on_the_strategys_winner(
+        strategy: str, extra: dict[str, Any], count: int | None, control_plane: ControlPlane, kube_api: Any,
+        placement_namespace: str, chart_profile: tuple[Extender, BerthScheduler],
+        make_nodes: Callable[..., list[str]], node_leases: NodeLeaseRenewer) -> None:
+    """The chart's default scheduler configuration loads in a real kube-scheduler, and with it every
+    pod a policy governs lands on the node berth's strategy chose over the whole cluster (the
+    core's plan), without kube-scheduler's scoring: berth's filter answered the winner alone and
+    prioritize was never asked."""
+    extender, sched = chart_profile
+    env = Env(control_plane, kube_api, placement_namespace, extender, sched, make_nodes, node_leases)
+    try:
+        env.nodes(*NODES)
+        env.create(env.pod("other-load", "other", cpu="2", memory="2Gi", node=env.node("b")),
+                   env.pod("already-there", "web", node=env.node("c")))
+        policy = env.policy(f"profile-{strategy.lower()}-{env.run}", "web", strategy=strategy, **extra)
+        filters, prioritizes = _verb_calls(extender, "filter"), _verb_calls(extender, "prioritize")
+        plan, landed = env.place("web", policy, count)
+        assert landed == plan, f"{strategy}: bound {landed}, the core's plan {plan}"
+        assert _verb_calls(extender, "filter") - filters >= sum(plan.values())
+        assert _verb_calls(extender, "prioritize") == prioritizes, "kube-scheduler scored nodes"
+        pods = env.core.list_namespaced_pod(env.ns, label_selector=f"app=web,{RUN_LABEL}={env.run}").items
+        for pod in pods:
+            if pod.metadata.name == "already-there":
+                continue
+            record = valid_record(json.loads(pod.metadata.annotations["berth.dev/decision"]))
+            assert record.strategy == strategy
+            assert record.winner is not None and record.winner.node == pod.spec.node_name, pod.metadata.name
+            assert record.considered_count >= len(NODES), "berth judged fewer nodes than the test has"
+    finally:
+        env.cleanup()
 
 
 # -- topology spread and affinity rules -----------------------------------------------------------

@@ -4,6 +4,7 @@ whatever scores the default plugins give (kube-scheduler's own arithmetic, repro
 from __future__ import annotations
 
 import orjson
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -11,11 +12,16 @@ from hypothesis import strategies as st
 from berth.core.evaluate import MAX_PRIORITY, RUNNER_UP_MAX
 from berth.extender.scheduler_config import (
     DEFAULT_SCORE_PLUGIN_WEIGHTS,
+    FULL_PROFILE,
     MAX_NODE_SCORE,
+    PROFILE_EXTENDER_ENV,
+    PROFILES,
+    RECOMMENDED_PROFILE,
     RECOMMENDED_WEIGHT,
     minimum_weight,
     scheduler_config_yaml,
 )
+from berth.extender.settings import ExtenderSettings
 from tests.builders import make_node, make_pod, make_policy
 from tests.extender.helpers import harness
 
@@ -87,3 +93,14 @@ def test_the_scheduler_configuration() -> None:
     second = yaml.safe_load(scheduler_config_yaml("https://berth:8443", scheduler_name="berth"))
     assert second["profiles"] == [{"schedulerName": "berth"}]
     assert second["extenders"][0]["enableHTTPS"] is True
+
+
+@pytest.mark.parametrize(("profile", "winner_only"), [(RECOMMENDED_PROFILE, True), (FULL_PROFILE, False)])
+def test_each_profiles_extender_settings_are_read_by_the_extender(monkeypatch: pytest.MonkeyPatch, profile: str,
+                                                                  winner_only: bool) -> None:
+    """The settings a profile names (the chart sets them) are the extender's own, with the value
+    the profile needs: a misspelt variable would be ignored and the profile silently lost."""
+    for name, value in PROFILE_EXTENDER_ENV[profile].items():
+        monkeypatch.setenv(name, value)
+    assert ExtenderSettings().filter_winner_only is winner_only
+    assert set(PROFILES) == set(PROFILE_EXTENDER_ENV)
