@@ -1,34 +1,39 @@
 """Throughput of a real kube-scheduler with berth in its profile, and without.
 
-One run starts a local control plane (etcd + kube-apiserver, tests/e2e/harness), 500 fake Ready
-nodes, berth's extender (``berth extender``, a process of its own) and then, one after the other,
-kube-schedulers with these configurations, each binding 1,000 pods:
+One run starts a local control plane (etcd + kube-apiserver, tests/e2e/harness), ``--nodes`` fake
+Ready nodes (500 by default) and then, one after the other, kube-schedulers with these
+configurations, each binding ``--pods`` pods (1,000 by default). ``--rows`` chooses which kinds
+of row run (default: all, in this order):
 
-* ``default``: kube-scheduler's default profile, nothing else changed;
-* ``default-100``: the same with ``percentageOfNodesToScore: 100`` (berth's README sets it: this
-  row separates what scoring every node costs from what the extender costs);
+* ``default``: kube-scheduler alone, its default profile and its default sampling of nodes
+  (on large clusters it stops filtering once it has found a share of them);
+* ``default-100``: the same with ``percentageOfNodesToScore: 100`` (berth's configuration sets
+  it: this row separates what filtering and scoring every node costs from what the extender costs);
 * ``noop``: the no-op extender (bench/noop_extender.py, a process of its own: filter passes every
-  node, prioritize scores 0, kube-scheduler binds) in berth's configuration's shape (weight 30,
-  ``nodeCacheCapable: true``, ``percentageOfNodesToScore: 100``): the floor any extender on
-  berth's stack (uvicorn, httptools, orjson) costs, two HTTP round trips a pod;
-* ``berth-none``: extender/README.md's configuration (filter, prioritize, bind, weight 30,
+  node, prioritize scores 0, kube-scheduler binds) in berth's configuration's shape
+  (weight 30, ``nodeCacheCapable: true``, ``percentageOfNodesToScore: 100``): the floor any
+  extender on berth's stack (uvicorn, httptools, orjson) costs, two HTTP round trips a pod;
+* ``berth-none``: berth's ``full`` profile (filter, prioritize, bind, weight 30,
   ``nodeCacheCapable: true``, ``percentageOfNodesToScore: 100``), pods no PlacementPolicy selects
   (berth passes them through);
-* ``berth-<strategy>``: the same, the pods governed by a PlacementPolicy of that strategy, one row
-  per ``--strategies`` entry (default Auto);
-* ``berth-<strategy>-winner`` (``--winner-only``): berth's profile for large clusters, the same
-  with ``BERTH_FILTER_WINNER_ONLY=true`` (a second extender process): filter answers the
-  strategy's winner alone and kube-scheduler skips scoring.
+* ``berth`` (``berth-<strategy>``): the same, the pods governed by a PlacementPolicy of that
+  strategy, one row per ``--strategies`` entry (default Auto);
+* ``profile`` (``berth-<strategy>-profile``): berth's recommended profile, ``throughput`` (the
+  chart's default: the same kube-scheduler configuration, and the extender settings
+  extender/scheduler_config.py gives it, in a second extender process): filter answers a governed
+  pod with its strategy's winner alone, so kube-scheduler skips scoring and prioritize; one row per
+  strategy.
 
 The summary prints each row's ratio to kube-scheduler alone (``default``) and to the no-op
-extender.
+extender, the machine reference (a fixed CPU workload, before and after) with the load average,
+and how long the whole run took.
 
 In every configuration the scheduler's API client is set to ``qps: 1000, burst: 1000``
 (``clientConnection``; the default 50 QPS would cap every configuration at about 50 binds a
 second and hide the difference). berth's extender binds through its own asyncio client, which has
 no client-side rate limit.
 
-How it is measured: a watch on the namespace is opened; the 1,000 pods are created for a scheduler
+How it is measured: a watch on the namespace is opened; the pods are created for a scheduler
 name no scheduler serves yet (for berth, until its view has them all); the scheduler is started;
 the watch notes when each pod is bound. pods/s = (pods - 1) / (last bind - first bind),
 i.e. the scheduling loop's steady rate, without the scheduler's start-up and informer sync (printed
@@ -38,6 +43,13 @@ Usage (from the repository root; builds the Kubernetes binaries on first use, se
 
     .venv/bin/python bench/bench_scheduler_throughput.py
     .venv/bin/python bench/bench_scheduler_throughput.py --nodes 500 --pods 1000 --strategies Auto,Spread,Fill
+    .venv/bin/python bench/bench_scheduler_throughput.py --nodes 5000 --pods 5000 --strategies Auto,Spread,Fill \
+        --rows default,noop,berth,profile
+
+How long: creating 5,000 nodes takes 2-4 minutes; then each row takes its pods' creation plus
+pods / (its pods/s). At 5,000 nodes the rows of the full configuration (noop, berth-*) bind 10-30
+pods/s, so 5,000 pods take 3-8 minutes a row: ``--rows default,noop,berth,profile`` with three
+strategies is 9 rows. Progress and each extender verb's mean time go to stderr.
 
 Only 127.0.0.1 is used. The machine's load matters: run it on a quiet machine and compare ratios.
 """
@@ -45,6 +57,7 @@ Only 127.0.0.1 is used. The machine's load matters: run it on a quiet machine an
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import ssl
@@ -52,6 +65,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -74,6 +88,7 @@ from bench.bench_extender import (  # noqa: E402
     server_side,
 )
 from bench.noop_extender import noop_scheduler_config  # noqa: E402
+from berth.extender.scheduler_config import FULL_PROFILE, PROFILE_EXTENDER_ENV, RECOMMENDED_PROFILE  # noqa: E402
 from tests.e2e.harness import (  # noqa: E402
     ControlPlane,
     NodeSpec,
@@ -224,12 +239,28 @@ def run_one(cp: ControlPlane, api: Any, label: str, config: dict[str, Any], pods
             f"{process_cpu_seconds(extender_pid(extender)) - cpu_created:.1f} s while they were bound "
             f"(bind span {last - first:.1f} s)")
     nodes_used = len({p["spec"]["nodeName"] for p in _pods(cp, namespace)})
-    core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+    delete_pods(core, namespace)
     result = {"config": label, "pods": len(times), "pods_per_second": round(rate, 1),
               "bind_span_seconds": round(last - first, 2), "first_bind_after_start_seconds": round(first - t_start, 2),
               "nodes_used": nodes_used}
     log(json.dumps(result))
     return result
+
+
+def delete_pods(core: Any, namespace: str, attempts: int = 3) -> None:
+    """Delete the row's pods, not reading back the deleted objects (megabytes at thousands of pods);
+    a connection that breaks on the way is retried, so that one glitch does not end the run."""
+    for attempt in range(1, attempts + 1):
+        try:
+            resp = core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0, _preload_content=False)
+            resp.drain_conn()  # read and dropped: the connection goes back to the pool clean
+            resp.release_conn()
+            return
+        except Exception as exc:  # the next attempt deletes what is left
+            if attempt == attempts:
+                raise
+            log(f"deleting the pods of {namespace} failed ({exc!r}); again")
+            time.sleep(2)
 
 
 def extender_pid(extender: Extender) -> int:
@@ -260,24 +291,37 @@ def start_noop(cp: ControlPlane) -> tuple[ManagedProcess, str]:
     return proc, url
 
 
+ROWS = ("default", "default-100", "noop", "berth-none", "berth", "profile")
+"""The kinds of row ``--rows`` chooses from (module docstring: what each measures)."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="rows: " + ", ".join(ROWS) + " (see the module docstring)")
     parser.add_argument("--nodes", type=int, default=500)
     parser.add_argument("--pods", type=int, default=1000)
-    parser.add_argument("--strategies", default="Auto", help="comma-separated PlacementPolicy strategies, one berth "
-                        "row each (the pass-through row, pods no policy selects, is always run)")
+    parser.add_argument("--strategies", default="Auto", help="comma-separated PlacementPolicy strategies: a "
+                        "berth-<strategy> and a berth-<strategy>-profile row each (default Auto)")
+    parser.add_argument("--rows", default=",".join(ROWS),
+                        help="comma-separated kinds of row to run, in this order: " + ", ".join(ROWS)
+                        + " (default: all; the ratios need default and noop)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for one configuration")
     parser.add_argument("--no-events", action="store_true",
                         help="berth writes no BerthPlaced Event at bind (BERTH_RECORD_EVENTS=false): what they cost")
-    parser.add_argument("--winner-only", action="store_true",
-                        help="also a row per strategy with BERTH_FILTER_WINNER_ONLY=true (large-cluster profile)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
+    rows = [r.strip() for r in args.rows.split(",") if r.strip()]
+    unknown = sorted(set(rows) - set(ROWS))
+    if unknown:
+        parser.error(f"--rows: unknown {', '.join(unknown)}; choose from {', '.join(ROWS)}")
     reference_before = machine_reference_ms()
+    run_started = time.monotonic()
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip() and s.strip().lower() != "none"]
     # Fill and Each place rounds of ``count`` pods a node: enough for every pod of the row.
     per_node = {"count": -(-args.pods // args.nodes)}
     specs = {"Fill": per_node, "Each": per_node}
+    results: list[dict[str, Any]] = []
 
     with ControlPlane.start() as cp:
         api = cp.api_client()
@@ -286,64 +330,89 @@ def main(argv: list[str] | None = None) -> int:
         make_nodes(api, args.nodes)
         log(f"{args.nodes} nodes created in {time.monotonic() - started:.1f}s")
         # The nodes' Leases are written once: judge liveness over an hour so that they stay fresh.
-        extender = Extender(cp, env={"BERTH_LIVENESS_THRESHOLD_SECONDS": "3600",
-                                     "BERTH_RECORD_EVENTS": "false" if args.no_events else "true"})
-        noop, noop_url = start_noop(cp)
-        extender.start()
+        env = {"BERTH_LIVENESS_THRESHOLD_SECONDS": "3600", "BERTH_RECORD_EVENTS": "false" if args.no_events else "true"}
+        plain = {"clientConnection": dict(CLIENT)}
         try:
-            wait_for(lambda: extender.view_count("nodes"), lambda n: n >= args.nodes, timeout=120,
-                     what="berth to see every node")
-            plain = {"clientConnection": dict(CLIENT)}
-            results = [
-                run_one(cp, api, "default", plain, args.pods, None, None, args.timeout),
-                run_one(cp, api, "default-100", {**plain, "percentageOfNodesToScore": 100}, args.pods, None, None,
-                        args.timeout),
-                run_one(cp, api, "noop", {**noop_scheduler_config(noop_url, "bench-noop"), **plain}, args.pods,
-                        None, None, args.timeout),
-            ]
-            noop.stop(grace=5)
-            berth = berth_scheduler_config(extender.url, "bench-berth")
-            berth["clientConnection"] = dict(CLIENT)
-            for strategy in [None, *strategies]:
-                label = f"berth-{(strategy or 'none').lower()}"
-                results.append(run_one(cp, api, label, berth, args.pods, extender, strategy, args.timeout,
-                                       specs.get(strategy or "")))
-            if args.winner_only and strategies:
-                extender.stop()
-                extender = Extender(cp, env={**extender.env, "BERTH_FILTER_WINNER_ONLY": "true"},
-                                    name="berth-extender-winner")
-                extender.start()
-                wait_for(lambda: extender.view_count("nodes"), lambda n: n >= args.nodes, timeout=120,
-                         what="berth to see every node")
-                berth = berth_scheduler_config(extender.url, "bench-berth-winner")
-                berth["clientConnection"] = dict(CLIENT)
-                for strategy in strategies:
-                    results.append(run_one(cp, api, f"berth-{strategy.lower()}-winner", berth, args.pods, extender,
-                                           strategy, args.timeout, specs.get(strategy)))
+            if "default" in rows:
+                results.append(run_one(cp, api, "default", plain, args.pods, None, None, args.timeout))
+            if "default-100" in rows:
+                results.append(run_one(cp, api, "default-100", {**plain, "percentageOfNodesToScore": 100}, args.pods,
+                                       None, None, args.timeout))
+            if "noop" in rows:
+                noop, noop_url = start_noop(cp)
+                try:
+                    results.append(run_one(cp, api, "noop", {**noop_scheduler_config(noop_url, "bench-noop"), **plain},
+                                           args.pods, None, None, args.timeout))
+                finally:
+                    noop.stop(grace=5)
+            berth_rows = ([None] if "berth-none" in rows else []) + (strategies if "berth" in rows else [])
+            if berth_rows:  # berth's full profile
+                with running_extender(cp, {**env, **PROFILE_EXTENDER_ENV[FULL_PROFILE]}, "berth-extender",
+                                      args.nodes) as extender:
+                    berth = {**berth_scheduler_config(extender.url, "bench-berth"), **plain}
+                    for strategy in berth_rows:
+                        label = f"berth-{(strategy or 'none').lower()}"
+                        results.append(run_one(cp, api, label, berth, args.pods, extender, strategy, args.timeout,
+                                               specs.get(strategy or "")))
+            if "profile" in rows and strategies:
+                # berth's recommended profile: the same kube-scheduler configuration, and the
+                # extender settings the chart gives berth with it (a second extender process)
+                with running_extender(cp, {**env, **PROFILE_EXTENDER_ENV[RECOMMENDED_PROFILE]},
+                                      "berth-extender-profile", args.nodes) as extender:
+                    berth = {**berth_scheduler_config(extender.url, "bench-profile"), **plain}
+                    for strategy in strategies:
+                        results.append(run_one(cp, api, f"berth-{strategy.lower()}-profile", berth, args.pods,
+                                               extender, strategy, args.timeout, specs.get(strategy)))
         finally:
-            noop.stop(grace=5)
-            extender.stop()
             api.close()
 
     by = {r["config"]: r for r in results}
-    alone, floor = by["default"]["pods_per_second"], by["noop"]["pods_per_second"]
+    alone = by.get("default", {}).get("pods_per_second")
+    floor = by.get("noop", {}).get("pods_per_second")
     for r in results:
-        r["vs_default"] = round(r["pods_per_second"] / alone, 3)
-        r["vs_noop"] = round(r["pods_per_second"] / floor, 3)
+        r["vs_default"] = round(r["pods_per_second"] / alone, 3) if alone else None
+        r["vs_noop"] = round(r["pods_per_second"] / floor, 3) if floor else None
+    elapsed = time.monotonic() - run_started
     if args.json:
-        print(json.dumps({"machine": machine_reference(reference_before), "nodes": args.nodes,
-                          "strategies": strategies, "events": not args.no_events,
+        print(json.dumps({"machine": machine_reference(reference_before), "nodes": args.nodes, "pods": args.pods,
+                          "strategies": strategies, "rows": rows, "events": not args.no_events,
+                          "profile": profile_summary(), "elapsed_seconds": round(elapsed, 1),
                           "results": results}, indent=1))
         return 0
     print(f"kube-scheduler throughput, {args.pods} pods on {args.nodes} nodes, client qps/burst 1000/1000 "
-          f"({'no BerthPlaced Events' if args.no_events else 'a BerthPlaced Event per berth-governed pod'})")
+          f"({'no BerthPlaced Events' if args.no_events else 'a BerthPlaced Event per berth-governed pod'}); "
+          f"whole run {elapsed / 60:.1f} min")
     print(machine_reference(reference_before))
-    print(f"{'config':<20} {'pods/s':>8} {'vs default':>11} {'vs noop':>8} {'bind span s':>12} "
+    print(f"profile rows: {profile_summary()}")
+    print(f"{'config':<22} {'pods/s':>8} {'vs default':>11} {'vs noop':>8} {'bind span s':>12} "
           f"{'first bind after s':>19} {'nodes used':>11}")
     for r in results:
-        print(f"{r['config']:<20} {r['pods_per_second']:>8} {r['vs_default']:>11} {r['vs_noop']:>8} "
+        vs_default = "-" if r["vs_default"] is None else r["vs_default"]
+        vs_noop = "-" if r["vs_noop"] is None else r["vs_noop"]
+        print(f"{r['config']:<22} {r['pods_per_second']:>8} {vs_default:>11} {vs_noop:>8} "
               f"{r['bind_span_seconds']:>12} {r['first_bind_after_start_seconds']:>19} {r['nodes_used']:>11}")
     return 0
+
+
+@contextlib.contextmanager
+def running_extender(cp: ControlPlane, env: dict[str, str], name: str, nodes: int) -> Iterator[Extender]:
+    """berth's extender with ``env``, once its view holds every node; stopped on the way out."""
+    extender = Extender(cp, env=env, name=name)
+    extender.start()
+    try:
+        wait_for(lambda: extender.view_count("nodes"), lambda n: n >= nodes, timeout=300,
+                 what="berth to see every node")
+        yield extender
+    finally:
+        extender.stop()
+
+
+def profile_summary() -> str:
+    """How the profile rows differ from the berth rows, in one line."""
+    full, throughput = PROFILE_EXTENDER_ENV[FULL_PROFILE], PROFILE_EXTENDER_ENV[RECOMMENDED_PROFILE]
+    changed = ", ".join(f"{k}={v}" for k, v in throughput.items() if full.get(k) != v)
+    return (f"{RECOMMENDED_PROFILE}: the berth rows' kube-scheduler configuration (percentageOfNodesToScore 100, "
+            f"default plugins), extender {changed}")
 
 
 def machine_reference(before_ms: float) -> str:
