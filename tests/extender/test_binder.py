@@ -345,3 +345,18 @@ def test_calls_go_through_the_proxy_unless_no_proxy_names_the_server(api_server:
     assert failed.startswith("cannot reach the API server for GET")
     assert orjson.loads(body)["metadata"]["name"] == "web-0"
     assert len(api_server.requests) == 1
+
+
+def test_the_apps_shutdown_closes_the_connections_to_the_api_server(api_server: _ApiServer) -> None:
+    from fastapi.testclient import TestClient
+
+    store = make_store([make_node("a").cpu("2").obj()])
+    binder = _binder(api_server)
+    app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
+    p = make_pod("web-1").labels({"app": "other"}).cpu("1").obj()
+    store.remember_pod(PodInfo(uid=p["metadata"]["uid"], name="web-1", namespace="shop"))
+    with TestClient(app) as http:
+        assert http.post("/bind", content=orjson.dumps(bind_args(p, "a"))).json()["Error"] == ""
+        session = binder.api._session
+        assert session is not None and not session.closed
+    assert session.closed
