@@ -186,34 +186,36 @@ class Extender:
     # -- rounds (Fill, Each) ---------------------------------------------------------------
 
     def _round(self, state: ClusterView | RequestNodes, pod: PodInfo, policy: PlacementPolicy | None,
-               now: float, eval_now: float, *, open_new: bool = True) -> tuple[Round | None, Decision | None]:
-        """The round in force for the pod's policy (opening one if needed and ``open_new``), or the
-        decision of a round that cannot open."""
+               now: float, eval_now: float, *, open_new: bool = True
+               ) -> tuple[Round | None, dict[str, int] | None, Decision | None]:
+        """The round in force for the pod's policy (opening one if needed and ``open_new``) and its
+        places left for the pod (:func:`berth.core.round.quota`), or the decision of a round that
+        cannot open."""
         if policy is None or policy.strategy not in ROUND_STRATEGIES:
-            return None, None
+            return None, None, None
         store = self.store
         rnd = store.rounds.get(policy.key)
-        if rounds.in_force(rnd, now, self.settings.round_timeout_seconds, pod.uid):
-            return rnd, None
+        left = rounds.places_left(rnd, now, self.settings.round_timeout_seconds, pod.uid)
+        if left is not None:
+            return rnd, left, None
         if not open_new:
-            return None, None
+            return None, None, None
         # the pods waiting: the policy's pending pods not placed yet, this one included
         waiting = store.pending_governed(policy) + (0 if pod.uid in store.pending else 1)
         opening = rounds.open_round(state, pod, policy, self.core_settings, now, waiting, judged_at=eval_now)
         if opening.round is None:
-            return None, opening.decision
+            return None, None, opening.decision
         store.rounds[policy.key] = opening.round
         log.info("opened round %s of %s for %d waiting pods: plan %s", opening.round.id, policy.key, waiting,
                  dict(opening.round.plan))
-        return opening.round, None
+        return opening.round, rounds.quota(opening.round, pod.uid), None
 
     def _evaluate(self, state: ClusterView | RequestNodes, pod: PodInfo, policy: PlacementPolicy | None,
                   strategy: Strategy | None, names: Sequence[str], now: float, eval_now: float,
                   ) -> tuple[Evaluation, Round | None]:
-        rnd, failed_plan = self._round(state, pod, policy, now, eval_now)
+        rnd, left, failed_plan = self._round(state, pod, policy, now, eval_now)
         if failed_plan is not None:
             return Evaluation(rounds.refused_by_round(failed_plan, names)), None
-        left = rounds.quota(rnd, pod.uid) if rnd is not None else None
         ev = evaluate_pod(state, pod, policy, self.core_settings, eval_now,
                           nodes=names, quota=left, strategy=strategy)
         if rnd is not None:
@@ -390,11 +392,10 @@ class Extender:
                 return {}, ""
             eval_now = self.eval_clock()
             state = self._state(self._known_request_node(node))
-            rnd, failed_plan = self._round(state, pod, policy, now, eval_now)
+            rnd, left, failed_plan = self._round(state, pod, policy, now, eval_now)
             if failed_plan is not None:
                 message = failed_plan.error.message if failed_plan.error else "the round cannot be planned"
                 return f"berth: {node}: {message}"
-            left = rounds.quota(rnd, pod.uid) if rnd is not None else None
             ev = evaluate_pod(state, pod, policy, self.core_settings, eval_now,
                               nodes=[node], quota=left, strategy=strategy)
             hold = store.claimed_hold(pod.uid) if store.holds else None
@@ -461,8 +462,7 @@ class Extender:
             view = store.view
             eval_now = self.eval_clock()
             # The round in force (Fill, Each) limits where the pod may go; preemption never opens one.
-            rnd, _ = self._round(view, pod, policy, now, eval_now, open_new=False)
-            left = rounds.quota(rnd, pod.uid) if rnd is not None else None
+            _, left, _ = self._round(view, pod, policy, now, eval_now, open_new=False)
             kept: dict[str, dict[str, Any]] = {}
             for node, chosen in given.items():
                 ev = evaluate_pod(self._without(view, pod.uid, node, chosen), pod, policy, self.core_settings,

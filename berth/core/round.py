@@ -257,7 +257,18 @@ def expired(rnd: Round, now: float, timeout: float = ROUND_TIMEOUT_SECONDS) -> b
 def in_force(rnd: Round | None, now: float, timeout: float = ROUND_TIMEOUT_SECONDS, uid: str = "") -> bool:
     """Whether pod ``uid`` is placed within ``rnd`` at ``now``: the round is open, active within
     ``timeout`` and has a place left for it. Otherwise the pod opens the next round."""
-    return rnd is not None and not rnd.closed and not expired(rnd, now, timeout) and remaining(rnd, uid) > 0
+    return places_left(rnd, now, timeout, uid) is not None
+
+
+def places_left(rnd: Round | None, now: float, timeout: float = ROUND_TIMEOUT_SECONDS, uid: str = ""
+                ) -> dict[str, int] | None:
+    """The round's places left for pod ``uid`` (:func:`quota`) when the round is in force for it at
+    ``now`` (:func:`in_force`), else None: one count of the round's pods where asking whether it is
+    in force and then for its quota would make two (a round's count grows with its pods, and a
+    pod's filter and bind each ask both)."""
+    if rnd is None or rnd.closed or expired(rnd, now, timeout):
+        return None
+    return quota(rnd, uid) or None
 
 
 # -- resume from recorded decisions -------------------------------------------------------------

@@ -148,8 +148,21 @@ def test_in_force_at_now(name: str, rnd: Round, now: float, force: bool) -> None
     assert rounds.expired(rnd, now, 120.0) is (now - rnd.active > 120.0)
 
 
+@pytest.mark.parametrize(("name", "rnd", "now", "force"), EXPIRE, ids=[c[0] for c in EXPIRE])
+def test_places_left_are_the_quota_of_a_round_in_force_and_none_otherwise(name: str, rnd: Round, now: float,
+                                                                        force: bool) -> None:
+    assert rounds.places_left(rnd, now, 120.0, "new") == (rounds.quota(rnd, "new") if force else None)
+
+
+def test_a_pods_own_place_counts_as_left_for_it() -> None:
+    full = opened({"p0": "b", "p1": "b", "p2": "a"})
+    assert rounds.places_left(full, NOW + 1, 120.0, "p0") == {"b": 1}
+    assert rounds.places_left(full, NOW + 1, 120.0, "other") is None
+
+
 def test_no_round_is_not_in_force() -> None:
     assert rounds.in_force(None, NOW) is False
+    assert rounds.places_left(None, NOW) is None
 
 
 # -- resume from recorded decisions ---------------------------------------------------------------
