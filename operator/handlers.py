@@ -25,12 +25,15 @@ Every handler is a coroutine: Kopf would run plain functions in a thread pool.
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import dataclasses
 import functools
 import heapq
 import itertools
 import logging
 import math
+import statistics
 import threading
 import time
 from collections import OrderedDict
@@ -86,6 +89,7 @@ class OperatorConfig:
     resync_seconds: float = 5.0  # each policy's timer: a status is at most this stale after a change
     track_leases: bool = True  # node liveness by kube-node-lease Leases, as the extender judges it
     plan_period: float = 10.0  # with pending pods, the plan is redone at most this often for changes elsewhere
+    coalesce_seconds: float = 1.0  # a policy's status follows its pod changes at most this often (the loop)
     round_timeout_seconds: float = ROUND_TIMEOUT_SECONDS  # an idle Fill/Each round closes, as in the extender
     status_writes_per_second: float = STATUS_WRITES_PER_SECOND  # all policies together
     webhook: WebhookOptions = field(default_factory=WebhookOptions)
@@ -108,9 +112,11 @@ class OperatorConfig:
 class WriteBudget:
     """Status writes paced ``1/rate`` apart, so that no second holds more than ``rate`` of them
     (a bucket of one token: a burst would let a second after a quiet one hold twice the bound the
-    user set, which the API server and its other clients would feel). Writers wait in turn, the
+    user set, which the API server and its other clients would feel). Writers wait in turn: the
     urgent ones (a pod change, a new spec) before the others (a plan redone for changes elsewhere
-    in the cluster), first come first served within each."""
+    in the cluster), and within each the one whose change is oldest first (``since``, a
+    :func:`time.monotonic` time; default: when it asks), so that no policy's write waits behind
+    writes of changes that came after its own."""
 
     def __init__(self, rate: float, clock: Any = time.monotonic) -> None:
         self.rate = rate
@@ -118,7 +124,8 @@ class WriteBudget:
         self._tokens = self.capacity
         self._clock = clock
         self._at = clock()
-        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []  # a heap: (0 urgent / 1, turn, waiter)
+        # a heap: (0 urgent / 1, since, turn, waiter)
+        self._waiting: list[tuple[int, float, int, asyncio.Future[None]]] = []
         self._turns = itertools.count()
         self._server: asyncio.Task[None] | None = None
 
@@ -127,13 +134,14 @@ class WriteBudget:
         self._tokens = min(self.capacity, self._tokens + (now - self._at) * self.rate)
         self._at = now
 
-    async def acquire(self, urgent: bool = False) -> None:
+    async def acquire(self, urgent: bool = False, since: float | None = None) -> None:
         self._refill()
         if not self._waiting and self._tokens >= 1.0:
             self._tokens -= 1.0
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._waiting, (0 if urgent else 1, next(self._turns), waiter))
+        heapq.heappush(self._waiting, (0 if urgent else 1, self._clock() if since is None else since,
+                                       next(self._turns), waiter))
         if self._server is None or self._server.done():
             self._server = asyncio.create_task(self._serve())
         await waiter
@@ -144,10 +152,50 @@ class WriteBudget:
             if self._tokens < 1.0:
                 await asyncio.sleep((1.0 - self._tokens) / self.rate)
                 continue
-            _, _, waiter = heapq.heappop(self._waiting)
+            *_, waiter = heapq.heappop(self._waiting)
             if not waiter.done():  # (a waiter cancelled meanwhile takes no write)
                 self._tokens -= 1.0
                 waiter.set_result(None)
+
+
+class Freshness:
+    """How long the statuses written for pod changes took, from the change reaching the store to
+    the write's answer, and where the time went: waiting for the policy's turn, computing (the
+    executor's queue and the computation), waiting for the write budget, writing. Kept as a few
+    floats per write and logged as one line every ``every`` seconds with writes, so that a slow
+    status can be told from a slow API server without a profiler."""
+
+    PARTS = ("turn", "compute", "budget", "write")
+
+    def __init__(self, every: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.every = every
+        self._clock = clock
+        self._since = clock()
+        self.samples: list[tuple[float, ...]] = []  # (total, *PARTS) per write since the last line
+
+    def add(self, total: float, *parts: float) -> None:
+        self.samples.append((total, *parts))
+
+    def summary(self) -> str | None:
+        """The line for the writes since the last one (and start afresh); None without writes."""
+        samples, self.samples = self.samples, []
+        self._since = self._clock()
+        if not samples:
+            return None
+        totals = sorted(s[0] for s in samples)
+        parts = ", ".join(f"{name} {statistics.median(s[i + 1] for s in samples):.2f}"
+                          for i, name in enumerate(self.PARTS))
+        return (f"{len(samples)} status write(s) for pod changes: seconds from the change to the write "
+                f"median {statistics.median(totals):.2f}, p90 {_quantile(totals, 0.9):.2f}, "
+                f"worst {totals[-1]:.2f}; medians of the parts: {parts}")
+
+    def due(self) -> bool:
+        return self._clock() - self._since >= self.every
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    """The ``q`` quantile of a sorted list, the nearest rank."""
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
 _Plan = tuple[dict[str, int], PlacementError | None]
@@ -179,10 +227,13 @@ class OperatorState:
 
     With a status writer (``config.status_api``), the changes are followed by one loop rather than
     by a Kopf timer per policy (a thousand timers ticking every few seconds cost more than the
-    statuses): every ``resync_seconds`` it recomputes the policies a pod change marked, and every
-    ``plan_period`` it looks at every policy, from the bodies the policies' watch events bring. The
-    timers then tick every :data:`TIMER_SECONDS` as a safety net, and the loop works only for the
-    policies whose Kopf handlers ran lately: a replica that Kopf paused (peering) writes nothing."""
+    statuses), from the bodies the policies' watch events bring: a pod change wakes it, and it
+    recomputes the marked policies in the order they were first marked, each at most every
+    ``coalesce_seconds``; when none is due, it looks at every policy, a pass every ``plan_period``
+    (:meth:`_follow_changes`). Every status written for a pod change is timed from the change
+    (:class:`Freshness`, logged every half minute). The timers then tick every :data:`TIMER_SECONDS`
+    as the proof that Kopf works for the policy here: the loop works only for the policies whose
+    Kopf handlers ran lately, so a replica that Kopf paused (peering) writes nothing."""
 
     DELETED_KEPT = 10000
     SHARED_PLANS_KEPT = 1024
@@ -206,9 +257,16 @@ class OperatorState:
         self._shared_plans: OrderedDict[Hashable, tuple[float, _Plan]] = OrderedDict()  # see planner
         self._poller: asyncio.Task[None] | None = None
         self._bodies: dict[str, dict[str, Any]] = {}  # uid -> the policy as its latest watch event showed it
-        self._dirty: set[str] = set()  # policies a pod change marked since the loop's last pass
+        # uid -> when a pod change first marked it since the loop last computed it (monotonic); a dict
+        # keeps its insertion order, and a policy marked again keeps its place: oldest mark first
+        self._dirty: dict[str, float] = {}
+        self._served: dict[str, float] = {}  # uid -> when the loop last computed it for a pod change (monotonic)
         self._handled: dict[str, float] = {}  # uid -> when a Kopf handler last refreshed it (monotonic)
         self._follower: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wakeup: asyncio.Event | None = None  # set when a policy is marked: the loop may have work
+        self._in_flight: set[asyncio.Future[None]] = set()  # the loop's writes not answered yet
+        self.freshness = Freshness()
         self._writer: StatusWriter | None = None
         self._drains: Mapping[str, Any] | None = None  # Kopf's index of the NodeDrains (see refresh)
         self._writers = ThreadPoolExecutor(8, thread_name_prefix="berth-status-write")
@@ -218,7 +276,10 @@ class OperatorState:
     def pod_changed(self, namespace: str, before: Mapping[str, str] | None,
                     after: Mapping[str, str] | None) -> None:
         """A pod of ``namespace`` changed (labels ``before`` and ``after``; None: absent): mark the
-        policies that select it either way."""
+        policies that select it either way (a policy already marked keeps its first mark: the loop
+        serves the oldest first), and wake the loop."""
+        now: float | None = None
+        wake = False
         with self._marks:
             for uid, policy in self._policies.get(namespace, {}).items():
                 if policy is None:
@@ -226,7 +287,18 @@ class OperatorState:
                 if (before is not None and policy.governs(namespace, before)) or \
                         (after is not None and policy.governs(namespace, after)):
                     self._changes[uid] = self._changes.get(uid, 0) + 1
-                    self._dirty.add(uid)
+                    if uid not in self._dirty:
+                        wake = True
+                        self._dirty[uid] = now = time.monotonic() if now is None else now
+        if wake:
+            self._wake()
+
+    def _wake(self) -> None:
+        """Wake the loop (from any thread)."""
+        loop, wakeup = self._loop, self._wakeup
+        if loop is not None and wakeup is not None and not wakeup.is_set():
+            with contextlib.suppress(RuntimeError):  # the loop is closed: the operator is stopping
+                loop.call_soon_threadsafe(wakeup.set)
 
     def _known(self, uid: str, namespace: str, policy: PlacementPolicy | None) -> None:
         with self._marks:
@@ -237,7 +309,8 @@ class OperatorState:
             for policies in self._policies.values():
                 policies.pop(uid, None)
             self._changes.pop(uid, None)
-            self._dirty.discard(uid)
+            self._dirty.pop(uid, None)
+        self._served.pop(uid, None)
         self._memo.pop(uid, None)
         self._bodies.pop(uid, None)
         self._handled.pop(uid, None)
@@ -344,13 +417,34 @@ class OperatorState:
             self._drains = drains
         self._follow()
 
-        async def write(diff: dict[str, Any]) -> None:
+        async def write(diff: dict[str, Any], times: tuple[float, ...]) -> None:
             patch.status.update(diff)
 
         return await self._refresh(raw, write, now, urgent=True)
 
-    async def _refresh(self, raw: dict[str, Any], write: Callable[[dict[str, Any]], Awaitable[None]],
-                       now: float | None = None, *, urgent: bool = False) -> Outcome | None:
+    async def tick(self, body: kopf.Body, patch: kopf.Patch, drains: Mapping[str, Any] | None = None) -> None:
+        """The policy's Kopf timer. With a status writer, the loop follows every change and sweeps
+        every policy each ``plan_period``: the tick only says that Kopf works for the policy here
+        (the loop writes only such policies) and computes nothing (a thousand timers computing
+        would go before the statuses that pod changes call for). Without one, the tick is what
+        refreshes the status."""
+        if self.config.status_api is None:
+            await self.refresh(body, patch, drains=drains)
+            return
+        raw = _plain(body)
+        uid = str((raw.get("metadata") or {}).get("uid") or "")
+        self._handled[uid] = time.monotonic()
+        if drains is not None:
+            self._drains = drains
+        self.seen(body)
+        self._follow()
+
+    async def _refresh(self, raw: dict[str, Any], write: Callable[[dict[str, Any], tuple[float, ...]], Awaitable[None]],
+                       now: float | None = None, *, urgent: bool = False,
+                       since: float | None = None) -> Outcome | None:
+        """``since``: when the change this refresh follows reached the store (monotonic; default
+        now): the write budget serves the oldest change first. ``write`` is given the diff and the
+        times (since, computation asked, computed, write allowed)."""
         if not self.store.ready:
             return None
         now = time.time() if now is None else now
@@ -368,14 +462,17 @@ class OperatorState:
         # On a thread of its own, one policy at a time: a plan over thousands of nodes must not hold
         # the event loop (peering, the webhook, the patches of statuses already computed).
         self._computing.add(uid)
+        asked = time.monotonic()
+        since = asked if since is None else since
         try:
             outcome = await asyncio.get_running_loop().run_in_executor(self._computer, self.compute, raw, now, mine)
+            computed = time.monotonic()
             self.computations += 1
             self._known(uid, namespace, outcome.policy)
             diff = merge_patch(current, outcome.status)
             if diff:
-                await self.budget.acquire(urgent)
-                await write(diff)
+                await self.budget.acquire(urgent, since)
+                await write(diff, (since, asked, computed, time.monotonic()))
                 self.writes += 1
                 seen = self._bodies.get(uid)
                 if seen is not None:  # what the watch will show: the loop does not write it again meanwhile
@@ -394,58 +491,138 @@ class OperatorState:
     def _follow(self) -> None:
         """Start the loop (once, with a status writer), from a Kopf handler: it inherits the
         context Kopf posts Events from."""
-        if self.config.status_api is None or self._follower is not None:
+        loop = asyncio.get_running_loop()
+        if self.config.status_api is None or (self._follower is not None and self._loop is loop
+                                              and not self._follower.done()):
             return
-        self._writer = self.config.status_api()
+        if self._writer is None:
+            self._writer = self.config.status_api()
+        self._loop = loop
+        self._wakeup = asyncio.Event()
         self._follower = asyncio.create_task(self._follow_changes(), name="berth-status-follower")
 
-    def due(self, now: float, sweep: bool) -> list[tuple[str, bool]]:
-        """The policies the loop refreshes now, each with whether its write is urgent: those a pod
-        change marked (urgent), then (``sweep``) every other one; only those a Kopf handler
-        refreshed within the last two and a half timer periods (Kopf works for them here). A marked
-        policy whose refresh is still under way stays marked for the next pass."""
+    def _ours(self, uid: str, now: float) -> bool:
+        """Whether the loop writes the policy: known from its watch events, and refreshed by a Kopf
+        handler within the last two and a half timer periods (Kopf works for it here: a replica
+        that peering paused writes nothing)."""
+        return uid in self._bodies and self._handled.get(uid, -math.inf) >= now - 2.5 * self.config.timer_seconds
+
+    def next_marked(self, now: float) -> tuple[str, float] | float | None:
+        """The policy a pod change marked longest ago that is due at ``now``, with its first mark
+        (it is unmarked); else when the next one is due, or None when none is marked. A policy is
+        due ``coalesce_seconds`` after the loop last computed it for a pod change (the changes in
+        between make one status); one being computed (by a handler) stays marked; one that is not
+        the loop's to write (:meth:`_ours`) is dropped."""
+        interval = self.config.coalesce_seconds
+        soonest: float | None = None
+        dropped: list[str] = []
+        picked: tuple[str, float] | None = None
         with self._marks:
-            marked, self._dirty = self._dirty, set()
-            busy = marked & self._computing
-            self._dirty |= busy
-        marked -= busy
-        others = [uid for uid in self._bodies if uid not in marked and uid not in self._computing] if sweep else []
-        since = now - 2.5 * self.config.timer_seconds
-        return [(uid, urgent) for uid, urgent in (*((uid, True) for uid in marked), *((uid, False) for uid in others))
-                if uid in self._bodies and self._handled.get(uid, -math.inf) >= since]
+            for uid, mark in self._dirty.items():
+                if not self._ours(uid, now):
+                    dropped.append(uid)
+                    continue
+                if uid in self._computing:
+                    continue
+                ready = self._served.get(uid, -math.inf) + interval
+                if ready <= now:
+                    picked = (uid, mark)
+                    break
+                soonest = ready if soonest is None else min(soonest, ready)
+            for uid in dropped:
+                del self._dirty[uid]
+            if picked is not None:
+                del self._dirty[picked[0]]
+                self._served[picked[0]] = now
+        return picked if picked is not None else soonest
+
+    def sweep_list(self, now: float) -> list[str]:
+        """Every policy the loop writes (:meth:`_ours`), for the periodic pass: a plan redone for
+        changes elsewhere in the cluster, a round over, a status someone else wrote."""
+        return [uid for uid in self._bodies if self._ours(uid, now)]
+
+    async def _serve(self, uid: str, *, urgent: bool, since: float, wall: float | None = None) -> None:
+        raw = self._bodies.get(uid)
+        if raw is None:
+            return
+        try:
+            await self._refresh(raw, functools.partial(self._write, raw, urgent), wall, urgent=urgent, since=since)
+        except Exception as exc:  # one policy's failure must not stop the others'
+            meta = raw.get("metadata") or {}
+            log.warning("status of policy %s/%s: %s", meta.get("namespace"), meta.get("name"), exc)
 
     async def _follow_changes(self) -> None:
+        """The loop: the policies pod changes marked, oldest mark first, one at a time; between
+        them, when none is due, the periodic pass over every policy (:meth:`sweep_list`), started
+        every ``plan_period``. One policy computed at a time, each write sent while the next is
+        computed: a policy's status waits behind at most one computation of the periodic pass,
+        never behind all of it."""
+        assert self._wakeup is not None
+        period = self.config.plan_period
+        sweep: collections.deque[str] = collections.deque()
         swept = time.monotonic()
         while True:
-            await asyncio.sleep(self.config.resync_seconds)
-            now = time.monotonic()
-            sweep = now - swept >= self.config.plan_period
-            if sweep:
-                swept = now
-            await self.follow_once(now, sweep)
+            try:
+                self._wakeup.clear()
+                now = time.monotonic()
+                if not sweep and now - swept >= period:
+                    sweep.extend(self.sweep_list(now))
+                    swept = now
+                step = self.next_marked(now)
+                if isinstance(step, tuple):
+                    await self._serve(step[0], urgent=True, since=step[1])
+                elif sweep:
+                    await self._serve(sweep.popleft(), urgent=False, since=swept)
+                else:
+                    wait = swept + period - now if step is None else min(step, swept + period) - now
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wakeup.wait(), max(wait, 0.01))
+                if self.freshness.due():
+                    line = self.freshness.summary()
+                    if line is not None:
+                        log.info("%s", line)
+                await asyncio.sleep(0)  # a pass over policies with nothing to do must not hold the loop
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the loop must outlive a bug in one step
+                log.exception("the status loop")
+                await asyncio.sleep(1.0)
 
     async def follow_once(self, now: float, sweep: bool, wall: float | None = None) -> int:
-        """One pass of the loop (:meth:`due`); the statuses written. The policies are computed one
-        at a time, in order (the marked ones first), and each status is written while the next ones
-        are computed."""
+        """What the loop does at ``now``, until nothing is left: every marked policy that is due,
+        oldest mark first, then (``sweep``) the periodic pass; the statuses written (answered)."""
         written = self.writes
-
-        async def one(raw: dict[str, Any], urgent: bool) -> None:
-            try:
-                await self._refresh(raw, functools.partial(self._write, raw), wall, urgent=urgent)
-            except Exception as exc:  # one policy's failed write must not stop the others'
-                meta = raw.get("metadata") or {}
-                log.warning("status of policy %s/%s: %s", meta.get("namespace"), meta.get("name"), exc)
-
-        await asyncio.gather(*(one(raw, urgent) for uid, urgent in self.due(now, sweep)
-                               if (raw := self._bodies.get(uid))))
+        while isinstance(step := self.next_marked(now), tuple):
+            await self._serve(step[0], urgent=True, since=step[1], wall=wall)
+        for uid in self.sweep_list(now) if sweep else ():
+            await self._serve(uid, urgent=False, since=now, wall=wall)
+        if self._in_flight:
+            await asyncio.gather(*self._in_flight, return_exceptions=True)
         return self.writes - written
 
-    async def _write(self, raw: Mapping[str, Any], diff: dict[str, Any]) -> None:
+    async def _write(self, raw: Mapping[str, Any], urgent: bool, diff: dict[str, Any],
+                     times: tuple[float, ...]) -> None:
+        """Send the write on a thread of its own and return: the loop computes the next status
+        meanwhile (the budget has already paced it)."""
         meta = raw.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
         assert self._writer is not None
-        await asyncio.get_running_loop().run_in_executor(
-            self._writers, self._writer, str(meta.get("namespace") or "default"), str(meta.get("name") or ""), diff)
+        sent = time.monotonic()
+        done = asyncio.get_running_loop().run_in_executor(self._writers, self._writer, namespace, name, diff)
+        self._in_flight.add(done)
+
+        def answered(future: asyncio.Future[None]) -> None:
+            self._in_flight.discard(future)
+            if future.cancelled():
+                return
+            if (exc := future.exception()) is not None:
+                log.warning("status of policy %s/%s: %s", namespace, name, exc)
+            elif urgent:
+                since, asked, computed, allowed = times
+                now = time.monotonic()
+                self.freshness.add(now - since, asked - since, computed - asked, allowed - computed, now - sent)
+
+        done.add_done_callback(answered)
 
 
 def _includes_seen(raw: Mapping[str, Any], nodes: Container[str] | None) -> tuple[bool, ...]:
@@ -510,14 +687,14 @@ def build_registry(config: OperatorConfig, store: OperatorStore | None = None,
         await state.wait_ready()
         await state.refresh(body, patch, drains=kwargs.get(drain.DRAINS_INDEX))
 
-    async def refresh(body: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
-        await state.refresh(body, patch, drains=kwargs.get(drain.DRAINS_INDEX))
+    async def tick(body: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
+        await state.tick(body, patch, drains=kwargs.get(drain.DRAINS_INDEX))
 
     kopf.on.resume(*POLICY, id="status-on-resume", registry=registry)(refresh_when_listed)
     kopf.on.create(*POLICY, id="status-on-create", registry=registry)(refresh_when_listed)
     kopf.on.update(*POLICY, id="status-on-update", field="spec", registry=registry)(refresh_when_listed)
     kopf.timer(*POLICY, id=TIMER_ID, interval=config.timer_seconds, initial_delay=config.resync_seconds,
-               when=still_there, registry=registry)(refresh)
+               when=still_there, registry=registry)(tick)
     _without_finalizer(registry, TIMER_ID)
 
     # -- admission ------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from berth.operator.cluster import OperatorStore, store_of
 from berth.operator.handlers import (
     TIMER_ID,
     TIMER_SECONDS,
+    Freshness,
     OperatorConfig,
     OperatorState,
     WriteBudget,
@@ -550,10 +551,14 @@ def test_a_replica_kopf_does_not_work_for_writes_nothing_of_its_own_accord(
     store.apply_pod(make_pod("w1").on("node-a").cpu("1").memory("1Gi").obj())
     store.apply_pod(make_pod("d1").on("node-a").labels({"app": "db"}).cpu("1").memory("1Gi").obj())
     uid = handled["metadata"]["uid"]
-    assert state.due(time.monotonic(), sweep=True) == [(uid, True)]  # never handled here: the other is not due
+    now = time.monotonic()
+    step = state.next_marked(now)
+    assert isinstance(step, tuple) and step[0] == uid
+    assert state.next_marked(now) is None  # never handled here: the other is not due
+    assert state.sweep_list(now) == [uid]
     store.apply_pod(make_pod("w2").on("node-a").cpu("1").memory("1Gi").obj())
     later = time.monotonic() + 2.5 * config.timer_seconds + 1  # no timer ticked since: paused by peering
-    assert state.due(later, sweep=True) == []
+    assert state.next_marked(later) is None and state.sweep_list(later) == []
 
 
 def test_a_deleted_policy_stops_its_timer() -> None:
@@ -590,3 +595,191 @@ def test_the_status_is_planned_again_once_the_round_it_shows_is_over(timeout: fl
     assert state.computations == 1  # nothing changed, the round still in force
     refresh(state, body, 1000.0 + timeout + 1)
     assert state.computations == 2 and body["status"]["plan"] == {"node-a": 1}  # the next round: most room first
+
+
+# -- the loop's order: oldest mark first, coalesced, before the periodic pass ---------------------
+
+def _loop_state(apps: list[str], **config: Any) -> tuple[OperatorState, OperatorStore, dict[str, str],
+                                                         list[tuple[str, str, dict[str, Any]]]]:
+    """A state with a status writer and one handled policy per app (``policy-<app>`` selecting
+    ``app: <app>``): (state, store, app -> uid, the writes made)."""
+    written: list[tuple[str, str, dict[str, Any]]] = []
+    state = OperatorState(OperatorConfig(track_leases=False, status_api=lambda: lambda ns, name, diff:
+                                         written.append((ns, name, diff)), **config),
+                          store_of([make_node("node-a").disk(None).cpu("64").memory("256Gi").obj()], []))
+    uids = {}
+    for app in apps:
+        body = make_policy(f"policy-{app}").whole_spec({"selector": {"matchLabels": {"app": app}}}).obj()
+        state.seen(body)
+        refresh(state, body)
+        state.seen(body)
+        uids[app] = body["metadata"]["uid"]
+    return state, state.store, uids, written
+
+
+def _placed(store: OperatorStore, name: str, app: str) -> None:
+    store.apply_pod(make_pod(name).labels({"app": app}).on("node-a").obj())
+
+
+# (case, apps whose pods change, in order; the order the loop takes their policies)
+MARK_ORDER: list[tuple[str, list[str], list[str]]] = [
+    ("one change each: in the order they came", ["c", "a", "b"], ["c", "a", "b"]),
+    ("a policy marked again keeps its first place", ["a", "b", "a", "c", "a"], ["a", "b", "c"]),
+    ("many changes of one policy come after the one marked before them", ["b", "a", "a", "a"], ["b", "a"]),
+]
+
+
+@pytest.mark.parametrize(("case", "changes", "order"), MARK_ORDER, ids=[c[0] for c in MARK_ORDER])
+def test_the_loop_takes_the_policy_marked_first_first(case: str, changes: list[str], order: list[str],
+                                                      events: list[tuple[str, str, str]]) -> None:
+    state, store, uids, _ = _loop_state(["a", "b", "c"])
+    for i, app in enumerate(changes):
+        _placed(store, f"{app}-{i}", app)
+    now = time.monotonic()
+    taken = []
+    while isinstance(step := state.next_marked(now), tuple):
+        taken.append(step[0])
+    assert taken == [uids[app] for app in order]
+
+
+# (case, seconds after the loop took the policy when its pod changes again, whether it is due)
+COALESCED: list[tuple[str, float, bool]] = [
+    ("changed again at once: waits out the interval", 0.1, False),
+    ("changed again within the interval: still waits", 0.9, False),
+    ("changed again after the interval: due at once", 1.5, True),
+]
+
+
+@pytest.mark.parametrize(("case", "after", "due"), COALESCED, ids=[c[0] for c in COALESCED])
+def test_a_policy_follows_its_pod_changes_at_most_every_coalesce_seconds(
+        case: str, after: float, due: bool, events: list[tuple[str, str, str]]) -> None:
+    state, store, uids, _ = _loop_state(["a"], coalesce_seconds=1.0)
+    _placed(store, "a-1", "a")
+    taken = time.monotonic()
+    assert state.next_marked(taken) == (uids["a"], pytest.approx(taken, abs=1.0))
+    _placed(store, "a-2", "a")
+    step = state.next_marked(taken + after)
+    if due:
+        assert isinstance(step, tuple) and step[0] == uids["a"]
+    else:
+        assert step == pytest.approx(taken + 1.0)  # when it is due: the loop sleeps until then
+
+
+def test_status_writes_waiting_go_oldest_change_first() -> None:
+    budget = WriteBudget(50.0)
+    order: list[str] = []
+
+    async def write(name: str, since: float, urgent: bool = True) -> None:
+        await budget.acquire(urgent, since)
+        order.append(name)
+
+    async def burst() -> None:
+        await budget.acquire()  # the token spent: the others wait
+        await asyncio.gather(write("changed at 30", 30.0), write("plan", 1.0, urgent=False),
+                             write("changed at 10", 10.0), write("changed at 20", 20.0))
+
+    asyncio.run(burst())
+    assert order == ["changed at 10", "changed at 20", "changed at 30", "plan"]
+
+
+def test_a_pod_change_goes_before_the_rest_of_a_periodic_pass(monkeypatch: pytest.MonkeyPatch,
+                                                              events: list[tuple[str, str, str]]) -> None:
+    """The periodic pass computes one policy at a time: a policy a pod change marks meanwhile is
+    the next computed, not the last after every other."""
+    apps = [f"app-{i}" for i in range(30)]
+    state, store, uids, written = _loop_state(apps, plan_period=0.05, coalesce_seconds=0.0)
+    computed: list[str] = []
+    compute = state.compute
+
+    def slow(body: Any, now: float | None = None, drains: Any = ()) -> Any:
+        computed.append(body["metadata"]["uid"])
+        time.sleep(0.01)
+        return compute(body, now, drains)
+
+    monkeypatch.setattr(state, "compute", slow)
+    for body in list(state._bodies.values()):  # every status written by someone else: the pass redoes them all
+        state.seen({**body, "status": {**body["status"], "placedTotal": 99}})
+
+    async def run() -> int:
+        state._follow()
+        while len(computed) < 5:  # the pass is under way
+            await asyncio.sleep(0.005)
+        _placed(store, "late", "app-29")  # the last policy of the pass
+        at = len(computed)
+        while not any(name == "policy-app-29" and "selected" in diff for _, name, diff in written):
+            await asyncio.sleep(0.005)
+        assert state._follower is not None
+        state._follower.cancel()
+        return computed.index(uids["app-29"]) - at
+
+    assert asyncio.run(asyncio.wait_for(run(), 10)) <= 1  # at most the computation under way before it
+
+
+def test_a_pod_change_wakes_the_loop_at_once(events: list[tuple[str, str, str]]) -> None:
+    state, store, _, written = _loop_state(["a"], plan_period=3600.0)
+
+    async def run() -> float:
+        state._follow()
+        await asyncio.sleep(0.05)  # the loop sleeps: nothing marked, the next pass in an hour
+        changed = time.monotonic()
+        await asyncio.to_thread(_placed, store, "a-1", "a")  # from the store's watch thread
+        while not written:
+            await asyncio.sleep(0.005)
+        assert state._follower is not None
+        state._follower.cancel()
+        return time.monotonic() - changed
+
+    assert asyncio.run(asyncio.wait_for(run(), 5)) < 0.5
+    assert written[0][1] == "policy-a" and written[0][2]["placedTotal"] == 1
+
+
+def test_the_timer_leaves_the_work_to_the_loop_when_there_is_one(events: list[tuple[str, str, str]]) -> None:
+    state, store, uids, _ = _loop_state(["a"])
+    body = state._bodies[uids["a"]]
+    state._handled.clear()
+    computed = state.computations
+    _placed(store, "a-1", "a")
+    asyncio.run(state.tick(kopf.Body(body), kopf.Patch()))
+    assert state.computations == computed  # the tick computes nothing
+    assert state.sweep_list(time.monotonic()) == [uids["a"]]  # but says Kopf works for the policy here
+    timers = OperatorState(OperatorConfig(track_leases=False), store)  # no status writer: the timer refreshes
+    asyncio.run(timers.tick(kopf.Body(make_policy("policy-a").whole_spec({"selector": {"matchLabels": {"app": "a"}}})
+                                      .obj()), kopf.Patch()))
+    assert timers.computations == 1
+
+
+# (case, (total, turn, compute, budget, write) per write, the line; None: no line)
+FRESHNESS: list[tuple[str, list[tuple[float, ...]], str | None]] = [
+    ("no write: no line", [], None),
+    ("one write", [(2.0, 1.0, 0.5, 0.25, 0.25)],
+     "1 status write(s) for pod changes: seconds from the change to the write median 2.00, p90 2.00, worst 2.00; "
+     "medians of the parts: turn 1.00, compute 0.50, budget 0.25, write 0.25"),
+    ("ten writes: the 90th percentile is the ninth", [(float(t), 0.0, 0.0, 0.0, 0.0) for t in range(10, 0, -1)],
+     "10 status write(s) for pod changes: seconds from the change to the write median 5.50, p90 9.00, worst 10.00; "
+     "medians of the parts: turn 0.00, compute 0.00, budget 0.00, write 0.00"),
+]
+
+
+@pytest.mark.parametrize(("case", "samples", "line"), FRESHNESS, ids=[c[0] for c in FRESHNESS])
+def test_the_writes_for_pod_changes_are_timed_in_parts(case: str, samples: list[tuple[float, ...]],
+                                                       line: str | None) -> None:
+    clock = [100.0]
+    freshness = Freshness(every=30.0, clock=lambda: clock[0])
+    for sample in samples:
+        freshness.add(*sample)
+    assert not freshness.due()
+    clock[0] += 30.0
+    assert freshness.due()
+    assert freshness.summary() == line
+    assert freshness.summary() is None and not freshness.due()  # afresh
+
+
+def test_the_loop_times_its_writes_from_the_pod_change(events: list[tuple[str, str, str]]) -> None:
+    state, store, _, _ = _loop_state(["a", "b"])
+    _placed(store, "a-1", "a")
+    _placed(store, "b-1", "b")
+    assert asyncio.run(state.follow_once(time.monotonic(), sweep=False)) == 2
+    assert len(state.freshness.samples) == 2
+    for total, *parts in state.freshness.samples:
+        assert all(part >= 0 for part in parts) and total == pytest.approx(sum(parts), abs=0.05)
+
