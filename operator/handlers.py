@@ -200,6 +200,9 @@ def _quantile(ordered: list[float], q: float) -> float:
 
 _Plan = tuple[dict[str, int], PlacementError | None]
 
+STALE = "stale"
+PLAN_STALE = "plan"
+
 
 @dataclass(frozen=True)
 class _Memo:
@@ -250,10 +253,13 @@ class OperatorState:
         self._deleted: OrderedDict[str, None] = OrderedDict()
         self.writes = 0  # status patches made, for tests and logs
         self.computations = 0
+        self.plans_checked = 0  # plans made again and compared, the status not computed (plan_unchanged)
         self._listed: asyncio.Event | None = None
         self._computer = ThreadPoolExecutor(1, thread_name_prefix="berth-status")
         self._computing: set[str] = set()  # policies whose computation is queued or running
         self._plans: dict[str, tuple[object, float, _Plan]] = {}  # uid -> (round, when, (plan, error))
+        # uid -> (generation, shape, policy, count, plan): what the last status's plan was made from
+        self._planned: dict[str, tuple[object, PodInfo, PlacementPolicy, int, _Plan]] = {}
         self._shared_plans: OrderedDict[Hashable, tuple[float, _Plan]] = OrderedDict()  # see planner
         self._poller: asyncio.Task[None] | None = None
         self._bodies: dict[str, dict[str, Any]] = {}  # uid -> the policy as its latest watch event showed it
@@ -315,6 +321,7 @@ class OperatorState:
         self._bodies.pop(uid, None)
         self._handled.pop(uid, None)
         self._plans.pop(uid, None)
+        self._planned.pop(uid, None)
         self._deleted[uid] = None
         while len(self._deleted) > self.DELETED_KEPT:
             self._deleted.popitem(last=False)
@@ -354,33 +361,59 @@ class OperatorState:
         store = self.store
         now = time.time() if now is None else now
 
+        self._planned.pop(uid, None)  # (a round in force makes the plan without the planner)
+
         def planner(shape: PodInfo, policy: PlacementPolicy, count: int) -> _Plan:
-            """A plan of the same round (generation, shape, count) younger than ``plan_period`` is
-            reused: pods placed elsewhere in a busy namespace update the counts at once, and the
-            plan, which reads the whole cluster, at most every period. So is a plan younger than
-            that of another policy whose plan does not depend on the pods it selects
-            (:func:`shared_plan_key`): a thousand policies alike but for their selectors cost one
-            plan, not a thousand."""
-            key = (meta.get("generation"), shape.uid, count)
-            period = self.config.plan_period
-            kept = self._plans.get(uid)
-            if kept is not None and kept[0] == key and now - kept[1] < period:
-                return kept[2]
-            shared = shared_plan_key(shape, policy, count)
-            if shared is not None:
-                shared = (shared, store.view.nodes_version)  # a node added, changed or gone: planned afresh
-            made = self._shared_plans.get(shared) if shared is not None else None
-            if made is None or not 0 <= now - made[0] < period:
-                made = (now, plan_waiting(store.view, shape, policy, self.config.settings, now, count))
-                if shared is not None:
-                    self._share(shared, made)
-            self._plans[uid] = (key, made[0], made[1])
-            return made[1]
+            made = self._plan(uid, meta.get("generation"), shape, policy, count, now)
+            self._planned[uid] = (meta.get("generation"), shape, policy, count, made)
+            return made
 
         with store.lock:
             return compute_status(body, store.records(namespace), lambda: store.view, self.config.settings, now,
                                   round_timeout=self.config.round_timeout_seconds,
                                   planner=planner, drains=drains)
+
+    def _plan(self, uid: str, generation: object, shape: PodInfo, policy: PlacementPolicy, count: int,
+              now: float) -> _Plan:
+        """The plan of ``count`` pods shaped like ``shape`` for the policy. A plan of the same round
+        (generation, shape, count) younger than ``plan_period`` is reused: pods placed elsewhere in
+        a busy namespace update the counts at once, and the plan, which reads the whole cluster, at
+        most every period. So is a plan younger than that of another policy whose plan does not
+        depend on the pods it selects (:func:`shared_plan_key`): a thousand policies alike but for
+        their selectors cost one plan, not a thousand. Call under the store's lock."""
+        store = self.store
+        key = (generation, shape.uid, count)
+        period = self.config.plan_period
+        kept = self._plans.get(uid)
+        if kept is not None and kept[0] == key and now - kept[1] < period:
+            return kept[2]
+        shared = shared_plan_key(shape, policy, count)
+        if shared is not None:
+            shared = (shared, store.view.nodes_version)  # a node added, changed or gone: planned afresh
+        made = self._shared_plans.get(shared) if shared is not None else None
+        if made is None or not 0 <= now - made[0] < period:
+            made = (now, plan_waiting(store.view, shape, policy, self.config.settings, now, count))
+            if shared is not None:
+                self._share(shared, made)
+        self._plans[uid] = (key, made[0], made[1])
+        return made[1]
+
+    def plan_unchanged(self, uid: str, now: float) -> bool:
+        """Whether the plan the policy's last status shows is still the plan, when nothing but the
+        cluster elsewhere changed since (its own pods did not: a change of them marks it): planned
+        again from the same inputs (or another policy's plan shared) and compared. Then the status
+        is what it was: neither computed again nor written. Called on the computing thread."""
+        planned = self._planned.get(uid)
+        if planned is None:
+            return False
+        generation, shape, policy, count, made = planned
+        try:
+            with self.store.lock:
+                again = self._plan(uid, generation, shape, policy, count, now)
+        except Exception:  # the full computation says what failed
+            return False
+        self.plans_checked += 1
+        return again == made
 
     def _share(self, key: Hashable, made: tuple[float, _Plan]) -> None:
         """Keep a plan for the policies alike (the least recently made go first)."""
@@ -391,17 +424,21 @@ class OperatorState:
             plans.popitem(last=False)
 
     def _stale(self, memo: _Memo | None, raw: Mapping[str, Any], uid: str, current: Mapping[str, Any],
-               now: float, drains: tuple[Mapping[str, Any], ...]) -> bool:
+               now: float, drains: tuple[Mapping[str, Any], ...]) -> str | None:
+        """Why the policy's status must be looked at again: :data:`STALE` (an input changed),
+        :data:`PLAN_STALE` (only the cluster elsewhere: the plan may differ), None (nothing)."""
         meta = raw.get("metadata") or {}
         if memo is None or memo.generation != meta.get("generation") or memo.status != current \
                 or memo.drains != drains:
-            return True
+            return STALE
         if memo.changes != self._changes.get(uid, 0) or memo.includes != _includes_seen(raw, self.store.view.nodes):
-            return True
+            return STALE
         if memo.round_expires is not None and now > memo.round_expires:
-            return True  # the round the plan shows is over: the next one plans anew
-        return memo.pending and memo.cluster != self.store.view.cluster_version \
-            and now - memo.at >= self.config.plan_period
+            return STALE  # the round the plan shows is over: the next one plans anew
+        if memo.pending and memo.cluster != self.store.view.cluster_version \
+                and now - memo.at >= self.config.plan_period:
+            return PLAN_STALE
+        return None
 
     async def refresh(self, body: kopf.Body, patch: kopf.Patch, now: float | None = None,
                       drains: Mapping[str, Any] | None = None) -> Outcome | None:
@@ -454,7 +491,9 @@ class OperatorState:
         current = raw.get("status") or {}
         mine = tuple(sorted(((self._drains or {}).get(f"{namespace}/{meta.get('name')}") or ()),
                             key=lambda d: str(d.get("name"))))
-        if uid in self._computing or not self._stale(self._memo.get(uid), raw, uid, current, now, mine):
+        memo = self._memo.get(uid)
+        stale = self._stale(memo, raw, uid, current, now, mine)
+        if uid in self._computing or stale is None:
             return None  # (a computation of this policy is queued or running: it writes the status)
         changes = self._changes.get(uid, 0)
         cluster = self.store.view.cluster_version
@@ -465,6 +504,10 @@ class OperatorState:
         asked = time.monotonic()
         since = asked if since is None else since
         try:
+            if stale == PLAN_STALE and memo is not None and await asyncio.get_running_loop().run_in_executor(
+                    self._computer, self.plan_unchanged, uid, now):
+                self._memo[uid] = dataclasses.replace(memo, cluster=cluster, at=now)
+                return None
             outcome = await asyncio.get_running_loop().run_in_executor(self._computer, self.compute, raw, now, mine)
             computed = time.monotonic()
             self.computations += 1

@@ -783,3 +783,29 @@ def test_the_loop_times_its_writes_from_the_pod_change(events: list[tuple[str, s
     for total, *parts in state.freshness.samples:
         assert all(part >= 0 for part in parts) and total == pytest.approx(sum(parts), abs=0.05)
 
+
+# (case, a pod of another namespace placed elsewhere in the cluster, the plan the status shows after)
+ELSEWHERE: list[tuple[str, dict[str, Any], dict[str, int]]] = [
+    ("the plan stays: the status is neither computed nor written again",
+     make_pod("x1").namespace("other").on("node-b").cpu("100m").memory("1Mi").obj(), {"node-a": 1}),
+    ("the plan moves: the status says so",
+     make_pod("x1").namespace("other").on("node-a").cpu("8").memory("1Mi").obj(), {"node-b": 1}),
+]
+
+
+@pytest.mark.parametrize(("case", "elsewhere", "plan"), ELSEWHERE, ids=[c[0] for c in ELSEWHERE])
+def test_a_change_elsewhere_recomputes_a_status_only_when_its_plan_changes(
+        case: str, elsewhere: dict[str, Any], plan: dict[str, int], events: list[tuple[str, str, str]]) -> None:
+    store = store_of([make_node("node-a").disk(None).cpu("8").obj(), make_node("node-b").disk(None).cpu("4").obj()],
+                     [make_pod("p1").cpu("1").memory("1Gi").obj()])
+    state = OperatorState(OperatorConfig(track_leases=False, plan_period=10.0), store)
+    body = make_policy().obj()
+    refresh(state, body, 100.0)
+    assert body["status"]["plan"] == {"node-a": 1} and (state.computations, state.writes) == (1, 1)
+    store.apply_pod(elsewhere)
+    refresh(state, body, 111.0)  # a period later: the plan is made again
+    moved = plan != {"node-a": 1}
+    assert body["status"]["plan"] == plan and state.plans_checked == 1
+    assert (state.computations, state.writes) == ((2, 2) if moved else (1, 1))
+    refresh(state, body, 112.0)  # nothing changed since: not even the plan is made again
+    assert state.plans_checked == 1 and state.computations == (2 if moved else 1)
