@@ -200,6 +200,12 @@ def _quantile(ordered: list[float], q: float) -> float:
 
 _Plan = tuple[dict[str, int], PlacementError | None]
 
+WRITES_IN_FLIGHT = 8
+"""The loop's status writes awaiting the API server's answer, at most: when the API server answers
+slower than the budget allows, the loop waits before computing the next status, so that the changes
+pile up as marks (a policy marked again is written once) rather than as writes queued behind each
+other (each of them stale by the time it is sent)."""
+
 STALE = "stale"
 PLAN_STALE = "plan"
 
@@ -275,7 +281,7 @@ class OperatorState:
         self.freshness = Freshness()
         self._writer: StatusWriter | None = None
         self._drains: Mapping[str, Any] | None = None  # Kopf's index of the NodeDrains (see refresh)
-        self._writers = ThreadPoolExecutor(8, thread_name_prefix="berth-status-write")
+        self._writers = ThreadPoolExecutor(WRITES_IN_FLIGHT, thread_name_prefix="berth-status-write")
 
     # -- marks -------------------------------------------------------------------------------
 
@@ -598,8 +604,8 @@ class OperatorState:
         """The loop: the policies pod changes marked, oldest mark first, one at a time; between
         them, when none is due, the periodic pass over every policy (:meth:`sweep_list`), started
         every ``plan_period``. One policy computed at a time, each write sent while the next is
-        computed: a policy's status waits behind at most one computation of the periodic pass,
-        never behind all of it."""
+        computed (at most :data:`WRITES_IN_FLIGHT` of them): a policy's status waits behind at most
+        one computation of the periodic pass, never behind all of it."""
         assert self._wakeup is not None
         period = self.config.plan_period
         sweep: collections.deque[str] = collections.deque()
@@ -611,6 +617,9 @@ class OperatorState:
                 if not sweep and now - swept >= period:
                     sweep.extend(self.sweep_list(now))
                     swept = now
+                if len(self._in_flight) >= WRITES_IN_FLIGHT:
+                    await asyncio.wait(self._in_flight, return_when=asyncio.FIRST_COMPLETED)
+                    continue
                 step = self.next_marked(now)
                 if isinstance(step, tuple):
                     await self._serve(step[0], urgent=True, since=step[1])

@@ -17,6 +17,7 @@ from berth.operator.cluster import OperatorStore, store_of
 from berth.operator.handlers import (
     TIMER_ID,
     TIMER_SECONDS,
+    WRITES_IN_FLIGHT,
     Freshness,
     OperatorConfig,
     OperatorState,
@@ -599,13 +600,19 @@ def test_the_status_is_planned_again_once_the_round_it_shows_is_over(timeout: fl
 
 # -- the loop's order: oldest mark first, coalesced, before the periodic pass ---------------------
 
-def _loop_state(apps: list[str], **config: Any) -> tuple[OperatorState, OperatorStore, dict[str, str],
-                                                         list[tuple[str, str, dict[str, Any]]]]:
-    """A state with a status writer and one handled policy per app (``policy-<app>`` selecting
-    ``app: <app>``): (state, store, app -> uid, the writes made)."""
+def _loop_state(apps: list[str], writer: Any = None, **config: Any,
+                ) -> tuple[OperatorState, OperatorStore, dict[str, str], list[tuple[str, str, dict[str, Any]]]]:
+    """A state with a status writer (``writer`` is called after the write is noted) and one handled
+    policy per app (``policy-<app>`` selecting ``app: <app>``): (state, store, app -> uid, the
+    writes made)."""
     written: list[tuple[str, str, dict[str, Any]]] = []
-    state = OperatorState(OperatorConfig(track_leases=False, status_api=lambda: lambda ns, name, diff:
-                                         written.append((ns, name, diff)), **config),
+
+    def write(namespace: str, name: str, diff: dict[str, Any]) -> None:
+        written.append((namespace, name, diff))
+        if writer is not None:
+            writer()
+
+    state = OperatorState(OperatorConfig(track_leases=False, status_api=lambda: write, **config),
                           store_of([make_node("node-a").disk(None).cpu("64").memory("256Gi").obj()], []))
     uids = {}
     for app in apps:
@@ -713,6 +720,37 @@ def test_a_pod_change_goes_before_the_rest_of_a_periodic_pass(monkeypatch: pytes
         return computed.index(uids["app-29"]) - at
 
     assert asyncio.run(asyncio.wait_for(run(), 10)) <= 1  # at most the computation under way before it
+
+
+def test_a_slow_api_server_holds_the_loop_rather_than_a_queue_of_writes(
+        events: list[tuple[str, str, str]]) -> None:
+    """The loop sends at most WRITES_IN_FLIGHT writes the API server has not answered; meanwhile
+    it computes nothing, and a policy changed again is written once when its turn comes."""
+    answer = threading.Event()
+    apps = [f"app-{i}" for i in range(WRITES_IN_FLIGHT + 4)]
+    state, store, _, written = _loop_state(apps, writer=lambda: answer.wait(5), coalesce_seconds=0.0)
+    for app in apps:
+        _placed(store, f"{app}-1", app)
+    computed = state.computations
+
+    async def run() -> None:
+        state._follow()
+        while len(written) < WRITES_IN_FLIGHT:
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.1)
+        assert len(written) == WRITES_IN_FLIGHT and state.computations == computed + WRITES_IN_FLIGHT
+        for app in apps[-4:]:  # not written yet: changed again
+            _placed(store, f"{app}-2", app)
+        answer.set()
+        while len(written) < len(apps):
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.1)
+        assert state._follower is not None
+        state._follower.cancel()
+
+    asyncio.run(asyncio.wait_for(run(), 10))
+    assert len(written) == len(apps)  # each policy once, its two changes in one write
+    assert [diff["placedTotal"] for _, name, diff in written if name == f"policy-{apps[-1]}"] == [2]
 
 
 def test_a_pod_change_wakes_the_loop_at_once(events: list[tuple[str, str, str]]) -> None:
