@@ -13,8 +13,12 @@ cluster-wide and prints:
   created and deleted in the policies' namespaces, half and half): the operator's CPU in % of a
   core, the status writes (MODIFIED events of the policies, counted by a watch), the most in any
   one second against ``--status-writes-per-second``;
-* **freshness**: during the churn, every 3 s a probe pod of one policy is created; the seconds
-  until that policy's status counts it (the median and the worst).
+* **freshness**: during the churn, every ``--probe-interval`` seconds a bound probe pod in one of
+  ``--probe-policies`` policies (round robin; the churn leaves them alone), not waiting for the
+  last probe to be counted; the seconds until its policy's status counts it (the median, the 90th
+  percentile and the worst), and the operator's own log lines timing its writes for pod changes
+  (from the change reaching it to the write, and the parts: its turn, computing, the write
+  budget, writing).
 
 Usage (from the repository root; the control-plane binaries from hack/build-k8s.sh)::
 
@@ -30,11 +34,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -68,112 +74,212 @@ def placed_total(api: Api, namespace: str, name: str) -> int:
     return int((body.get("status") or {}).get("placedTotal", -1))
 
 
-def churn(api: Api, shape: Shape, rate: float, seconds: float, probe: int) -> tuple[list[float], int]:
+CHURN_IN_FLIGHT = 16
+"""The churn's requests awaiting the API server's answer, at most."""
+
+
+def probe_policies(shape: Shape, count: int) -> list[int]:
+    """``count`` policies spread over all of them: the probes' own (the churn leaves them alone,
+    so that their placed count moves only with the probes)."""
+    step = max(1, shape.policies // max(1, count))
+    return list(range(0, shape.policies, step))[:count]
+
+
+def quantile(values: list[float], q: float) -> float:
+    """The ``q`` quantile of ``values``, the nearest rank."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+class Prober:
+    """Every ``interval`` seconds a bound probe pod in the next probe policy (round robin), without
+    waiting for the last one to be counted; a poller reads the placed count of each policy with a
+    probe outstanding every 0.2 s, and probe ``m`` of a policy is counted once its placed count
+    reaches the count before the first probe plus ``m + 1`` (only probes change it). The freshness
+    of a probe: seconds from its create request until its policy's status counts it."""
+
+    def __init__(self, api: Api, shape: Shape, policies: list[int], run: str) -> None:
+        self.api, self.shape, self.policies, self.run = api, shape, policies, run
+        self.base = {j: placed_total(api, *shape.policy(j)) for j in policies}
+        self.made: dict[int, list[float]] = {j: [] for j in policies}  # creation times, per policy
+        self.counted: dict[int, int] = {j: 0 for j in policies}
+        self.fresh: list[float] = []
+        self.lock = threading.Lock()
+
+    def send(self, k: int) -> None:
+        j = self.policies[k % len(self.policies)]
+        ns, _ = self.shape.policy(j)
+        at = time.monotonic()
+        with self.lock:
+            self.made[j].append(at)
+        self.api.send("POST", f"/api/v1/namespaces/{ns}/pods",
+                      pod_body(f"probe-{self.run}-{k}", self.shape.app(j), self.shape.node(k % self.shape.nodes)))
+
+    def poll(self) -> int:
+        """Read the policies with probes outstanding; the probes still outstanding."""
+        with self.lock:
+            waiting = [j for j in self.policies if self.counted[j] < len(self.made[j])]
+        for j in waiting:
+            seen = placed_total(self.api, *self.shape.policy(j)) - self.base[j]
+            now = time.monotonic()
+            with self.lock:
+                while self.counted[j] < min(seen, len(self.made[j])):
+                    self.fresh.append(now - self.made[j][self.counted[j]])
+                    self.counted[j] += 1
+        with self.lock:
+            return sum(len(self.made[j]) - self.counted[j] for j in self.policies)
+
+    def account(self) -> str:
+        """Per probe policy: its placed count before the probes, the probes made and counted."""
+        with self.lock:
+            return ", ".join(f"{'/'.join(self.shape.policy(j))}: base {self.base[j]}, made {len(self.made[j])}, "
+                             f"counted {self.counted[j]}" for j in self.policies)
+
+    def oldest_outstanding(self) -> float | None:
+        with self.lock:
+            times = [self.made[j][self.counted[j]] for j in self.policies if self.counted[j] < len(self.made[j])]
+        return min(times, default=None)
+
+
+def churn(api: Api, shape: Shape, rate: float, seconds: float, probes: list[int],
+          probe_interval: float, cpu: Callable[[], float]) -> tuple[list[float], int, float, float]:
     """``rate`` pod changes a second for ``seconds``, sent by a pool of threads: bound pods created,
-    and deleted about a second later (half the changes each). Every 3 s a probe pod of policy
-    ``probe`` is created and the seconds until its policy's status counts it are noted. Returns
-    (freshness, changes made)."""
+    and deleted about a second later (half the changes each), in every policy but the probes'.
+    Every ``probe_interval`` seconds a probe pod (:class:`Prober`). Returns (freshness of every
+    probe, changes made, when the churn stopped, ``cpu()`` then)."""
     stop = threading.Event()
     run = uuid.uuid4().hex[:6]  # names of their own: a cluster may be measured again
     made = 0
     lock = threading.Lock()
+    left_out = set(probes)
+    targets = [j for j in range(shape.policies) if j not in left_out]
+
+    room = threading.BoundedSemaphore(CHURN_IN_FLIGHT)
 
     def send(method: str, path: str, body: Any) -> None:
         nonlocal made
-        api.send(method, path, body, ok=(200, 201, 202, 404))
-        with lock:
-            made += 1
+        try:
+            api.send(method, path, body, ok=(200, 201, 202, 404))
+            with lock:
+                made += 1
+        finally:
+            room.release()
+
+    def submit(pool: ThreadPoolExecutor, method: str, path: str, body: Any) -> None:
+        room.acquire()  # an API server slower than the rate gets fewer changes, not a backlog of them
+        pool.submit(send, method, path, body)
 
     def pace() -> None:
         created: list[tuple[float, str, str]] = []
         i = 0
         period = 2.0 / rate  # one create and one delete per period
         next_at = time.monotonic()
-        with ThreadPoolExecutor(16) as pool:
+        with ThreadPoolExecutor(CHURN_IN_FLIGHT) as pool:
             while not stop.is_set():
-                j = (i * 7919) % shape.policies
-                if j == probe:
-                    j = (j + 1) % shape.policies
+                j = targets[(i * 7919) % len(targets)]
                 ns, _ = shape.policy(j)
                 name = f"churn-{run}-{i}"
-                pool.submit(send, "POST", f"/api/v1/namespaces/{ns}/pods",
-                            pod_body(name, shape.app(j), shape.node(i % shape.nodes)))
+                submit(pool, "POST", f"/api/v1/namespaces/{ns}/pods",
+                       pod_body(name, shape.app(j), shape.node(i % shape.nodes)))
                 created.append((time.monotonic(), ns, name))
                 if created[0][0] < time.monotonic() - 1.0:
                     _, old_ns, old = created.pop(0)
-                    pool.submit(send, "DELETE", f"/api/v1/namespaces/{old_ns}/pods/{old}", {"gracePeriodSeconds": 0})
+                    submit(pool, "DELETE", f"/api/v1/namespaces/{old_ns}/pods/{old}", {"gracePeriodSeconds": 0})
                 i += 1
-                next_at += period
+                next_at = max(next_at + period, time.monotonic() - 1.0)  # behind: no burst to catch up
                 time.sleep(max(0.0, next_at - time.monotonic()))
             for _, ns, name in created:
-                pool.submit(send, "DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", {"gracePeriodSeconds": 0})
+                submit(pool, "DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", {"gracePeriodSeconds": 0})
 
+    prober = Prober(api, shape, probes, run)
     pacer = threading.Thread(target=pace, daemon=True)
     pacer.start()
-    fresh: list[float] = []
-    ns, name = shape.policy(probe)
     ends = time.monotonic() + seconds
+    next_probe = time.monotonic()
     k = 0
-    while time.monotonic() < ends - 3:
-        before = placed_total(api, ns, name)
-        created_at = time.monotonic()
-        api.send("POST", f"/api/v1/namespaces/{ns}/pods", pod_body(f"probe-{run}-{k}", shape.app(probe), shape.node(k)))
-        k += 1
-        while placed_total(api, ns, name) < before + 1:
-            if time.monotonic() - created_at > 60:
-                raise RuntimeError("a probe pod was not counted within 60 s")
-            time.sleep(0.1)
-        fresh.append(time.monotonic() - created_at)
-        time.sleep(max(0.0, created_at + 3 - time.monotonic()))
-    time.sleep(max(0.0, ends - time.monotonic()))
+    sent = []
+    with ThreadPoolExecutor(2) as senders:
+        while time.monotonic() < ends:
+            if time.monotonic() >= next_probe:
+                sent.append(senders.submit(prober.send, k))
+                k += 1
+                next_probe += probe_interval
+            prober.poll()
+            time.sleep(0.2)
     stop.set()
     pacer.join(timeout=120)
-    return fresh, made
+    stopped, spent = time.monotonic(), cpu()
+    for probe in sent:
+        probe.result()  # a probe the API server refused is said, not waited for
+    while prober.poll():  # the last probes, the churn stopping meanwhile
+        oldest = prober.oldest_outstanding()
+        if oldest is not None and time.monotonic() - oldest > 60:
+            raise RuntimeError(f"a probe pod was not counted within 60 s: {prober.account()}")
+        time.sleep(0.2)
+    return prober.fresh, made, stopped, spent
+
+
+def status_lines(op: OperatorProcess, marker: str = "status write(s) for pod changes") -> list[str]:
+    """The operator's own account of its writes for pod changes (logged every half minute)."""
+    if op.process is None or not op.process.log_path.exists():
+        return []
+    return [line.strip() for line in op.process.log_path.read_text(errors="replace").splitlines() if marker in line]
 
 
 def measure(cp: Any, api: Api, shape: Shape, args: argparse.Namespace) -> dict[str, Any]:
-    """Start the operator on the built cluster and take every figure."""
-    result: dict[str, Any] = {}
+    """Start the operator on the built cluster and take every figure (its log's end on a failure)."""
     op = OperatorProcess(cp, ("--status-writes-per-second", str(args.status_writes_per_second),
                               "--resync-seconds", str(args.resync_seconds))).start()
     try:
-        first = wait_every_status(api, op, shape.policies, args.timeout, interval=1.0)
-        if first is None:
-            raise RuntimeError(f"not every policy had a status after {args.timeout:.0f} s:\n{op.log_tail()}")
-        result["first_status_seconds"] = round(first, 1)
-        result["cpu_seconds_to_first_status"] = round(op.cpu_seconds(), 1)  # what a busy machine does not change
-        result["rss_mib_after_first_status"] = round(op.rss_mib(), 1)
-        log(f"every policy has a status {first:.1f} s after the start; RSS {op.rss_mib():.0f} MiB")
-
-        time.sleep(min(10.0, args.rest_seconds))  # the last writes of the start settle
-        cpu, at = op.cpu_seconds(), time.monotonic()
-        time.sleep(args.rest_seconds)
-        result["cpu_at_rest_percent"] = round(100 * (op.cpu_seconds() - cpu) / (time.monotonic() - at), 1)
-        log(f"CPU at rest: {result['cpu_at_rest_percent']} %")
-
-        listed = api.send("GET", "/apis/berth.dev/v1alpha1/placementpolicies?limit=1")
-        writes = PolicyWrites(api, listed["metadata"]["resourceVersion"])
-        time.sleep(1.0)
-        cpu, at = op.cpu_seconds(), time.monotonic()
-        fresh, made = churn(api, shape, args.churn_rate, args.churn_seconds, probe=0)
-        end = time.monotonic()
-        spent = op.cpu_seconds() - cpu
-        seen = writes.between(at, end)
-        per_second: dict[int, int] = {}
-        for t in seen:
-            per_second[int(t - at)] = per_second.get(int(t - at), 0) + 1
-        writes.stop()
-        result["churn"] = {
-            "seconds": round(end - at, 1), "pod_changes": made,
-            "pod_changes_per_second": round(made / (end - at), 1),
-            "cpu_percent": round(100 * spent / (end - at), 1),
-            "status_writes": len(seen), "status_writes_max_per_second": max(per_second.values(), default=0),
-            "freshness_seconds_median": round(statistics.median(fresh), 2) if fresh else None,
-            "freshness_seconds_max": round(max(fresh), 2) if fresh else None, "probes": len(fresh),
-        }
-        result["rss_mib_at_end"] = round(op.rss_mib(), 1)
+        return _measure(op, api, shape, args)
+    except Exception:
+        log(f"the operator's log ends:\n{op.log_tail(20000)}")
+        raise
     finally:
         op.stop()
+
+
+def _measure(op: OperatorProcess, api: Api, shape: Shape, args: argparse.Namespace) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    first = wait_every_status(api, op, shape.policies, args.timeout, interval=1.0)
+    if first is None:
+        raise RuntimeError(f"not every policy had a status after {args.timeout:.0f} s:\n{op.log_tail()}")
+    result["first_status_seconds"] = round(first, 1)
+    result["cpu_seconds_to_first_status"] = round(op.cpu_seconds(), 1)  # what a busy machine does not change
+    result["rss_mib_after_first_status"] = round(op.rss_mib(), 1)
+    log(f"every policy has a status {first:.1f} s after the start; RSS {op.rss_mib():.0f} MiB")
+
+    time.sleep(min(10.0, args.rest_seconds))  # the last writes of the start settle
+    cpu, at = op.cpu_seconds(), time.monotonic()
+    time.sleep(args.rest_seconds)
+    result["cpu_at_rest_percent"] = round(100 * (op.cpu_seconds() - cpu) / (time.monotonic() - at), 1)
+    log(f"CPU at rest: {result['cpu_at_rest_percent']} %")
+
+    listed = api.send("GET", "/apis/berth.dev/v1alpha1/placementpolicies?limit=1")
+    writes = PolicyWrites(api, listed["metadata"]["resourceVersion"])
+    time.sleep(1.0)
+    cpu, at = op.cpu_seconds(), time.monotonic()
+    logged = len(status_lines(op))
+    fresh, made, end, cpu_at_end = churn(api, shape, args.churn_rate, args.churn_seconds,
+                                         probe_policies(shape, args.probe_policies), args.probe_interval,
+                                         op.cpu_seconds)
+    spent = cpu_at_end - cpu
+    seen = writes.between(at, end)
+    per_second: dict[int, int] = {}
+    for t in seen:
+        per_second[int(t - at)] = per_second.get(int(t - at), 0) + 1
+    writes.stop()
+    result["churn"] = {
+        "seconds": round(end - at, 1), "pod_changes": made,
+        "pod_changes_per_second": round(made / (end - at), 1),
+        "cpu_percent": round(100 * spent / (end - at), 1),
+        "status_writes": len(seen), "status_writes_max_per_second": max(per_second.values(), default=0),
+        "freshness_seconds_median": round(statistics.median(fresh), 2) if fresh else None,
+        "freshness_seconds_p90": round(quantile(fresh, 0.9), 2) if fresh else None,
+        "freshness_seconds_max": round(max(fresh), 2) if fresh else None, "probes": len(fresh),
+        "operator_says": status_lines(op)[logged:],
+    }
+    result["rss_mib_at_end"] = round(op.rss_mib(), 1)
     return result
 
 
@@ -188,7 +294,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resync-seconds", type=float, default=5.0)
     parser.add_argument("--rest-seconds", type=float, default=30.0)
     parser.add_argument("--churn-rate", type=float, default=100.0, help="pod changes a second")
-    parser.add_argument("--churn-seconds", type=float, default=30.0)
+    parser.add_argument("--churn-seconds", type=float, default=60.0)
+    parser.add_argument("--probe-interval", type=float, default=2.0,
+                        help="seconds between probe pods (each of the next probe policy)")
+    parser.add_argument("--probe-policies", type=int, default=10, help="policies the probes go to, round robin")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for every status")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
@@ -223,7 +332,9 @@ def main(argv: list[str] | None = None) -> int:
           f"a core, {c['status_writes']} status writes (at most {c['status_writes_max_per_second']} in a second; "
           f"bound {args.status_writes_per_second:g}/s)")
     print(f"freshness of an affected policy's status: median {c['freshness_seconds_median']} s, "
-          f"worst {c['freshness_seconds_max']} s over {c['probes']} probes")
+          f"p90 {c['freshness_seconds_p90']} s, worst {c['freshness_seconds_max']} s over {c['probes']} probes")
+    for line in c["operator_says"]:
+        print(f"  operator: {line}")
     return 0
 
 
