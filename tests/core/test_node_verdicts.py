@@ -1,4 +1,5 @@
-"""Verdict tables: kept in step with the view's node log, and their orders kept sorted."""
+"""Verdict tables: kept in step with the view's changes in what their checks read, and their orders
+kept sorted."""
 
 from __future__ import annotations
 
@@ -8,9 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from berth.core.index.cluster import Changes
 from berth.core.index.verdicts import VerdictTable
 from berth.core.model import NodeInfo
+from berth.core.plugins import Depends
+from berth.core.plugins import rules as rules_check
 from berth.core.view import ClusterView
+from tests.builders import make_policy
 
 
 def _node(name: str, cpu: int) -> NodeInfo:
@@ -26,7 +31,7 @@ def _cpu_only(v: NodeInfo) -> tuple[object, ...]:
 
 
 def _table(view: ClusterView) -> VerdictTable[NodeInfo]:
-    table: VerdictTable[NodeInfo] = VerdictTable(lambda v: ())
+    table: VerdictTable[NodeInfo] = VerdictTable(lambda v: (), Depends.NODE)
     table.sync(view, lambda node: node)
     return table
 
@@ -97,7 +102,7 @@ def test_a_failed_judgement_leaves_the_table_as_it_was(first_sync: bool) -> None
     view = ClusterView()
     for i, name in enumerate("abcd"):
         view.upsert_node(_node(name, i))
-    table: VerdictTable[NodeInfo] = VerdictTable(_tagged_by_cpu)
+    table: VerdictTable[NodeInfo] = VerdictTable(_tagged_by_cpu, Depends.NODE)
     if not first_sync:
         table.sync(view, lambda node: node)
         table.order(_cpu)
@@ -113,3 +118,60 @@ def test_a_failed_judgement_leaves_the_table_as_it_was(first_sync: bool) -> None
     table.sync(view, lambda node: node)  # judged again in full, not trusted
     assert table.verdicts == dict(view.nodes)
     assert table.tagged[f"cpu-{view.nodes['c'].allocatable['cpu']}"] >= {"c"}
+
+
+# -- the one log of changes, read by what a check depends on ---------------------------------------
+
+KINDS = {"node": Depends.NODE, "pods": Depends.NODE_PODS, "lease": Depends.LEASES}
+READS = [Depends.NODE, Depends.NODE | Depends.NODE_PODS, Depends.NODE | Depends.LEASES, Depends.LEASES,
+         Depends.NODE | Depends.DOMAIN_PODS, Depends.NODE | Depends.NODE_PODS | Depends.DOMAIN_PODS]
+NOTES = st.lists(st.tuples(st.sampled_from(sorted(KINDS)), st.sampled_from("abcd")), max_size=20)
+
+
+@given(NOTES, NOTES, st.sampled_from(READS))
+def test_changes_since_a_token_name_the_nodes_changed_in_what_a_check_reads(
+        before: list[tuple[str, str]], after: list[tuple[str, str]], reads: Depends) -> None:
+    """A cache made at a token learns exactly the nodes changed since in what its check reads; a
+    check reading a whole domain's pods starts over once pods changed anywhere."""
+    changes = Changes()
+    for kind, name in before:
+        getattr(changes, kind)(name)
+    token = changes.token
+    for kind, name in after:
+        getattr(changes, kind)(name)
+    want = {name for kind, name in after if KINDS[kind] & reads}
+    if Depends.DOMAIN_PODS in reads and any(kind == "pods" for kind, _ in after):
+        assert changes.since(token, reads) is None
+    else:
+        assert changes.since(token, reads) == want
+    assert changes.changed(token, reads) == any(KINDS[kind] & (reads | (
+        Depends.NODE_PODS if Depends.DOMAIN_PODS in reads else Depends(0))) for kind, _ in after)
+    assert changes.since(None, reads) is None
+
+
+def test_a_verdict_that_reads_the_round_is_never_kept() -> None:
+    with pytest.raises(ValueError, match="never kept"):
+        Changes().since(Changes().token, Depends.NODE | Depends.ROUND)
+    with pytest.raises(ValueError, match="never kept"):
+        VerdictTable(lambda v: (), Depends.NODE | Depends.ROUND)
+
+
+RULE_DEPENDS = [
+    ("node_rule_reads_the_node", {"resource": "Node", "operator": "Has", "labels": {"disk": "ssd"}},
+     Depends.NODE),
+    ("pod_rule_reads_the_pods_on_the_node", {"resource": "Pod", "operator": "HasNot", "labels": {"app": "db"}},
+     Depends.NODE | Depends.NODE_PODS),
+    ("pod_rule_within_reads_the_pods_of_its_group",
+     {"resource": "Pod", "operator": "Has", "labels": {"app": "db"}, "within": "rack"},
+     Depends.NODE | Depends.NODE_PODS | Depends.DOMAIN_PODS),
+    ("group_reads_what_its_members_read",
+     {"anyOf": [{"resource": "Node", "operator": "Has", "labels": {"disk": "ssd"}},
+                {"resource": "Pod", "operator": "HasNot", "labels": {"app": "db"}}]},
+     Depends.NODE | Depends.NODE_PODS),
+]
+
+
+@pytest.mark.parametrize(("rule", "want"), [pytest.param(r, w, id=i) for i, r, w in RULE_DEPENDS])
+def test_a_rule_declares_what_its_verdict_reads(rule: dict[str, object], want: Depends) -> None:
+    policy = make_policy().rules(rule).build()
+    assert rules_check.depends(policy.rules[0]) == want

@@ -4,6 +4,11 @@ pods added to its state beneath (:class:`OverlayIndex`); a request's own Node ob
 (:class:`NodesIndex`). Each sits in its state's ``index`` slot, made when an indexed evaluation
 first asks, and is told of every change by its state (:class:`berth.core.view.Watcher`). The plain
 path never asks, so with the index off the slot stays empty and none of this is kept.
+
+One invalidation scheme serves every cache kept between evaluations: the view's changes are
+logged by what changed (:class:`Changes`: a node object, the pods on a node, a Lease), and a cache
+keeps the token it was made at and asks what changed since of the kinds its check declares in
+``DEPENDS`` (:class:`berth.core.plugins.Depends`).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from berth.core.model import LabelSelector, NodeInfo, PodInfo
+from berth.core.plugins import Depends
 from berth.core.plugins.fit import NodeUse
 from berth.core.quantity import MEMORY, PODS
 from berth.core.view import ClusterState, ClusterView, Overlay
@@ -60,6 +66,86 @@ class ChangeLog:
         if token < self._start:
             return None
         return set(self._names[token - self._start:])
+
+
+LOGGED = (Depends.NODE, Depends.NODE_PODS, Depends.LEASES)
+"""The kinds of change the view logs; a check's other dependencies are read through them: the
+pods in a node's domain are the pods on the nodes of it, and the round is never kept."""
+
+Token = tuple[int, ...]
+"""Where :class:`Changes` stood, one position per logged kind."""
+
+
+class Changes:
+    """The view's changes, logged by kind: a cache made at :attr:`token` asks :meth:`since` that
+    token which nodes changed in what its check reads, and re-judges only those."""
+
+    def __init__(self) -> None:
+        self._logs = tuple(ChangeLog() for _ in LOGGED)
+        self._node, self._pods, self._leases = self._logs
+
+    @property
+    def token(self) -> Token:
+        return (self._node.token, self._pods.token, self._leases.token)
+
+    def node(self, name: str) -> None:
+        """The node object ``name`` was added, changed or removed."""
+        self._node.append(name)
+
+    def pods(self, name: str) -> None:
+        """A pod was placed on node ``name`` or left it."""
+        self._pods.append(name)
+
+    def lease(self, name: str) -> None:
+        """Node ``name``'s Lease was renewed, set unreadable or removed."""
+        self._leases.append(name)
+
+    def since(self, token: Token | None, depends: Depends) -> set[str] | None:
+        """The nodes whose verdict under ``depends`` may have changed since ``token``; None: every
+        node's may have (no token yet, the log no longer reaches back to it, or the pods changed
+        somewhere while ``depends`` reads the pods of a whole domain, which a node's name does not
+        say)."""
+        mask = depends._value_  # plain ints from here: this runs for every table on every evaluation
+        if mask & _ROUND:
+            check_keepable(depends)
+        if token is None:
+            return None
+        if mask & _DOMAIN_PODS and self._pods.token != token[1]:
+            return None
+        names: set[str] = set()
+        for kind, log, at in zip(_LOGGED_VALUES, self._logs, token, strict=True):
+            if mask & kind and log.token != at:
+                changed = log.since(at)
+                if changed is None:
+                    return None
+                names |= changed
+        return names
+
+    def changed(self, token: Token | None, depends: Depends) -> bool:
+        """Whether anything ``depends`` reads changed since ``token`` (for a cache of a whole set)."""
+        mask = depends._value_
+        if mask & _ROUND:
+            check_keepable(depends)
+        if token is None:
+            return True
+        if mask & _DOMAIN_PODS:
+            mask |= _NODE_PODS
+        for kind, log, at in zip(_LOGGED_VALUES, self._logs, token, strict=True):
+            if mask & kind and log.token != at:
+                return True
+        return False
+
+
+_LOGGED_VALUES = tuple(kind._value_ for kind in LOGGED)
+_ROUND = Depends.ROUND._value_
+_DOMAIN_PODS = Depends.DOMAIN_PODS._value_
+_NODE_PODS = Depends.NODE_PODS._value_
+
+
+def check_keepable(depends: Depends) -> None:
+    """Refuse to keep a verdict that reads the round: a round's plan is an evaluation's own."""
+    if Depends.ROUND in depends:
+        raise ValueError("a verdict that reads the round is made for one evaluation, never kept")
 
 
 class StateIndex:
@@ -180,8 +266,7 @@ class ViewIndex(StateIndex):
         self._adding = True  # False while read_only_caches() holds: caches are read, never added to
         self._label_index: dict[tuple[str, str], frozenset[str]] | None = None
         self._key_index: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
-        self.node_log = ChangeLog()  # a node, or anything placed on it, changed
-        self.lease_log = ChangeLog()
+        self.changes = Changes()
         self._memos: OrderedDict[Hashable, Any] = OrderedDict()
         for pod in view.all_pods():
             _add_requests(self._totals.setdefault(pod.node_name or "", _NodeTotals()), pod, +1)
@@ -191,7 +276,7 @@ class ViewIndex(StateIndex):
     def node_changed(self, name: str, old: NodeInfo | None, new: NodeInfo | None) -> None:
         if old is None or new is None or old.labels != new.labels:
             self._label_index = None
-        self.node_log.append(name)
+        self.changes.node(name)
 
     def pod_changed(self, pod: PodInfo, sign: int) -> None:
         node = pod.node_name or ""
@@ -199,10 +284,10 @@ class ViewIndex(StateIndex):
         if self._counts:
             self._track(pod, sign)
         if node:
-            self.node_log.append(node)
+            self.changes.pods(node)
 
     def lease_changed(self, name: str) -> None:
-        self.lease_log.append(name)
+        self.changes.lease(name)
 
     def _track(self, pod: PodInfo, sign: int) -> None:
         namespace = pod.namespace

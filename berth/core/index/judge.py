@@ -21,7 +21,7 @@ from berth.core.index.spread import spread_context, spread_refusals
 from berth.core.index.verdicts import Judged, VerdictTable
 from berth.core.model import NodeInfo, PodInfo
 from berth.core.placement_rules import RuleNode
-from berth.core.plugins import Depends, PodContext, constraints, liveness
+from berth.core.plugins import PodContext, constraints, liveness
 from berth.core.plugins import fit as fit_check
 from berth.core.plugins import node_filter as node_filter_check
 from berth.core.plugins.fit import Fitted, SortKey
@@ -32,10 +32,10 @@ from berth.core.view import ClusterState
 
 _CANDIDATE = attrgetter("candidate")
 
-STATIC = (constraints, node_filter_check)
-"""Checks whose verdict reads the node object alone (and the pod's constraints, the policy's node
-filter): a node's verdict stands until the node object changes."""
-assert all(check.DEPENDS == Depends.NODE for check in STATIC)
+STATIC = constraints.DEPENDS | node_filter_check.DEPENDS | liveness.NODE_DEPENDS
+"""What the verdicts of the checks that judge a node alone read: the pod's own constraints and the
+node filter, and the part of liveness read off the node object (its Lease is asked apart,
+:mod:`.leases`)."""
 
 
 class IndexedVerdicts:
@@ -118,8 +118,8 @@ def _static_reading(ctx: PodContext, considered: AbstractSet[str]) -> Judged[_St
     # whole policy: the policies that differ only in what they select share one table.
     filter_key = node_filter.key if node_filter is not None else None
     table = index_of(state.base).view.table(("static", pod.constraint_signature(), filter_key),
-                                       lambda: VerdictTable(_static_tags))
-    table.sync(state.base, judge, keep=lambda v, node: v.node is node)
+                                            lambda: VerdictTable(_static_tags, STATIC))
+    table.sync(state.base, judge)
     nodes, verdicts = state.nodes, table.verdicts
     fresh = {n: judge(nodes[n]) for n in state.local_nodes()
              if n in considered and (n not in verdicts or verdicts[n].node is not nodes[n])}
@@ -157,7 +157,7 @@ def _fit_reading(ctx: PodContext, counts: Mapping[str, int], considered: Abstrac
     kept = index_of(base)
     table = kept.view.table(("fit", tuple(sorted(need.items())), pod.sleepy, settings, pod.namespace,
                         tuple(sorted(workload.match_labels.items())), workload.match_expressions),
-                       lambda: VerdictTable(tags))
+                       lambda: VerdictTable(tags, fit_check.DEPENDS))
     table.sync(base, judge_in(base, kept.matching_counts(pod.namespace, workload)))
     judge_here = judge_in(state, counts)
     fresh = {n: judge_here(state.nodes[n]) for n in state.local_nodes() if n in considered}

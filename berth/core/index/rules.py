@@ -1,6 +1,7 @@
 """Placement rules judged as node sets (docs/behaviour.md#placement-rules): each rule becomes,
 once per evaluation, the set of nodes where it does not hold, and the rules that read only node
-labels are kept until a node changes. The check over one node is :mod:`berth.core.plugins.rules`.
+labels (:func:`berth.core.plugins.rules.depends`) are kept until a node changes. The check over
+one node is :mod:`berth.core.plugins.rules`.
 
 Node rules read the node's labels. Pod rules read the labels of the live pods of the same
 namespace (the tenant) on the node, or with ``within`` on every node sharing the candidate's
@@ -15,7 +16,9 @@ from typing import Any
 
 from berth.core.index.cluster import StateIndex, index_of
 from berth.core.model import PodInfo
-from berth.core.placement_rules import Group, Operator, Resource, RuleNode, reads_pods
+from berth.core.placement_rules import Group, Operator, Resource, RuleNode
+from berth.core.plugins import Depends
+from berth.core.plugins import rules as rules_check
 from berth.core.view import ClusterState
 
 
@@ -28,9 +31,8 @@ class RuleContext:
     kept: StateIndex
     pod: PodInfo
     node_rules: dict[Any, Any] = field(default_factory=dict)
-    """Sets of rules that read only node labels, shared by evaluations until a node changes."""
+    """Sets of rules that read the node objects alone, shared by evaluations until a node changes."""
     _failing: dict[int, frozenset[str]] = field(default_factory=dict)
-    _refusals: dict[int, tuple[str, bool]] = field(default_factory=dict)
 
     def all_nodes(self) -> frozenset[str]:
         hit: frozenset[str] | None = self.node_rules.get("all")
@@ -45,17 +47,9 @@ class RuleContext:
             hit = self.node_rules.get(id(rule))
             if hit is None:
                 hit = self._compute(rule)
-                if not reads_pods((rule,)):
+                if rules_check.depends(rule) == Depends.NODE:
                     self.node_rules[id(rule)] = hit
             self._failing[id(rule)] = hit
-        return hit
-
-    def refusal(self, index: int, rule: RuleNode) -> tuple[str, bool]:
-        """The refusal for breaking top-level rule ``index``; one string per evaluation."""
-        hit = self._refusals.get(index)
-        if hit is None:
-            hit = self._refusals[index] = (f"placementRules[{index}] not met: {rule.describe()}",
-                                           reads_pods((rule,)))
         return hit
 
     def _compute(self, rule: RuleNode) -> frozenset[str]:
@@ -95,7 +89,8 @@ def rule_context(state: ClusterState, pod: PodInfo, rules_owner: object) -> Rule
     if state.nodes is not state.base.nodes:
         return RuleContext(state, kept, pod)  # a request's own Node objects: nothing of the view's applies
     memo = kept.view.memo(("node-rules", rules_owner))
-    if memo.get("version") != state.nodes_version:
+    changes = kept.view.changes
+    if changes.changed(memo.get("token"), Depends.NODE):
         memo.clear()
-        memo["version"] = state.nodes_version
+        memo["token"] = changes.token
     return RuleContext(state, kept, pod, memo)

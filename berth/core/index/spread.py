@@ -1,7 +1,8 @@
 """Topology spread's domain counts, kept between evaluations: which nodes count for a
-constraint's domains (until a node changes) and the matching pods per domain (caught up with the
-nodes the view's log names since); and the nodes DoNotSchedule refuses, as whole domains. The
-plain path counts them afresh and judges node by node (:mod:`berth.core.plugins.spread`)."""
+constraint's domains (until a node object changes) and the matching pods per domain (the pods of
+a domain are those on its nodes: caught up with the nodes whose pods changed since); and the
+nodes DoNotSchedule refuses, as whole domains. The plain path counts them afresh and judges node
+by node (:mod:`berth.core.plugins.spread`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from berth.core import topology
 from berth.core.compiled import SpreadConstraint
 from berth.core.index.cluster import index_of, selector_key
 from berth.core.model import LabelSelector, PodInfo
+from berth.core.plugins import Depends
 from berth.core.policy import PlacementPolicy
 from berth.core.topology import SpreadContext, counts_for_domains
 from berth.core.view import ClusterState
@@ -53,13 +55,13 @@ def spread_refusals(spread: SpreadContext, state: ClusterState
 
 def _domain_counts(state: ClusterState, namespace: str, selector: LabelSelector, domain_of: Mapping[str, str],
                    key: Hashable) -> dict[str, int]:
-    """Matching pods per domain. The sums are kept on the view and caught up with the nodes changed
-    since (the view's node log), an overlay's simulated pods added on top: not recounted every time."""
+    """Matching pods per domain. The sums are kept on the view and caught up with the nodes whose
+    pods changed since, an overlay's simulated pods added on top: not recounted every time."""
     kept = index_of(state.base).view
     per_node = kept.matching_counts(namespace, selector)
-    log = kept.node_log
+    changes = kept.changes
     memo = kept.memo(("domain-counts", key, namespace, selector_key(selector)))
-    changed = log.since(memo["token"]) if memo.get("domains") is domain_of else None
+    changed = changes.since(memo["token"], Depends.NODE_PODS) if memo.get("domains") is domain_of else None
     if changed is None:
         counts = dict.fromkeys(domain_of.values(), 0)
         for node, n in per_node.items():
@@ -76,7 +78,7 @@ def _domain_counts(state: ClusterState, namespace: str, selector: LabelSelector,
                 domain = domain_of.get(node)
                 if domain is not None:
                     counts[domain] += delta
-    memo["token"] = log.token
+    memo["token"] = changes.token
     out = dict(counts)
     local = state.local_nodes()
     if local:
@@ -91,14 +93,16 @@ def _domain_counts(state: ClusterState, namespace: str, selector: LabelSelector,
 
 def _domains(state: ClusterState, index: int, pod: PodInfo, policy: PlacementPolicy,
              keys: list[str]) -> Mapping[str, str]:
-    """node -> domain for the nodes whose pods count, memoised until a node changes."""
+    """node -> domain for the nodes whose pods count, memoised until a node object changes."""
     rule = policy.spread_constraints[index]
     shared = state.nodes is state.base.nodes  # not a request's own Node objects
-    memo = index_of(state).view.memo(("domains", policy, index, pod.constraint_signature())) if shared else {}
+    kept = index_of(state).view
+    changes = kept.changes
+    memo = kept.memo(("domains", policy, index, pod.constraint_signature())) if shared else {}
     hit = memo.get("map")
-    if hit is not None and hit[0] == state.nodes_version:
+    if hit is not None and not changes.changed(hit[0], Depends.NODE):
         return hit[1]  # type: ignore[no-any-return]
     domain_of = {node.name: node.labels[rule.topology_key] for node in state.nodes.values()
                  if counts_for_domains(rule, node, pod, policy, keys)}
-    memo["map"] = (state.nodes_version, domain_of)
+    memo["map"] = (changes.token, domain_of)
     return domain_of

@@ -1,7 +1,8 @@
-"""Per-node verdicts for one evaluation signature, kept in step with the view's change log.
+"""Per-node verdicts for one evaluation signature, kept in step with the view's changes.
 
 A scheduling cycle asks about every node, but between two cycles only the nodes whose object
-or pods changed can change their verdict. A :class:`VerdictTable` holds one verdict per node
+or pods changed can change their verdict, and only in what the checks behind the verdict read
+(their ``DEPENDS``). A :class:`VerdictTable` holds one verdict per node
 and, for each tag a verdict carries (refused, room left, capacity unverified ...), the set of
 nodes carrying it, so that an evaluation works on whole node sets and re-judges only the
 nodes the log names since the table last caught up.
@@ -18,8 +19,9 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from berth.core.index.cluster import ChangeLog, index_of
+from berth.core.index.cluster import ChangeLog, Token, check_keepable, index_of
 from berth.core.model import NodeInfo
+from berth.core.plugins import Depends
 from berth.core.view import ClusterView
 
 V = TypeVar("V")
@@ -38,28 +40,32 @@ class _Order:
 
 
 class VerdictTable(Generic[V]):
-    def __init__(self, tags: Callable[[V], Iterable[str]]) -> None:
+    """``depends``: what the verdicts read (the checks' ``DEPENDS``, combined): a node's verdict
+    is judged again when one of those changed on it since the table last caught up."""
+
+    def __init__(self, tags: Callable[[V], Iterable[str]], depends: Depends) -> None:
+        check_keepable(depends)
         self.tags_of = tags
+        self.depends = depends
         self.verdicts: dict[str, V] = {}
         self.tagged: dict[str, set[str]] = {}
-        self._token: int | None = None
+        self._token: Token | None = None
         # The nodes whose verdict was replaced since an order was last read, logged only while the
         # table keeps an order: orders are read every cycle, so a short log suffices (an order
         # that falls behind it is sorted again).
         self._rejudged = ChangeLog(limit=4096)
         self._orders: dict[Callable[[V], Any], _Order] = {}
 
-    def sync(self, view: ClusterView, judge: Callable[[NodeInfo], V],
-             keep: Callable[[V, NodeInfo], bool] | None = None) -> None:
-        """Re-judge the nodes changed since the last sync (all of them the first time).
-        ``keep(verdict, node)``: whether a changed node's verdict still stands.
+    def sync(self, view: ClusterView, judge: Callable[[NodeInfo], V]) -> None:
+        """Re-judge the nodes changed since the last sync in what the verdicts read (all of them
+        the first time).
 
         Every changed node is judged before the table changes at all: if ``judge`` raises, the
         table is left exactly as it was (its token too), so the next sync judges the same nodes
         again rather than trusting verdicts that were never made."""
-        log = index_of(view).view.node_log
-        token = log.token
-        changed: Iterable[str] | None = log.since(self._token) if self._token is not None else None
+        changes = index_of(view).view.changes
+        token = changes.token
+        changed: Iterable[str] | None = changes.since(self._token, self.depends)
         nodes = view.nodes
         if changed is None:
             judged = {name: judge(node) for name, node in nodes.items()}
@@ -75,9 +81,6 @@ class VerdictTable(Generic[V]):
         updates: list[tuple[str, V | None]] = []
         for name in changed:
             node = nodes.get(name)
-            old = self.verdicts.get(name)
-            if old is not None and node is not None and keep is not None and keep(old, node):
-                continue
             updates.append((name, judge(node) if node is not None else None))
         self._token = token
         for name, fresh in updates:

@@ -20,6 +20,8 @@ from berth.core.settings import Settings
 from berth.core.view import ClusterState
 
 DEPENDS = Depends.NODE | Depends.LEASES
+NODE_DEPENDS = Depends.NODE
+"""What :func:`node_liveness`, the part read off the node itself, reads."""
 
 ALIVE: Literal["alive"] = "alive"
 ASK_LEASE: Literal["lease"] = "lease"

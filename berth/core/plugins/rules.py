@@ -20,6 +20,24 @@ from berth.core.plugins import Depends, PodContext, live_pods
 DEPENDS = Depends.NODE | Depends.NODE_PODS | Depends.DOMAIN_PODS
 
 
+_NODE_RULE = Depends.NODE
+_POD_RULE = Depends.NODE | Depends.NODE_PODS
+_POD_RULE_WITHIN = _POD_RULE | Depends.DOMAIN_PODS
+
+
+def depends(rule: RuleNode) -> Depends:
+    """What ``rule``'s verdict on a node reads: a Node rule the node alone; a Pod rule the pods on
+    the node too, and with ``within`` the pods on the other nodes of its group."""
+    if isinstance(rule, Group):
+        found = _NODE_RULE
+        for member in rule.members:
+            found |= depends(member)
+        return found
+    if rule.resource is Resource.NODE:
+        return _NODE_RULE
+    return _POD_RULE if rule.within is None else _POD_RULE_WITHIN
+
+
 def refusal(index: int, rule: RuleNode) -> Refusal:
     """Why a node breaking top-level rule ``index`` is refused (resolvable when the rule reads pods)."""
     return Refusal(f"placementRules[{index}] not met: {rule.describe()}", reads_pods((rule,)))
