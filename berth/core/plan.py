@@ -159,7 +159,7 @@ class Placed:
     refusals: dict[int, CandidateSet]
     """The judgement of each pod that no node could take, by its index: its refusals and error."""
     warnings: list[str]
-    """Every pod's warnings judged in full, each once, in the order they came."""
+    """Every pod's warnings (those its full judgement gives), each once, in the order they came."""
 
     @property
     def failure(self) -> CandidateSet | None:
@@ -197,7 +197,9 @@ def place_in_turn(state: ClusterState, pods: Sequence[PodInfo], policy: Placemen
     left = dict(quota) if quota is not None else None
 
     def judge(pod: PodInfo, among: Sequence[str] | None = nodes, room_only: bool = False) -> CandidateSet:
-        return collect_candidates(state, pod, policy, settings, now, nodes=among, quota=left, strategy=strategy,
+        # A node judged again reads its own place in the plan only, not the whole plan.
+        quota = left if left is None or among is None or among is nodes else {n: left[n] for n in among if n in left}
+        return collect_candidates(state, pod, policy, settings, now, nodes=among, quota=quota, strategy=strategy,
                                   room_only=room_only)
 
     first = judge(pods[0])
@@ -216,7 +218,7 @@ def place_in_turn(state: ClusterState, pods: Sequence[PodInfo], policy: Placemen
         if kept is not None and ready:
             refused = index.shared_refusals(state, pod, policy)
             winner = kept.first(refused)
-            if winner is not None and (unverified := kept.unverified(refused)):
+            if winner is not None and (unverified := kept.take_unverified(refused)):
                 # The warnings the full judgement would give: one for each candidate of unknown capacity.
                 if position is None:
                     position = {name: n for n, name in enumerate(sorted(state.nodes) if nodes is None else nodes)}

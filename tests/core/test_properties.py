@@ -8,6 +8,7 @@
   judged plainly (the index off);
 - a drain's round (pods of one or several shapes on an overlay, limited to the destinations, a pod
   no node takes left out) places each pod where evaluate_pod would, with the index off;
+- the one placer (place_in_turn) answers alike with the index on and off, whatever its caller asks;
 - place_in_turn assuming its pods on the view (as ``berth simulate`` does), through the nodes the
   index keeps standing, places every pod where evaluate_pod + ClusterView.assume would with the
   index off, and stops at the same pod with the same judgement, for every strategy (Fill and Each
@@ -34,7 +35,7 @@ from berth.core.errors import ErrorCode
 from berth.core.evaluate import evaluate_pod
 from berth.core.index.cluster import index_of
 from berth.core.model import NodeInfo, PodInfo
-from berth.core.plan import PlanResult, place_in_turn, plan_round, replicas
+from berth.core.plan import Placed, PlanResult, place_in_turn, plan_round, replicas
 from berth.core.plugins import count_matching
 from berth.core.plugins.fit import NodeUse, node_use
 from berth.core.policy import PlacementPolicy
@@ -450,6 +451,39 @@ def test_a_drains_round_places_each_pod_where_the_filter_would(data: st.DataObje
     assert got.nodes == want_nodes
     assert {i: {"refused": dict(j.refused.by_node()), "error": j.error} for i, j in got.refusals.items()} == want_left
     assert got.warnings == list(warnings)
+
+
+def _placed(placed: Placed) -> dict[str, Any]:
+    def judged_set(j: CandidateSet) -> dict[str, Any]:
+        return {"considered": j.considered, "refused": j.refused.by_node(), "warnings": j.warnings, "error": j.error,
+                "candidates": [c.name for c in j.candidates]}
+    return {"nodes": placed.nodes, "warnings": placed.warnings, "first": judged_set(placed.first),
+            "refusals": {i: judged_set(j) for i, j in placed.refusals.items()}}
+
+
+@PROPS
+@given(data=st.data(), world=worlds(), p=new_pods(), pol=policies(ALL_STRATEGIES), count=st.integers(0, 25))
+def test_placing_in_turn_answers_alike_with_the_index_on_and_off(data: st.DataObject, world: World, p: PodInfo,
+                                                                  pol: PlacementPolicy, count: int) -> None:
+    """The one placer, whatever its caller asks (some nodes only, a round's plan, stopping at the
+    first pod no node takes or going on), places every pod, judges the first pod and each pod left
+    out, and warns alike through the nodes the index keeps standing and judging every pod in full."""
+    quota = None
+    if pol.strategy_name in ("Fill", "Each"):
+        fixed = plan_round(world.view(), p, pol, world.settings, NOW, None)
+        if fixed.error is not None:
+            return
+        quota = dict(fixed.plan)
+    names = [n.name for n in world.nodes]
+    nodes = sorted(data.draw(st.sets(st.sampled_from(names), min_size=1), label="nodes")) \
+        if data.draw(st.booleans(), label="some nodes") else None
+    stop = data.draw(st.booleans(), label="stop at failure")
+    answers = []
+    for s in (_indexed(world.settings), _plain(world.settings)):
+        overlay = world.view().overlay()
+        answers.append(_placed(place_in_turn(overlay, replicas(p, max(count, 1)), pol, s, NOW, put=overlay.place,
+                                             count=count, nodes=nodes, quota=quota, stop_at_failure=stop)))
+    assert answers[0] == answers[1]
 
 
 @PROPS

@@ -50,10 +50,15 @@ class StandingNodes:
         self._keys.pop(name, None)
         self._unverified.pop(name, None)
 
-    def unverified(self, refused: Sequence[AbstractSet[str]]) -> list[Candidate]:
-        """The candidates of the pod that :meth:`first` placed whose capacity is unknown: those
-        standing that no set of ``refused`` holds (each gives the full judgement a warning)."""
-        return [c for name, c in self._unverified.items() if not any(name in group for group in refused)]
+    def take_unverified(self, refused: Sequence[AbstractSet[str]]) -> list[Candidate]:
+        """The candidates of the pod that :meth:`first` placed whose capacity is unknown (those
+        standing that no set of ``refused`` holds: each gives the full judgement a warning), taken
+        out: a node's warning is the same for every pod alike, so each is returned once until the
+        node is judged again."""
+        taken = [c for name, c in self._unverified.items() if not any(name in group for group in refused)]
+        for c in taken:
+            del self._unverified[c.name]
+        return taken
 
     def first(self, refused: Sequence[AbstractSet[str]]) -> str | None:
         """The first node in key order that no set of ``refused`` holds (taken out of the heap:
