@@ -35,6 +35,7 @@ from berth.operator.drain_execute import KubeDrainApi
 from berth.operator.handlers import (
     STATUS_WRITES_BOUNDS,
     STATUS_WRITES_PER_SECOND,
+    WRITES_IN_FLIGHT,
     OperatorConfig,
     StatusWriter,
     build_registry,
@@ -126,7 +127,7 @@ def kube_status_writer() -> StatusWriter:
     subresource), with the same credentials."""
     from kubernetes import client
 
-    api: Any = client.CustomObjectsApi(_api_client())
+    api: Any = client.CustomObjectsApi(_api_client(connections=WRITES_IN_FLIGHT))
 
     def write(namespace: str, name: str, status: dict[str, Any]) -> None:
         api.patch_namespaced_custom_object_status(API_GROUP, CRD_VERSION, namespace, POLICY_PLURAL, name,
@@ -135,7 +136,10 @@ def kube_status_writer() -> StatusWriter:
     return write
 
 
-def _api_client() -> Any:
+def _api_client(connections: int | None = None) -> Any:
+    """A client with the service account or kubeconfig's credentials; ``connections``: the
+    connections it keeps (default: the library's, 5 per CPU), as many as the requests it sends at
+    once (more would each open a connection of their own and drop it)."""
     from kubernetes import client
     from kubernetes import config as kube_config
 
@@ -144,7 +148,11 @@ def _api_client() -> Any:
         loader.load_incluster_config()
     except loader.ConfigException:
         loader.load_kube_config()
-    return client.ApiClient()
+    if connections is None:
+        return client.ApiClient()
+    configuration = client.Configuration.get_default_copy()
+    configuration.connection_pool_maxsize = connections
+    return client.ApiClient(configuration)
 
 
 def _placement_settings() -> tuple[Settings, bool, float]:

@@ -753,6 +753,36 @@ def test_a_slow_api_server_holds_the_loop_rather_than_a_queue_of_writes(
     assert [diff["placedTotal"] for _, name, diff in written if name == f"policy-{apps[-1]}"] == [2]
 
 
+def test_no_second_holds_more_of_the_loops_writes_than_the_bound_however_slow_the_answers(
+        events: list[tuple[str, str, str]]) -> None:
+    """A write takes 0.3 s to be answered: writes sent 1/rate apart would have the API server hold
+    more than the rate in a second (those in flight and those answered); the loop sends the next
+    only while fewer than the rate were in flight or answered within the last second."""
+    rate = 20
+    spans: list[tuple[float, float]] = []
+
+    def slow() -> None:
+        sent = time.monotonic()
+        time.sleep(0.3)
+        spans.append((sent, time.monotonic()))
+
+    apps = [f"app-{i}" for i in range(40)]
+    state, store, _, _ = _loop_state(apps, writer=slow, coalesce_seconds=0.0, status_writes_per_second=rate)
+    for app in apps:
+        _placed(store, f"{app}-1", app)
+
+    async def run() -> None:
+        state._follow()
+        while len(spans) < len(apps):
+            await asyncio.sleep(0.01)
+        assert state._follower is not None
+        state._follower.cancel()
+
+    asyncio.run(asyncio.wait_for(run(), 20))
+    for start, _ in spans:  # every second from a write's sending: the writes it overlaps
+        assert sum(1 for sent, answered in spans if sent < start + 1.0 and answered > start) <= rate
+
+
 def test_a_pod_change_wakes_the_loop_at_once(events: list[tuple[str, str, str]]) -> None:
     state, store, _, written = _loop_state(["a"], plan_period=3600.0)
 
