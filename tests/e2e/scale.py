@@ -263,13 +263,17 @@ def wait_every_status(api: Api, op: OperatorProcess, count: int, timeout: float,
 
 
 class PolicyWrites:
-    """A watch on every PlacementPolicy counting MODIFIED events per second (status writes: the
-    operator changes nothing else once the policies are handled)."""
+    """A watch on every PlacementPolicy counting MODIFIED events (status writes: the operator
+    changes nothing else once the policies are handled), each with when it was received here and
+    the second the API server wrote it in (the latest status entry of its managedFields): a
+    watcher that falls behind receives two seconds' writes in one, the API server's second does
+    not move."""
 
     def __init__(self, api: Api, resource_version: str) -> None:
         self.api = api
         self.rv = resource_version
         self.times: list[float] = []
+        self.server_seconds: list[tuple[float, str]] = []  # (received, the API server's second)
         self.stopping = False
         self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -289,8 +293,12 @@ class PolicyWrites:
                         obj = event.get("object") or {}
                         self.rv = (obj.get("metadata") or {}).get("resourceVersion") or self.rv
                         if event.get("type") == "MODIFIED":
+                            second = max((str(f.get("time") or "") for f in
+                                          (obj.get("metadata") or {}).get("managedFields") or ()
+                                          if f.get("subresource") == "status"), default="")
                             with self.lock:
                                 self.times.append(time.monotonic())
+                                self.server_seconds.append((self.times[-1], second))
             except httpx.HTTPError:
                 if not self.stopping:
                     time.sleep(0.5)
@@ -298,6 +306,16 @@ class PolicyWrites:
     def between(self, start: float, end: float) -> list[float]:
         with self.lock:
             return [t for t in self.times if start <= t < end]
+
+    def most_in_a_second(self, start: float, end: float) -> int:
+        """The most writes received between ``start`` and ``end`` that the API server wrote in one
+        second."""
+        counts: dict[str, int] = {}
+        with self.lock:
+            for received, second in self.server_seconds:
+                if start <= received < end and second:
+                    counts[second] = counts.get(second, 0) + 1
+        return max(counts.values(), default=0)
 
     def stop(self) -> None:
         self.stopping = True
