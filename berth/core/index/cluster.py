@@ -13,6 +13,7 @@ keeps the token it was made at and asks what changed since of the kinds its chec
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -148,46 +149,53 @@ def check_keepable(depends: Depends) -> None:
         raise ValueError("a verdict that reads the round is made for one evaluation, never kept")
 
 
-class StateIndex:
+class StateIndex(ABC):
     """What the index answers about one state, from what it keeps."""
 
     view: ViewIndex
     """The index of the view beneath: its change logs and tables."""
 
+    @abstractmethod
     def use(self, node: str) -> NodeUse:
         """What the pods on ``node`` take from it."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def matching_counts(self, namespace: str, selector: LabelSelector) -> Mapping[str, int]:
         """Per node, how many live pods of ``namespace`` match ``selector`` (terminating excluded)."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def nodes_with_pod(self, namespace: str, labels: Mapping[str, str], exclude_uid: str) -> frozenset[str]:
         """Nodes running a live pod of ``namespace`` that carries every pair of ``labels``, not
         counting the pod ``exclude_uid`` (the one being placed or moved)."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def nodes_labelled(self, key: str, value: str) -> frozenset[str]:
         """Nodes whose label ``key`` has ``value``."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def nodes_with_label_key(self, key: str) -> frozenset[str]:
         """Nodes that carry the label ``key`` at all."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def nodes_without_label_key(self, key: str) -> frozenset[str]:
         """Nodes without the label ``key`` (outside every topology domain of that key)."""
-        raise NotImplementedError
+        ...
 
     # -- what the state tells of its changes (berth.core.view.Watcher) ----------------------------
+    # Not abstract: an index that keeps nothing about a kind of change ignores it.
 
-    def node_changed(self, name: str, old: NodeInfo | None, new: NodeInfo | None) -> None:
+    def node_changed(self, name: str, old: NodeInfo | None, new: NodeInfo | None) -> None:  # noqa: B027
         pass
 
-    def pod_changed(self, pod: PodInfo, sign: int) -> None:
+    def pod_changed(self, pod: PodInfo, sign: int) -> None:  # noqa: B027
         pass
 
-    def lease_changed(self, name: str) -> None:
+    def lease_changed(self, name: str) -> None:  # noqa: B027
         pass
 
 
