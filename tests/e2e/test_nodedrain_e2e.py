@@ -447,10 +447,11 @@ def test_a_disruption_budget_paces_the_evictions_of_a_deployment_drain(
     fewest = availability.stop()
     assert availability.events > 0
     assert replicas - fewest <= max_unavailable, f"{replicas - fewest} pods unavailable at once"
-    # all four were asked for at once and the budget refused three: the pace was the budget's. A
+    # the budget refused evictions it did not allow (how many depends on how many of the pods'
+    # plans were published in the same step, which is timing): the pace was the budget's. A
     # refusal shows in the status only until its retry is accepted, which can fall between two
     # reads; the EvictionRefused Event of each refused pod stays.
-    wait_for(lambda: refusals | _refused_in_events(core, name), lambda r: len(r) >= replicas - max_unavailable,
+    wait_for(lambda: refusals | _refused_in_events(core, name), lambda r: len(r) >= 1,
              timeout=30, what="the budget's refusals", describe=str)
     assert {p["state"] for p in done["pods"]} == {"Moved"} and done["moved"] == replicas
     assert sorted(p.spec.node_name for p in landed) == sorted(plans.values())
