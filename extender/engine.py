@@ -267,10 +267,11 @@ class Extender:
                              round_key=rnd.policy if rnd is not None else None)
             self._recent = _Recent(pod.uid, _resource_version(args.Pod), tuple(passing), ev.decision.ranking,
                                    time.monotonic())
-            record = decision.record(limit=RECORD_LIMIT)
-            self._remember_filter_decision(pod.uid, store.record_decision(pod.key, record))
+            # encoded straight from the decision's data: the record model is made only to tell a refusal
+            encoded = store.keep_decision(pod.key, orjson.dumps(decision.record_data(limit=RECORD_LIMIT)))
+            self._remember_filter_decision(pod.uid, encoded)
         if not passing:
-            self._tell_refusal(pod, record)
+            self._tell_refusal(pod, DecisionRecord.model_validate_json(encoded))
         else:
             self._refusals_told.pop(pod.uid, None)
         result = "placed" if passing else (decision.error.code.value if decision.error else "no_node")
@@ -359,8 +360,8 @@ class Extender:
                     store.assume(pod, winner, bound=False, deadline=now + self.settings.tentative_ttl_seconds,
                                  round_key=rnd.policy if rnd is not None else None)
                 self._recent = _Recent(pod.uid, _resource_version(args.Pod), judged, ranking, time.monotonic())
-                record = self._stamp(ev.decision, "prioritize").record(limit=RECORD_LIMIT)
-                self._remember_filter_decision(pod.uid, store.record_decision(pod.key, record))
+                record = self._stamp(ev.decision, "prioritize").record_data(limit=RECORD_LIMIT)
+                self._remember_filter_decision(pod.uid, store.keep_decision(pod.key, orjson.dumps(record)))
                 result = "scored"
         self.metrics.observe("prioritize", time.perf_counter() - started, result)
         return priorities(names, ranking)

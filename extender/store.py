@@ -429,7 +429,11 @@ class ClusterStore(DrainHolds):
     def record_decision(self, pod_key: str, decision: DecisionRecord) -> bytes:
         """Keep ``decision`` for the explain API, encoded: a few KiB each instead of hundreds of
         objects the cyclic collector would scan again and again. Returns the encoding."""
-        encoded = decision.model_dump_json(by_alias=True).encode()
+        return self.keep_decision(pod_key, decision.model_dump_json(by_alias=True).encode())
+
+    def keep_decision(self, pod_key: str, encoded: bytes) -> bytes:
+        """:meth:`record_decision` of a record already encoded (``Decision.record_data``, as the
+        filter and prioritize record theirs). Returns it."""
         if self.decisions_kept <= 0:
             return encoded
         self.decisions[pod_key] = encoded

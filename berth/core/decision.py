@@ -13,8 +13,8 @@ from collections import Counter
 from collections.abc import ItemsView, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from itertools import chain, repeat
-from operator import attrgetter, itemgetter
+from itertools import chain, compress, repeat
+from operator import and_, attrgetter, itemgetter, ne
 from typing import Any, Final, Literal
 
 import orjson
@@ -196,30 +196,40 @@ class Decision:
 
     def record(self, *, limit: int = 100, ranking_limit: int = 10) -> DecisionRecord:
         """What is kept of the decision: every count, and the first ``limit`` nodes considered
-        and refused (in the order considered) and ``ranking_limit`` ranked. A large cluster's
-        record is made without a Python step per node listed only to be cut."""
+        and refused (in the order considered) and ``ranking_limit`` ranked (:meth:`record_data`,
+        as the model)."""
+        return DecisionRecord.model_validate(self.record_data(limit=limit, ranking_limit=ranking_limit))
+
+    def record_data(self, *, limit: int = 100, ranking_limit: int = 10) -> dict[str, Any]:
+        """:meth:`record` as JSON data (every field, by its JSON name), made without the model: the
+        extender records every filter's and prioritize's decision, and encodes this directly. A
+        large cluster's record is made without a Python step per node listed only to be cut."""
         if self.time is None:
             raise ValueError("a decision is recorded once its shell has stamped its time")
         considered, refused = self.considered, self.refused
         listed = refused.first(considered, limit) if len(refused) > limit else refused
         winner = self.winner
-        return DecisionRecord(
-            pod=self.pod, trigger=self.trigger, time=self.time, policy=self.policy,  # type: ignore[arg-type]
-            policy_generation=self.policy_generation, strategy=self.strategy,
-            round=RoundPlan(id=self.round_id, plan=dict(self.plan)) if self.plan is not None else None,
-            considered_count=len(considered), considered=considered[:limit],
-            refused_count=len(refused), refused=refusal_groups(refused, listed),
-            winner=Winner(node=winner, rank=1, score=MAX_PRIORITY) if winner is not None else None,
-            ranking_count=len(self.ranking), ranking=self.ranking[:ranking_limit],
-            warnings=list(self.warnings),
-            error=RecordedError(code=self.error.code, message=self.error.message) if self.error else None)
+        error = self.error
+        return {
+            "apiVersion": DECISION_API_VERSION, "pod": self.pod, "trigger": self.trigger, "time": self.time,
+            "policy": self.policy, "policyGeneration": self.policy_generation, "strategy": self.strategy,
+            "round": {"id": self.round_id, "plan": dict(self.plan)} if self.plan is not None else None,
+            "consideredCount": len(considered), "considered": considered[:limit],
+            "refusedCount": len(refused), "refused": refusal_groups(refused, listed),
+            "winner": {"node": winner, "rank": 1, "score": MAX_PRIORITY} if winner is not None else None,
+            "rankingCount": len(self.ranking), "ranking": self.ranking[:ranking_limit],
+            "warnings": list(self.warnings),
+            "error": {"code": error.code.value, "message": error.message} if error is not None else None,
+        }
 
 
-def refusal_groups(refused: Refused, listed: Mapping[str, Refusal]) -> list[RefusalGroup]:
+def refusal_groups(refused: Refused, listed: Mapping[str, Refusal]) -> list[dict[str, Any]]:
     """One group per cause (:func:`refusal_cause`) with the count of every node ``refused`` for it
-    and the nodes of ``listed`` (a part of ``refused``), most refused first. The causes of the nodes
-    refused one by one are looked up and counted by C-level maps (:func:`_causes`), those refused
-    together group by group: a large cluster's record costs no Python step per node."""
+    and the nodes of ``listed`` (a part of ``refused``), most refused first, as a record's JSON
+    data (:class:`RefusalGroup`). The causes of the nodes refused one by one are looked up and
+    counted by C-level maps (:func:`_causes`), those refused together group by group, and the
+    nodes listed are sorted out cause by cause: a large cluster's record costs no Python step per
+    node."""
     each, together = refused.parts()
     causes = _causes(list(map(_reason, each.values())))
     distinct = set(causes)
@@ -228,14 +238,19 @@ def refusal_groups(refused: Refused, listed: Mapping[str, Refusal]) -> list[Refu
     for names, refusal in together:
         cause = refusal_cause(refusal.reason)
         counts[cause] = counts.get(cause, 0) + len(names)
+    pairs = sorted(listed.items(), key=itemgetter(0))
+    listed_names = list(map(itemgetter(0), pairs))
+    reasons = list(map(_reason, map(itemgetter(1), pairs)))
+    listed_causes = _causes(reasons)
+    differs = list(map(ne, reasons, listed_causes))  # a node's own figures beyond its cause
     nodes: dict[str, list[str]] = {}
     details: dict[str, dict[str, str]] = {}
-    pairs = sorted(listed.items(), key=itemgetter(0))
-    for (node, refusal), cause in zip(pairs, _causes([refusal.reason for _, refusal in pairs]), strict=True):
-        nodes.setdefault(cause, []).append(node)
-        if refusal.reason != cause:
-            details.setdefault(cause, {})[node] = refusal.reason
-    return [RefusalGroup(reason=cause, count=n, nodes=nodes.get(cause, []), details=details.get(cause, {}))
+    for cause in set(listed_causes):
+        mine = list(map(cause.__eq__, listed_causes))
+        nodes[cause] = list(compress(listed_names, mine))
+        if any(compress(differs, mine)):
+            details[cause] = dict(compress(zip(listed_names, reasons, strict=True), map(and_, mine, differs)))
+    return [{"reason": cause, "count": n, "nodes": nodes.get(cause, []), "details": details.get(cause, {})}
             for cause, n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
 
 

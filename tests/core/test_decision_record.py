@@ -87,6 +87,35 @@ def test_record_of_a_failure_has_its_error_and_no_winner() -> None:
     assert record.round is not None and (record.round.id, record.round.plan) == ("r-1", {"a": 1})
 
 
+def _mixed_refusals() -> Refused:
+    refused = Refused({f"n{i:03d}": Refusal(f"insufficient capacity: memory: needs {i}") for i in range(30)})
+    refused.one("c000", Refusal("node is cordoned (spec.unschedulable)", False))
+    refused.group(frozenset(f"z{i:03d}" for i in range(40)), Refusal(
+        "topology spread: placing here makes skew 2 in topology.kubernetes.io/zone=zone-1 (maxSkew 1)"))
+    return refused
+
+
+RECORDED_DECISIONS = {
+    "a winner, refusals one by one and in a group, cut": Decision(
+        pod="shop/p", policy="shop/web", strategy="Spread", refused=_mixed_refusals(), ranking=["ok", "ok2"],
+        considered=["c000", *(f"z{i:03d}" for i in range(40)), *(f"n{i:03d}" for i in range(30)), "ok", "ok2"],
+        warnings=["w"], trigger="filter", time=TIME, policy_generation=2),
+    "no node, a round": Decision(
+        pod="p/q", policy=None, strategy="Fill", considered=["a"], refused=Refused({"a": Refusal("not Ready", False)}),
+        trigger="prioritize", time=TIME, plan={"a": 1}, round_id="r-1",
+        error=PlacementError(ErrorCode.INSUFFICIENT_RESOURCE, "0/1 nodes can take the pod")),
+    "nothing considered": Decision(pod="p/q", policy=None, strategy="Default", trigger="preview", time=TIME),
+}
+
+
+@pytest.mark.parametrize("decision", RECORDED_DECISIONS.values(), ids=RECORDED_DECISIONS.keys())
+def test_record_data_is_the_record_as_json(decision: Decision) -> None:
+    """The filter encodes record_data without making the model: it must be the model's JSON form."""
+    data = decision.record_data(limit=20)
+    assert data == decision.record(limit=20).to_json()
+    assert valid_record(data).to_json() == data
+
+
 def test_a_decision_is_recorded_only_once_stamped() -> None:
     with pytest.raises(ValueError, match="stamped"):
         Decision(pod="p/q", policy=None, strategy="Default").record()
