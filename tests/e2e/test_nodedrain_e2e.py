@@ -10,7 +10,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -234,12 +234,13 @@ def drain_stack(control_plane: ControlPlane, drain_crd: None) -> Iterator[DrainS
 
 
 def _deployment(apps: Any, namespace: str, name: str, replicas: int, labels: dict[str, str], scheduler: str,
-                cpu: str = "500m") -> None:
+                cpu: str = "500m", readiness_gates: tuple[str, ...] = ()) -> None:
+    gates = {"readinessGates": [{"conditionType": g} for g in readiness_gates]} if readiness_gates else {}
     apps.create_namespaced_deployment(namespace, {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
         "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
                  "template": {"metadata": {"labels": labels},
-                              "spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
+                              "spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0, **gates,
                                        "containers": [{
                                            "name": "c", "image": "registry.k8s.io/pause:3.10",
                                            "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}]}}}})
@@ -254,17 +255,40 @@ def _ready(pod: Any) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or ()))
 
 
+def _gates_open(pod: Any) -> bool:
+    """Every readiness gate of ``pod`` has its condition True (a kubelet reports a pod Ready only then)."""
+    conditions = {c.type: c.status for c in (pod.status.conditions or ())}
+    return all(conditions.get(g.condition_type) == "True" for g in (pod.spec.readiness_gates or ()))
+
+
 def _act_as_kubelet(core: Any, namespace: str) -> None:
     """What the kubelets of these fake nodes would do: finish the termination of evicted pods, and
-    report every bound pod running and ready."""
+    report every bound pod running, and ready once its readiness gates are open (until then
+    running with its containers ready, not Ready, as a kubelet reports it)."""
     for pod in core.list_namespaced_pod(namespace).items:
         if pod.metadata.deletion_timestamp is not None:
             with contextlib.suppress(k8s.ApiException):
                 core.delete_namespaced_pod(pod.metadata.name, namespace, grace_period_seconds=0)
         elif pod.spec.node_name and not _ready(pod):
+            ready = _gates_open(pod)
+            if not ready and pod.status.phase == "Running":
+                continue  # reported already: Ready waits for the gates
             with contextlib.suppress(k8s.ApiException):
                 core.patch_namespaced_pod_status(pod.metadata.name, namespace, {"status": {
-                    "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+                    "phase": "Running", "conditions": [
+                        {"type": "ContainersReady", "status": "True"},
+                        {"type": "Ready", "status": "True" if ready else "False",
+                         **({} if ready else {"reason": "ReadinessGatesNotReady"})}]}})
+
+
+def _open_gate(core: Any, namespace: str, pods: Iterable[Any], gate: str) -> None:
+    """Set the readiness gate ``gate`` of ``pods`` True, as the controller that owns the gate would
+    (a load balancer's, once the pod receives traffic)."""
+    for pod in pods:
+        if not _gates_open(pod):
+            with contextlib.suppress(k8s.ApiException):
+                core.patch_namespaced_pod_status(pod.metadata.name, namespace, {"status": {
+                    "conditions": [{"type": gate, "status": "True"}]}})
 
 
 def _drain_status(kube_api: Any, name: str) -> dict[str, Any]:  # noqa: F811
@@ -393,27 +417,36 @@ def test_a_disruption_budget_paces_the_evictions_of_a_deployment_drain(
         control_plane: ControlPlane, drain_stack: DrainStack, e2e_namespace: str,  # noqa: F811
         kube_api: Any, make_nodes: Callable[..., list[str]]) -> None:  # noqa: F811
     """Four pods drained with four evictions allowed in flight, under a PodDisruptionBudget of
-    maxUnavailable 1: the Eviction API refuses the evictions the budget does not allow, the drain
-    asks again with backoff, and at no moment of the pods' history (a watch) are more than one of
-    them unavailable; the drain still completes, every pod where it was planned."""
+    maxUnavailable 1: the Eviction API accepts one eviction and refuses the three the budget does
+    not allow, the drain asks again with backoff, and at no moment of the pods' history (a watch)
+    are more than one of them unavailable; the drain still completes, every pod where it was planned.
+
+    The pods have a readiness gate (as behind a load balancer whose controller sets it): the
+    replacements stay unready, and the budget allows nothing more, until every pod of the drained
+    node has had its eviction asked for; only then are their gates opened. Without that hold, a
+    replacement turning ready while the evictions go out gives the budget room again, and how many
+    are refused is a matter of timing."""
     run = drain_stack.scheduler_name.removeprefix("berth-")
     core, apps, policy = k8s.CoreV1Api(kube_api), k8s.AppsV1Api(kube_api), k8s.PolicyV1Api(kube_api)
     replicas, max_unavailable = 4, 1
     labels = {"app": f"paced-{run}"}
     selector = f"app=paced-{run}"
+    gate = "berth.e2e/serving"
     (a,) = make_nodes(NodeSpec(f"pdb-{run}-a", cpu="8"))
-    _deployment(apps, e2e_namespace, "paced", replicas, labels, drain_stack.scheduler_name)
+    _deployment(apps, e2e_namespace, "paced", replicas, labels, drain_stack.scheduler_name, readiness_gates=(gate,))
     policy.create_namespaced_pod_disruption_budget(e2e_namespace, {
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "paced"},
         "spec": {"maxUnavailable": max_unavailable, "selector": {"matchLabels": labels}}})
 
-    def running() -> list[Any]:
+    def running(open_gates: bool = True) -> list[Any]:
+        if open_gates:
+            _open_gate(core, e2e_namespace, _live(core, e2e_namespace, selector), gate)
         _act_as_kubelet(core, e2e_namespace)
         return _live(core, e2e_namespace, selector)
 
-    wait_for(running, lambda ps: len(ps) == replicas and all(p.spec.node_name == a and _ready(p) for p in ps),
-             timeout=90, what="the Deployment's pods running on the node to drain",
-             describe=lambda ps: str([(p.metadata.name, p.spec.node_name, _ready(p)) for p in ps]))
+    first = wait_for(running, lambda ps: len(ps) == replicas and all(p.spec.node_name == a and _ready(p) for p in ps),
+                     timeout=90, what="the Deployment's pods running on the node to drain",
+                     describe=lambda ps: str([(p.metadata.name, p.spec.node_name, _ready(p)) for p in ps]))
     wait_for(lambda: policy.read_namespaced_pod_disruption_budget("paced", e2e_namespace).status,
              lambda s: s is not None and s.current_healthy == replicas and s.disruptions_allowed == max_unavailable,
              timeout=60, what="the budget's status kept by the disruption controller", describe=str)
@@ -425,19 +458,40 @@ def test_a_disruption_budget_paces_the_evictions_of_a_deployment_drain(
              "spec": {"nodes": [a], "destinations": [b, c], "mode": "Execute", "maxEvictionsInFlight": replicas}}
     started = time.monotonic()
     control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(drain))
-    refusals: set[str] = set()
     plans: dict[str, str] = {}
+    originals = {f"{e2e_namespace}/{p.metadata.name}" for p in first}
 
-    def status() -> dict[str, Any]:
-        _act_as_kubelet(core, e2e_namespace)
+    def status(open_gates: bool = True) -> dict[str, Any]:
+        running(open_gates)
         s = _drain_status(kube_api, name)
         for p in s.get("pods") or ():
-            if "disruption budget" in str(p.get("refusal") or ""):
-                refusals.add(p["pod"])
             if p.get("destination"):
                 assert plans.setdefault(p["pod"], p["destination"]) == p["destination"], "a planned pod moved"
         return s
 
+    def entries(s: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        return {p["pod"]: p for p in s.get("pods") or ()}
+
+    def asked(s: dict[str, Any]) -> bool:
+        """Every pod of the drained node had its eviction accepted (``evictedAt``, kept once it
+        is Moved) or refused (``attempts``)."""
+        e = entries(s)
+        return all(o in e and ("evictedAt" in e[o] or int(e[o].get("attempts") or 0) >= 1) for o in originals)
+
+    # the replacements' gates stay closed: the budget's one disruption is spent by the first eviction
+    held = entries(wait_for(lambda: status(open_gates=False), asked, timeout=120, interval=0.5,
+                            what="every pod's eviction asked for, the replacements held unready",
+                            describe=lambda s: json.dumps(s) + operator.log()[-2000:]))
+    accepted = {o for o in originals if "evictedAt" in held[o]}
+    refused = {o for o in originals if "disruption budget" in str(held[o].get("refusal") or "")}
+    assert len(accepted) == max_unavailable, f"{sorted(accepted)} evicted at once under the budget"
+    assert refused == originals - accepted, {o: held[o] for o in originals}
+    assert len(refused) == replicas - max_unavailable
+    # each refused pod's first refusal has its EvictionRefused Event (posted by the operator meanwhile)
+    wait_for(lambda: _refused_in_events(core, name), lambda r: r >= refused, timeout=30,
+             what="an EvictionRefused Event for each refused pod", describe=str)
+    assert not any(_ready(p) for p in _live(core, e2e_namespace, selector) if p.spec.node_name != a)
+    # released: the replacements turn ready, the budget allows the next eviction, one at a time
     done = wait_for(status, lambda s: s.get("phase") == "Drained", timeout=240, interval=0.5,
                     what="the drain finished", describe=lambda s: json.dumps(s) + operator.log()[-2000:])
     landed = wait_for(running, lambda ps: len(ps) == replicas and all(p.spec.node_name and _ready(p) for p in ps),
@@ -447,12 +501,6 @@ def test_a_disruption_budget_paces_the_evictions_of_a_deployment_drain(
     fewest = availability.stop()
     assert availability.events > 0
     assert replicas - fewest <= max_unavailable, f"{replicas - fewest} pods unavailable at once"
-    # the budget refused evictions it did not allow (how many depends on how many of the pods'
-    # plans were published in the same step, which is timing): the pace was the budget's. A
-    # refusal shows in the status only until its retry is accepted, which can fall between two
-    # reads; the EvictionRefused Event of each refused pod stays.
-    wait_for(lambda: refusals | _refused_in_events(core, name), lambda r: len(r) >= 1,
-             timeout=30, what="the budget's refusals", describe=str)
     assert {p["state"] for p in done["pods"]} == {"Moved"} and done["moved"] == replicas
     assert sorted(p.spec.node_name for p in landed) == sorted(plans.values())
     print(f"\n[drain figure] {replicas} pods drained end to end under a budget of maxUnavailable "
