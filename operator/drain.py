@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -240,13 +240,16 @@ ViewOf = Callable[[Mapping[str, Any]], ClusterView]
 
 def register(registry: kopf.OperatorRegistry, *, settings: Settings, resync_seconds: float, view_of: ViewOf,
              webhook: bool, fail_closed: bool, api: Callable[[], DrainApi] | None = None,
-             guard: AbstractContextManager[Any] | None = None) -> None:
+             guard: AbstractContextManager[Any] | None = None,
+             listed: Callable[[], Awaitable[None]] | None = None) -> None:
     """NodeDrain handlers on ``registry``: plan on create, spec update and resume, plan again every
     ``resync_seconds``, and (with ``webhook``) the validating admission handler. PlacementPolicies
     are indexed by namespace so each pod is planned under its own. ``api`` gives what an executing
     drain cordons and evicts with (made on first use); without it Execute mode reports that it
     cannot run. ``guard`` is held while a plan reads the view (the lock of a view that watch
-    threads change)."""
+    threads change). ``listed`` returns once the view holds the cluster's first full list: a
+    drain met while the operator starts is not planned on a view still empty (its nodes unknown,
+    its pods unseen: Invalid, or Drained with nothing moved)."""
 
     @kopf.index(API_GROUP, CRD_VERSION, POLICY_PLURAL, id=POLICIES_INDEX, registry=registry)
     async def index_policy(body: kopf.Body, namespace: str | None, **_: Any) -> dict[str, Any]:
@@ -268,6 +271,8 @@ def register(registry: kopf.OperatorRegistry, *, settings: Settings, resync_seco
             memo.pop(uid, None)
 
     async def plan(body: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
+        if listed is not None:
+            await listed()
         policies: Mapping[str, Any] = kwargs.get(POLICIES_INDEX) or {}
         raw = {key: body[key] for key in body}
         meta = raw.get("metadata") or {}

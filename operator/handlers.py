@@ -797,7 +797,7 @@ def build_registry(config: OperatorConfig, store: OperatorStore | None = None,
 
     drain.register(registry, settings=config.settings, resync_seconds=config.resync_seconds, view_of=cluster_view,
                    webhook=config.webhook.enabled, fail_closed=config.webhook.fail_closed, api=drain_api,
-                   guard=state.store.lock)
+                   guard=state.store.lock, listed=state.wait_ready)
     _without_finalizer(registry, drain.TIMER_ID)
     return registry, state
 

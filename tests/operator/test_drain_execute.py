@@ -14,7 +14,7 @@ import pytest
 from berth.core.settings import Settings
 from berth.core.view import ClusterView
 from berth.operator import drain, drain_execute
-from berth.operator.cluster import store_of
+from berth.operator.cluster import OperatorStore, store_of
 from berth.operator.drain_execute import Evicted, EvictionResult
 from berth.operator.handlers import OperatorConfig, build_registry
 from tests.builders import make_node, make_pod
@@ -280,6 +280,35 @@ def test_the_status_lists_pods_on_their_way_first_when_capped(monkeypatch: pytes
                    spec={**SPEC, "maxEvictionsInFlight": 1})
     assert states(outcome.status) == {"w1": "Planned", "w3": "Evicting"}
     assert (outcome.status["evicting"], outcome.status["planned"]) == (1, 2)  # the counts cover every pod
+
+
+@pytest.mark.parametrize("mode", ["Plan", "Execute"])
+def test_a_drain_met_while_the_operator_starts_is_planned_once_the_cluster_is_listed(
+        monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    """On the view's first full list, not before: on a view still empty the drained node is
+    unknown (Invalid), and with nodes listed but no pods yet there is nothing to move (Drained)."""
+    posted: list[str] = []
+    monkeypatch.setattr(kopf, "event", lambda obj, *, type, reason, message="": posted.append(reason))
+    store = OperatorStore(leases_tracked=False)
+    api = FakeApi()
+    registry, _ = build_registry(OperatorConfig(track_leases=False, drain_api=lambda: api), store)
+    handler = next(h for h in registry._changing.get_all_handlers() if h.id == "nodedrain-on-create")
+    body = kopf.Body(nodedrain({"nodes": ["node-a"], "anyDestination": True, "mode": mode}))
+    patch = kopf.Patch()
+
+    async def start_then_list() -> None:
+        planning = asyncio.create_task(handler.fn(body=body, patch=patch))
+        store.replace("nodes", [make_node("node-a").disk(None).cpu("8").obj(), make_node("node-b").disk(None).obj()])
+        await asyncio.sleep(0.3)
+        assert not planning.done() and patch == {}  # nodes listed, pods and leases not yet
+        store.replace("pods", [make_pod("w1").on("node-a").owner(RS).cpu("1").memory("1Gi").obj()])
+        store.replace("leases", [])
+        await asyncio.wait_for(planning, 5)
+
+    asyncio.run(start_then_list())
+    assert (patch["status"]["phase"], patch["status"]["planned"]) == ("Draining" if mode == "Execute" else "Planned",
+                                                                     1)
+    assert "Drained" not in posted and "InvalidSpec" not in posted and api.evicted == []
 
 
 def handler_tick(spec: dict[str, Any], api: FakeApi) -> kopf.Patch:
