@@ -292,7 +292,7 @@ def register(registry: kopf.OperatorRegistry, *, settings: Settings, resync_seco
         if _mode(raw) == DrainMode.EXECUTE.value:
             if api is None:
                 raise kopf.PermanentError("Execute mode needs the Kubernetes API: none was configured")
-            outcome = await execute(raw, view, policy_for, settings, now, api())
+            outcome = await execute(raw, view, policy_for, settings, now, api(), guard)
             memo.pop(uid, None)  # an executing drain acts on every tick (evictions, retries)
         else:
             with guard if guard is not None else nullcontext():

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
@@ -204,27 +205,30 @@ def _drained_condition(pods: list[dict[str, Any]]) -> tuple[str, cond.ConditionU
 
 
 async def execute(body: Mapping[str, Any], view: ClusterView, policy_for: PolicyLookup, settings: Settings,
-                  now: float, api: DrainApi) -> DrainOutcome:
-    """One tick of an executing drain: its new status and the Events it deserves."""
+                  now: float, api: DrainApi, guard: AbstractContextManager[Any] | None = None) -> DrainOutcome:
+    """One tick of an executing drain: its new status and the Events it deserves. ``guard`` is
+    held while the tick reads ``view`` (the lock of a view that watch threads change), not while
+    it waits for the API: the plan and the step are made on one state of the cluster."""
     from berth.operator.drain import compute_drain_status, pod_status
 
     previous = body.get("status") or {}
     previous_pods = list(previous.get("pods") or [])
-    outcome = compute_drain_status(body, view, policy_for, settings, now, held_destinations(previous_pods))
-    if outcome.plan is None:
-        return outcome  # invalid: nothing is cordoned or evicted
-    spec = nodedrain_spec(body.get("spec"))
-    for node in outcome.plan.nodes:
-        info = view.nodes.get(node)
-        if info is not None and not info.unschedulable:
-            try:
-                await api.cordon(node)
-            except Exception as exc:  # the API's error: reported, tried again on the next tick
-                outcome.events.append(Event("Warning", "CordonFailed", f"cannot cordon {node}: {exc}"))
-                return outcome  # nothing is evicted from a node that stays schedulable
-            outcome.events.append(Event("Normal", "Cordoned", f"cordoned {node}"))
-    planned = [{**pod_status(p), "uid": p.uid, **_shape(view, p)} for p in outcome.plan.pods]
-    step = plan_step(planned, previous_pods, view, spec.max_evictions_in_flight, now)
+    with guard if guard is not None else nullcontext():
+        outcome = compute_drain_status(body, view, policy_for, settings, now, held_destinations(previous_pods))
+        if outcome.plan is None:
+            return outcome  # invalid: nothing is cordoned or evicted
+        spec = nodedrain_spec(body.get("spec"))
+        to_cordon = [node for node in outcome.plan.nodes
+                     if (info := view.nodes.get(node)) is not None and not info.unschedulable]
+        planned = [{**pod_status(p), "uid": p.uid, **_shape(view, p)} for p in outcome.plan.pods]
+        step = plan_step(planned, previous_pods, view, spec.max_evictions_in_flight, now)
+    for node in to_cordon:
+        try:
+            await api.cordon(node)
+        except Exception as exc:  # the API's error: reported, tried again on the next tick
+            outcome.events.append(Event("Warning", "CordonFailed", f"cannot cordon {node}: {exc}"))
+            return outcome  # nothing is evicted from a node that stays schedulable
+        outcome.events.append(Event("Normal", "Cordoned", f"cordoned {node}"))
     for entry in step.evict:
         namespace, name = str(entry["pod"]).split("/", 1)
         result = await api.evict(namespace, name, str(entry["uid"]))

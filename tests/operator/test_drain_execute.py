@@ -311,6 +311,69 @@ def test_a_drain_met_while_the_operator_starts_is_planned_once_the_cluster_is_li
     assert "Drained" not in posted and "InvalidSpec" not in posted and api.evicted == []
 
 
+class Guard:
+    """A lock that tells whether it is held."""
+
+    def __init__(self) -> None:
+        self.held = False
+
+    def __enter__(self) -> Guard:
+        self.held = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.held = False
+
+
+def test_a_tick_reads_the_view_under_its_guard_and_waits_for_the_api_outside_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The watch threads change the view under its lock: the plan and the step are made on one
+    state of the cluster; the cordon and the evictions (API calls) do not hold the watches up."""
+    guard, seen = Guard(), []
+    real_plan, real_step = drain.compute_drain_status, drain_execute.plan_step
+
+    def planned(*args: Any) -> drain.DrainOutcome:
+        seen.append(("plan", guard.held))
+        return real_plan(*args)
+
+    def stepped(*args: Any) -> drain_execute.Step:
+        seen.append(("step", guard.held))
+        return real_step(*args)
+
+    class GuardedApi(FakeApi):
+        async def cordon(self, node: str) -> None:
+            seen.append(("cordon", guard.held))
+            await super().cordon(node)
+
+        async def evict(self, namespace: str, name: str, uid: str) -> EvictionResult:
+            seen.append(("evict", guard.held))
+            return await super().evict(namespace, name, uid)
+
+    status = publish(view(nodes(), web("w1")))
+    monkeypatch.setattr(drain, "compute_drain_status", planned)
+    monkeypatch.setattr(drain_execute, "plan_step", stepped)
+    api = GuardedApi()
+    asyncio.run(drain_execute.execute(nodedrain(SPEC, status=status), view(nodes(), web("w1")), no_policy,
+                                      Settings(), NOW, api, guard))
+    assert seen == [("plan", True), ("step", True), ("cordon", False), ("evict", False)]
+    assert (api.cordoned, api.evicted) == (["node-a"], ["w1"])
+
+
+def test_the_kopf_handler_executes_under_the_lock_of_the_operators_view(monkeypatch: pytest.MonkeyPatch) -> None:
+    guards: list[object] = []
+
+    async def execute(*args: Any) -> drain.DrainOutcome:
+        guards.append(args[-1])
+        return drain.DrainOutcome({})
+
+    monkeypatch.setattr(drain, "execute", execute)
+    store = store_of(nodes(), web("w1"))
+    registry, _ = build_registry(OperatorConfig(track_leases=False, drain_api=FakeApi), store)
+    handler = next(h for h in registry._spawning.get_all_handlers() if h.id == drain.TIMER_ID)
+    asyncio.run(handler.fn(body=kopf.Body(nodedrain(SPEC)), patch=kopf.Patch()))
+    assert guards == [store.lock]
+
+
 def handler_tick(spec: dict[str, Any], api: FakeApi) -> kopf.Patch:
     registry, _ = build_registry(OperatorConfig(track_leases=False, drain_api=lambda: api),
                                  store_of(nodes(), web("w1")))
