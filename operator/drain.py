@@ -21,6 +21,7 @@ registry, with the cluster view and the policy lookup handed in by the caller.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -53,7 +54,7 @@ from berth.core import (
 )
 from berth.operator import conditions as cond
 from berth.operator.admission import REFUSAL_CODE
-from berth.operator.drain_execute import DrainApi, execute
+from berth.operator.drain_execute import DrainApi, execute, latest_status, written_after
 from berth.operator.drain_status import (
     CONDITION_PLANNED,
     CONDITION_VALID,
@@ -264,11 +265,16 @@ def register(registry: kopf.OperatorRegistry, *, settings: Settings, resync_seco
         return policy_drains({k: body[k] for k in body})
 
     memo: dict[str, tuple[ClusterView, tuple[object, ...], dict[str, Any]]] = {}
+    # an executing drain's ticks, one at a time, and the statuses they wrote (latest_status)
+    ticking: dict[str, asyncio.Lock] = {}
+    written: dict[str, list[Mapping[str, Any]]] = {}
 
     @kopf.on.event(*NODEDRAIN, registry=registry)
     async def drain_event(type: str | None, uid: str | None, **_: Any) -> None:
         if type == "DELETED" and uid:
             memo.pop(uid, None)
+            ticking.pop(uid, None)
+            written.pop(uid, None)
 
     async def plan(body: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
         if listed is not None:
@@ -292,8 +298,13 @@ def register(registry: kopf.OperatorRegistry, *, settings: Settings, resync_seco
         if _mode(raw) == DrainMode.EXECUTE.value:
             if api is None:
                 raise kopf.PermanentError("Execute mode needs the Kubernetes API: none was configured")
-            outcome = await execute(raw, view, policy_for, settings, now, api(), guard)
             memo.pop(uid, None)  # an executing drain acts on every tick (evictions, retries)
+            async with ticking.setdefault(uid, asyncio.Lock()):
+                read = raw.get("status") or {}
+                start = latest_status(written.get(uid, ()), read)
+                outcome = await execute({**raw, "status": start}, view, policy_for, settings, time.time(), api(),
+                                        guard)
+                written[uid] = written_after(written.get(uid, ()), read, outcome.status)
         else:
             with guard if guard is not None else nullcontext():
                 outcome = compute_drain_status(raw, view, policy_for, settings, now)

@@ -18,8 +18,10 @@ Each tick (the NodeDrain's create, spec update and timer), :func:`execute`:
    destination's room for the replacement from them), and writes the states, the counts, the phase
    (``Draining``, then ``Drained`` or ``Blocked``) and the ``Drained`` condition, with Events.
 
-The drain finishes when every pod is moved or blocked. Deleting the NodeDrain stops it: no
-finalizer, so the next tick never comes; nodes stay cordoned.
+The ticks of one drain run one at a time, each from the latest status the operator wrote for it
+when the body it is handed is older (:func:`latest_status`). The drain finishes when every pod is
+moved or blocked. Deleting the NodeDrain stops it: no finalizer, so the next tick never comes;
+nodes stay cordoned.
 
 The API calls go through :class:`DrainApi` (:class:`KubeDrainApi` with the kubernetes client; the
 tests hand in a fake).
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from enum import StrEnum
@@ -177,6 +179,29 @@ def record_eviction(entry: dict[str, Any], result: EvictionResult, now: float) -
         if attempts == 1:
             return Event("Warning", "EvictionRefused", f"{where}: {result.message}; retried with backoff")
     return None
+
+
+def latest_status(written: Sequence[Mapping[str, Any]], read: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The status a tick of an executing drain starts from: ``read``, the body's, unless it is one
+    of ``written`` (the status this operator's ticks started from, then each one they wrote, the
+    latest last) before the latest: the watch has not brought the latest back yet (a timer's next
+    tick does not wait for its patch to; the update and timer handlers of one drain each write),
+    and a tick started from it would evict again what was evicted, ask again before the backoff,
+    and lose the pods moved since. A status of anyone else's is the body's."""
+    if written and read != written[-1] and any(read == s for s in written[:-1]):
+        return written[-1]
+    return read
+
+
+def written_after(written: Sequence[Mapping[str, Any]], read: Mapping[str, Any],
+                  status: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """``written`` after a tick that read ``read`` and wrote ``status``: from the status it started
+    from (a watch brings a drain's statuses in order: the older ones will not come back)."""
+    start = next((i for i, s in enumerate(written) if read == s), None)
+    out = list(written[start:]) if start is not None else [read]
+    if status != out[-1]:
+        out.append(status)
+    return out
 
 
 def listed(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ from berth.operator import drain, drain_execute
 from berth.operator.cluster import OperatorStore, store_of
 from berth.operator.drain_execute import Evicted, EvictionResult
 from berth.operator.handlers import OperatorConfig, build_registry
+from berth.operator.patches import apply_merge_patch
 from tests.builders import make_node, make_pod
 from tests.operator.test_drain import NOW, RS, no_policy, nodedrain, view
 
@@ -372,6 +373,95 @@ def test_the_kopf_handler_executes_under_the_lock_of_the_operators_view(monkeypa
     handler = next(h for h in registry._spawning.get_all_handlers() if h.id == drain.TIMER_ID)
     asyncio.run(handler.fn(body=kopf.Body(nodedrain(SPEC)), patch=kopf.Patch()))
     assert guards == [store.lock]
+
+
+S0: dict[str, Any] = {}
+S1, S2, S3 = {"phase": "Draining", "n": 1}, {"phase": "Draining", "n": 2}, {"phase": "Draining", "n": 3}
+OTHER = {"phase": "Draining", "n": 9}
+
+
+@pytest.mark.parametrize(("written", "read", "starts_from"), [
+    ([], S1, S1),  # nothing written yet (a restart): the body's
+    ([S0, S1], S1, S1),  # the latest write came back
+    ([S0, S1], S0, S1),  # not yet: the body is the status the write started from
+    ([S0, S1, S2], S1, S2),  # one write came back, not the latest
+    ([S0, S1], OTHER, OTHER),  # anyone else's status (another replica, a user): the body's
+], ids=["nothing_written", "latest_came_back", "latest_not_back", "older_write_back", "someone_elses"])
+def test_a_tick_starts_from_the_latest_status_written_when_the_body_lags(
+        written: list[dict[str, Any]], read: dict[str, Any], starts_from: dict[str, Any]) -> None:
+    assert drain_execute.latest_status(written, read) == starts_from
+
+
+@pytest.mark.parametrize(("written", "read", "status", "after"), [
+    ([], S0, S1, [S0, S1]),
+    ([S0, S1], S1, S2, [S1, S2]),
+    ([S0, S1], S0, S2, [S0, S1, S2]),
+    ([S0, S1, S2], S1, S3, [S1, S2, S3]),
+    ([S0, S1], S1, S1, [S1]),  # nothing changed
+    ([S0, S1], OTHER, S2, [OTHER, S2]),
+], ids=["first", "latest_came_back", "latest_not_back", "older_write_back", "unchanged", "someone_elses"])
+def test_the_statuses_written_are_kept_from_the_one_read(written: list[dict[str, Any]], read: dict[str, Any],
+                                                         status: dict[str, Any], after: list[dict[str, Any]]) -> None:
+    assert drain_execute.written_after(written, read, status) == after
+
+
+class YieldingApi(FakeApi):
+    """Lets the event loop run other tasks during each API call, as a real one does."""
+
+    async def cordon(self, node: str) -> None:
+        await asyncio.sleep(0)
+        await super().cordon(node)
+
+    async def evict(self, namespace: str, name: str, uid: str) -> EvictionResult:
+        await asyncio.sleep(0)
+        return await super().evict(namespace, name, uid)
+
+
+def _timer(api: FakeApi, store: Any) -> Any:
+    registry, _ = build_registry(OperatorConfig(track_leases=False, drain_api=lambda: api), store)
+    return next(h for h in registry._spawning.get_all_handlers() if h.id == drain.TIMER_ID).fn
+
+
+def _status_after(handler: Any, status: dict[str, Any] | None) -> dict[str, Any]:
+    """The status a tick of ``handler`` leaves when its body shows ``status``."""
+    patch = kopf.Patch()
+    asyncio.run(handler(body=kopf.Body(nodedrain(SPEC, status=status)), patch=patch))
+    return apply_merge_patch(status, patch.get("status") or {})
+
+
+def test_a_tick_whose_body_lags_behind_the_last_write_goes_on_from_that_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The timer's next tick does not wait for its patch to come back: a tick that read the status
+    before the last write does not evict again, ask again before the backoff, nor lose a pod moved."""
+    posted: list[str] = []
+    monkeypatch.setattr(kopf, "event", lambda obj, *, type, reason, message="": posted.append(reason))
+    api = FakeApi(answers={"w2": EvictionResult(Evicted.REFUSED, PDB)})
+    store = store_of(nodes(), web("w1", "w2"))
+    tick = _timer(api, store)
+    published = _status_after(tick, None)
+    evicting = _status_after(tick, published)
+    assert api.evicted == ["w1", "w2"] and posted.count("EvictionRefused") == 1
+    store.forget_pod("uid-shop-w1")  # its eviction done: gone
+    lagging = _status_after(tick, published)  # the watch has not brought `evicting` back
+    assert api.evicted == ["w1", "w2"] and posted.count("EvictionRefused") == 1
+    pods = {p["pod"].split("/")[1]: p for p in lagging["pods"]}
+    assert (pods["w1"]["state"], pods["w2"]["state"], pods["w2"]["attempts"]) == ("Moved", "Evicting", 1)
+    assert pods["w2"]["retryAt"] == {p["pod"]: p for p in evicting["pods"]}["shop/w2"]["retryAt"]
+    assert lagging["moved"] == 1
+
+
+def test_two_handlers_of_one_drain_do_not_evict_a_pod_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The spec's update handler and the timer run at once for one drain, from the same body."""
+    monkeypatch.setattr(kopf, "event", lambda obj, *, type, reason, message="": None)
+    api = YieldingApi()
+    tick = _timer(api, store_of(nodes(), web("w1", "w2")))
+    published = _status_after(tick, None)
+
+    async def both() -> None:
+        await asyncio.gather(*(tick(body=kopf.Body(nodedrain(SPEC, status=published)), patch=kopf.Patch())
+                               for _ in range(2)))
+
+    asyncio.run(both())
+    assert sorted(api.evicted) == ["w1", "w2"]
 
 
 def handler_tick(spec: dict[str, Any], api: FakeApi) -> kopf.Patch:
