@@ -137,16 +137,20 @@ def host_priority_list(runs: Iterable[tuple[int, Sequence[str]]]) -> bytes:
     """A HostPriorityList (``[{"Host": ..., "Score": ...}, ...]``) encoded from runs of hosts sharing
     a score, without a dict per host: each run is encoded as one JSON array of strings, whose
     ``","`` separators become the glue between two entries. Inside an encoded string every quote is
-    escaped, so the only other ``","`` is the whole encoding of a host named ``,`` (no Node's name,
-    but the function takes any string): a run holding one is encoded entry by entry.
+    escaped, so another ``","`` needs a string's own quote: the whole encoding of a host named ``,``,
+    or an escaped quote and a comma ending a host (``"\\","``). No Node's name holds either, but the
+    function takes any string: a run holding one (or any escaped quote) is encoded entry by entry.
     kube-scheduler adds the scores up by host, in any order."""
     parts: list[bytes] = []
     for score, hosts in runs:
-        if "," in hosts:
+        if not hosts:
+            continue
+        encoded = orjson.dumps(hosts)[1:-1]
+        if "," in hosts or b'\\"' in encoded:
             parts.extend(orjson.dumps({"Host": host, "Score": score}) for host in hosts)
-        elif hosts:
+        else:
             glue = b'","Score":%d},{"Host":"' % score
-            parts.append(b'{"Host":' + orjson.dumps(hosts)[1:-1].replace(b'","', glue) + b',"Score":%d}' % score)
+            parts.append(b'{"Host":' + encoded.replace(b'","', glue) + b',"Score":%d}' % score)
     return b"[" + b",".join(parts) + b"]"
 
 
