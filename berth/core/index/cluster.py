@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from berth.core.model import LabelSelector, NodeInfo, PodInfo
 from berth.core.plugins import Depends
@@ -202,8 +202,8 @@ class StateIndex(ABC):
 def index_of(state: ClusterState) -> StateIndex:
     """The index kept on ``state``, made (and from then on told of every change) when first asked."""
     hit = state.index
-    if isinstance(hit, StateIndex):
-        return hit
+    if hit is not None:  # only this function fills the slot; no ABC check, it runs several times an evaluation
+        return cast(StateIndex, hit)
     made: StateIndex
     if isinstance(state, ClusterView):
         made = ViewIndex(state)
