@@ -14,7 +14,7 @@ from collections.abc import ItemsView, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from itertools import chain, compress, repeat
-from operator import and_, attrgetter, itemgetter, ne
+from operator import and_, attrgetter, eq, itemgetter, ne
 from typing import Any, Final, Literal
 
 import orjson
@@ -33,7 +33,23 @@ _SKEW = re.compile(r"topology spread: placing here makes skew \d+ in ([^=]+)=.*\
 _CEILING = re.compile(r"nodesLimit: already holds \d+ pods of this workload \(per-node ceiling (\d+)\)")
 
 
+_CAUSES: dict[str, str] = {}
+_CAUSES_KEPT = 16384
+"""Causes of the reasons seen last (:func:`refusal_cause`), emptied when it outgrows its bound."""
+
+
 def refusal_cause(reason: str) -> str:
+    """A refusal reason without its per-node figures: one text per cause (:func:`_cause`), kept for
+    the reasons seen last (a filter asks for the same few reasons pod after pod)."""
+    hit = _CAUSES.get(reason)
+    if hit is None:
+        if len(_CAUSES) > _CAUSES_KEPT:
+            _CAUSES.clear()
+        hit = _CAUSES[reason] = _cause(reason)
+    return hit
+
+
+def _cause(reason: str) -> str:
     """A refusal reason without its per-node figures: one text per cause.
 
     kube-scheduler counts identical reason texts in its FailedScheduling event ("3 insufficient
@@ -98,17 +114,21 @@ class Refused(Mapping[str, Refusal]):
 
     def first(self, order: Sequence[str], limit: int) -> Refused:
         """The first ``limit`` refused nodes of ``order``, with their refusals. ``order`` is read in
-        slices, each tested against every part by C-level filters, until ``limit`` are found: a
-        large cluster's record costs a slice or two, not a Python step per node of ``order``."""
+        slices, each made a set and intersected with every part (C-level set operations, no call
+        per node), until ``limit`` are found: a large cluster's record costs a slice or two, not a
+        Python step per node of ``order``."""
         found: dict[str, Refusal] = {}
         kept: list[str] = []
+        each = self._each
         step = 2 * max(limit, 1)
         for start in range(0, len(order), step):
             piece = order[start:start + step]
-            found.update((name, self._each[name]) for name in filter(self._each.__contains__, piece))
-            for names, refusal in self._groups:
-                found.update(dict.fromkeys(filter(names.__contains__, piece), refusal))
-            kept.extend(filter(found.__contains__, piece))
+            names = set(piece)
+            hits = names.intersection(each)
+            found.update(zip(hits, map(each.__getitem__, hits), strict=True))
+            for group, refusal in self._groups:
+                found.update(dict.fromkeys(names.intersection(group), refusal))
+            kept.extend([name for name in piece if name in found])
             if len(kept) >= limit:
                 break
         return Refused({name: found[name] for name in kept[:limit]})
@@ -246,7 +266,7 @@ def refusal_groups(refused: Refused, listed: Mapping[str, Refusal]) -> list[dict
     nodes: dict[str, list[str]] = {}
     details: dict[str, dict[str, str]] = {}
     for cause in set(listed_causes):
-        mine = list(map(cause.__eq__, listed_causes))
+        mine = list(map(eq, listed_causes, repeat(cause)))  # operator.eq: a C call, not a slot wrapper's
         nodes[cause] = list(compress(listed_names, mine))
         if any(compress(differs, mine)):
             details[cause] = dict(compress(zip(listed_names, reasons, strict=True), map(and_, mine, differs)))
@@ -254,8 +274,6 @@ def refusal_groups(refused: Refused, listed: Mapping[str, Refusal]) -> list[dict
             for cause, n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
 
 
-_CAUSES: dict[str, str] = {}
-_CAUSES_KEPT = 16384
 
 
 def _causes(reasons: list[str]) -> list[str]:
@@ -264,10 +282,7 @@ def _causes(reasons: list[str]) -> list[str]:
     found: list[str | None] = list(map(_CAUSES.get, reasons))
     if None not in found:
         return found  # type: ignore[return-value]
-    if len(_CAUSES) > _CAUSES_KEPT:
-        _CAUSES.clear()
-    return [cause if cause is not None else _CAUSES.setdefault(reason, refusal_cause(reason))
-            for reason, cause in zip(reasons, found, strict=True)]
+    return [cause if cause is not None else refusal_cause(reason) for reason, cause in zip(reasons, found, strict=True)]
 
 
 _reason = attrgetter("reason")
