@@ -10,8 +10,9 @@ cluster-wide and prints:
 * **RSS** of the operator process then, and at the end;
 * **CPU at rest**: the operator's CPU over ``--rest-seconds`` with nothing changing, in % of a core;
 * **under churn**: ``--churn-rate`` pod changes a second for ``--churn-seconds`` (bound pods
-  created and deleted in the policies' namespaces, half and half): the operator's CPU in % of a
-  core, the status writes (MODIFIED events of the policies, counted by a watch), the most the API
+  created and deleted in the policies' namespaces, half and half, from one asyncio client with up
+  to ``--churn-in-flight`` requests out): the operator's CPU in % of a core and in ms per pod change
+  and per status write, the status writes (MODIFIED events of the policies, counted by a watch), the most the API
   server wrote in any one second (by the writes' managedFields time) against
   ``--status-writes-per-second``;
 * **freshness**: during the churn, every ``--probe-interval`` seconds a bound probe pod in one of
@@ -34,6 +35,9 @@ machine from a slow operator.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import collections
+import dataclasses
 import json
 import math
 import statistics
@@ -43,8 +47,12 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import httpx
+import orjson
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # The harness lives in tests/; append (not prepend) the repository root, so that the repository's
@@ -75,8 +83,11 @@ def placed_total(api: Api, namespace: str, name: str) -> int:
     return int((body.get("status") or {}).get("placedTotal", -1))
 
 
-CHURN_IN_FLIGHT = 16
-"""The churn's requests awaiting the API server's answer, at most."""
+CHURN_IN_FLIGHT = 128
+"""The churn's requests awaiting the API server's answer, at most (``--churn-in-flight``): with
+16 of them a loaded API server answering in 0.2 s held the churn to 80 changes a second."""
+CHURN_GRACE_SECONDS = 60.0
+"""After the churn, the time its last requests (the deletions of the pods it made) may take."""
 
 
 def probe_policies(shape: Shape, count: int) -> list[int]:
@@ -142,58 +153,93 @@ class Prober:
         return min(times, default=None)
 
 
-def churn(api: Api, shape: Shape, rate: float, seconds: float, probes: list[int],
-          probe_interval: float, cpu: Callable[[], float]) -> tuple[list[float], int, float, float]:
-    """``rate`` pod changes a second for ``seconds``, sent by a pool of threads: bound pods created,
-    and deleted about a second later (half the changes each), in every policy but the probes'.
-    Every ``probe_interval`` seconds a probe pod (:class:`Prober`). Returns (freshness of every
-    probe, changes made, when the churn stopped, ``cpu()`` then)."""
-    stop = threading.Event()
-    run = uuid.uuid4().hex[:6]  # names of their own: a cluster may be measured again
-    made = 0
-    lock = threading.Lock()
-    left_out = set(probes)
-    targets = [j for j in range(shape.policies) if j not in left_out]
+@dataclass
+class ChurnCount:
+    """The churn's requests: answered as expected (a pod created, or deleted or already gone), and
+    refused (any other answer, or none: the API server is slower than the rate)."""
 
-    room = threading.BoundedSemaphore(CHURN_IN_FLIGHT)
+    made: int = 0
+    refused: int = 0
+    seconds: float = 0.0  # the answers' latencies, summed
 
-    def send(method: str, path: str, body: Any) -> None:
-        nonlocal made
+    @property
+    def latency(self) -> float | None:
+        """The mean seconds from a request to its answer."""
+        answered = self.made + self.refused
+        return self.seconds / answered if answered else None
+
+
+async def churn_pods(api: Api, shape: Shape, rate: float, targets: list[int], run: str,
+                     stop: threading.Event, in_flight: int, count: ChurnCount) -> None:
+    """``rate`` pod changes a second until ``stop`` is set, from one asyncio client with at most
+    ``in_flight`` requests awaiting an answer: a bound pod created in one of the ``targets``
+    policies, and each deleted about a second later (half the changes each); then the pods left are
+    deleted, within :data:`CHURN_GRACE_SECONDS`. An API server slower than the rate gets fewer
+    changes, never a backlog of them (no request is sent while ``in_flight`` are out, and a pace
+    fallen behind does not catch up in a burst)."""
+    room = asyncio.Semaphore(in_flight)
+    sent: set[asyncio.Task[None]] = set()
+
+    async def send(client: httpx.AsyncClient, method: str, path: str, body: Any) -> None:
+        asked = time.monotonic()
         try:
-            api.send(method, path, body, ok=(200, 201, 202, 404))
-            with lock:
-                made += 1
+            resp = await client.request(method, path, content=orjson.dumps(body),
+                                        headers={"Content-Type": "application/json"})
+            if resp.status_code in (200, 201, 202, 404):
+                count.made += 1
+            else:
+                count.refused += 1
+        except httpx.HTTPError:
+            count.refused += 1
         finally:
+            count.seconds += time.monotonic() - asked
             room.release()
 
-    def submit(pool: ThreadPoolExecutor, method: str, path: str, body: Any) -> None:
-        room.acquire()  # an API server slower than the rate gets fewer changes, not a backlog of them
-        pool.submit(send, method, path, body)
+    async def submit(client: httpx.AsyncClient, method: str, path: str, body: Any) -> None:
+        await room.acquire()
+        task = asyncio.create_task(send(client, method, path, body))
+        sent.add(task)
+        task.add_done_callback(sent.discard)
 
-    def pace() -> None:
-        created: list[tuple[float, str, str]] = []
+    created: collections.deque[tuple[float, str, str]] = collections.deque()
+    period = 2.0 / rate  # one create and one delete per period
+    async with api.async_client(in_flight) as client:
         i = 0
-        period = 2.0 / rate  # one create and one delete per period
         next_at = time.monotonic()
-        with ThreadPoolExecutor(CHURN_IN_FLIGHT) as pool:
-            while not stop.is_set():
-                j = targets[(i * 7919) % len(targets)]
-                ns, _ = shape.policy(j)
-                name = f"churn-{run}-{i}"
-                submit(pool, "POST", f"/api/v1/namespaces/{ns}/pods",
-                       pod_body(name, shape.app(j), shape.node(i % shape.nodes)))
-                created.append((time.monotonic(), ns, name))
-                if created[0][0] < time.monotonic() - 1.0:
-                    _, old_ns, old = created.pop(0)
-                    submit(pool, "DELETE", f"/api/v1/namespaces/{old_ns}/pods/{old}", {"gracePeriodSeconds": 0})
-                i += 1
-                next_at = max(next_at + period, time.monotonic() - 1.0)  # behind: no burst to catch up
-                time.sleep(max(0.0, next_at - time.monotonic()))
-            for _, ns, name in created:
-                submit(pool, "DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", {"gracePeriodSeconds": 0})
+        while not stop.is_set():
+            j = targets[(i * 7919) % len(targets)]
+            ns, _ = shape.policy(j)
+            name = f"churn-{run}-{i}"
+            await submit(client, "POST", f"/api/v1/namespaces/{ns}/pods",
+                         pod_body(name, shape.app(j), shape.node(i % shape.nodes)))
+            created.append((time.monotonic(), ns, name))
+            if created[0][0] < time.monotonic() - 1.0:
+                _, old_ns, old = created.popleft()
+                await submit(client, "DELETE", f"/api/v1/namespaces/{old_ns}/pods/{old}", {"gracePeriodSeconds": 0})
+            i += 1
+            next_at = max(next_at + period, time.monotonic() - 1.0)  # behind: no burst to catch up
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+        for _, ns, name in created:
+            await submit(client, "DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", {"gracePeriodSeconds": 0})
+        if sent:
+            await asyncio.wait(set(sent), timeout=CHURN_GRACE_SECONDS)
 
+
+def churn(api: Api, shape: Shape, rate: float, seconds: float, probes: list[int],
+          probe_interval: float, cpu: Callable[[], float],
+          in_flight: int = CHURN_IN_FLIGHT) -> tuple[list[float], ChurnCount, float, float]:
+    """``rate`` pod changes a second for ``seconds`` (:func:`churn_pods`, on a thread of its own),
+    in every policy but the probes'. Every ``probe_interval`` seconds a probe pod (:class:`Prober`).
+    Returns (freshness of every probe, the churn's requests answered when it stopped (not the
+    deletions of its last pods after), when it stopped, ``cpu()`` then)."""
+    stop = threading.Event()
+    run = uuid.uuid4().hex[:6]  # names of their own: a cluster may be measured again
+    left_out = set(probes)
+    targets = [j for j in range(shape.policies) if j not in left_out]
+    count = ChurnCount()
     prober = Prober(api, shape, probes, run)
-    pacer = threading.Thread(target=pace, daemon=True)
+    pacer = threading.Thread(target=asyncio.run, daemon=True,
+                             args=(churn_pods(api, shape, rate, targets, run, stop, in_flight, count),))
     pacer.start()
     ends = time.monotonic() + seconds
     next_probe = time.monotonic()
@@ -208,8 +254,8 @@ def churn(api: Api, shape: Shape, rate: float, seconds: float, probes: list[int]
             prober.poll()
             time.sleep(0.2)
     stop.set()
-    pacer.join(timeout=120)
-    stopped, spent = time.monotonic(), cpu()
+    stopped, spent, answered = time.monotonic(), cpu(), dataclasses.replace(count)
+    pacer.join(timeout=CHURN_GRACE_SECONDS + 10)
     for probe in sent:
         probe.result()  # a probe the API server refused is said, not waited for
     while prober.poll():  # the last probes, the churn stopping meanwhile
@@ -217,7 +263,7 @@ def churn(api: Api, shape: Shape, rate: float, seconds: float, probes: list[int]
         if oldest is not None and time.monotonic() - oldest > 60:
             raise RuntimeError(f"a probe pod was not counted within 60 s: {prober.account()}")
         time.sleep(0.2)
-    return prober.fresh, made, stopped, spent
+    return prober.fresh, answered, stopped, spent
 
 
 def status_lines(op: OperatorProcess, marker: str = "status write(s) for pod changes") -> list[str]:
@@ -261,17 +307,20 @@ def _measure(op: OperatorProcess, api: Api, shape: Shape, args: argparse.Namespa
     time.sleep(1.0)
     cpu, at = op.cpu_seconds(), time.monotonic()
     logged = len(status_lines(op))
-    fresh, made, end, cpu_at_end = churn(api, shape, args.churn_rate, args.churn_seconds,
-                                         probe_policies(shape, args.probe_policies), args.probe_interval,
-                                         op.cpu_seconds)
+    fresh, count, end, cpu_at_end = churn(api, shape, args.churn_rate, args.churn_seconds,
+                                          probe_policies(shape, args.probe_policies), args.probe_interval,
+                                          op.cpu_seconds, in_flight=args.churn_in_flight)
     spent = cpu_at_end - cpu
     seen = writes.between(at, end)
     most = writes.most_in_a_second(at, end)
     writes.stop()
     result["churn"] = {
-        "seconds": round(end - at, 1), "pod_changes": made,
-        "pod_changes_per_second": round(made / (end - at), 1),
+        "seconds": round(end - at, 1), "pod_changes": count.made, "pod_changes_refused": count.refused,
+        "pod_changes_per_second": round(count.made / (end - at), 1),
         "cpu_percent": round(100 * spent / (end - at), 1),
+        "pod_change_latency_seconds": round(count.latency, 3) if count.latency is not None else None,
+        "cpu_ms_per_pod_change": round(1000 * spent / count.made, 2) if count.made else None,
+        "cpu_ms_per_status_write": round(1000 * spent / len(seen), 2) if seen else None,
         "status_writes": len(seen), "status_writes_max_per_second": most,
         "freshness_seconds_median": round(statistics.median(fresh), 2) if fresh else None,
         "freshness_seconds_p90": round(quantile(fresh, 0.9), 2) if fresh else None,
@@ -294,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rest-seconds", type=float, default=30.0)
     parser.add_argument("--churn-rate", type=float, default=100.0, help="pod changes a second")
     parser.add_argument("--churn-seconds", type=float, default=60.0)
+    parser.add_argument("--churn-in-flight", type=int, default=CHURN_IN_FLIGHT,
+                        help="the churn's requests awaiting an answer, at most")
     parser.add_argument("--probe-interval", type=float, default=2.0,
                         help="seconds between probe pods (each of the next probe policy)")
     parser.add_argument("--probe-policies", type=int, default=10, help="policies the probes go to, round robin")
@@ -327,9 +378,14 @@ def main(argv: list[str] | None = None) -> int:
           f"{result['cpu_seconds_to_first_status']} s of the operator's CPU   "
           f"RSS {result['rss_mib_after_first_status']} MiB (at the end {result['rss_mib_at_end']} MiB)")
     print(f"CPU at rest: {result['cpu_at_rest_percent']} % of a core over {args.rest_seconds:.0f} s")
-    print(f"churn: {c['pod_changes_per_second']} pod changes/s for {c['seconds']} s: CPU {c['cpu_percent']} % of "
-          f"a core, {c['status_writes']} status writes (at most {c['status_writes_max_per_second']} in a second; "
+    print(f"churn: {c['pod_changes_per_second']} pod changes/s for {c['seconds']} s "
+          f"(asked {args.churn_rate:g}/s; {c['pod_changes_refused']} refused or unanswered; "
+          f"the API server answered in {c['pod_change_latency_seconds']} s on average): "
+          f"CPU {c['cpu_percent']} % of a core, {c['status_writes']} status writes "
+          f"(at most {c['status_writes_max_per_second']} in a second; "
           f"bound {args.status_writes_per_second:g}/s)")
+    print(f"churn CPU: {c['cpu_ms_per_pod_change']} ms of the operator's CPU per pod change, "
+          f"{c['cpu_ms_per_status_write']} ms per status write")
     print(f"freshness of an affected policy's status: median {c['freshness_seconds_median']} s, "
           f"p90 {c['freshness_seconds_p90']} s, worst {c['freshness_seconds_max']} s over {c['probes']} probes")
     for line in c["operator_says"]:

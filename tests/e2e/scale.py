@@ -75,6 +75,13 @@ class Api:
         limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
         self.client = httpx.Client(base_url=cp.server, verify=tls, limits=limits, timeout=httpx.Timeout(60))
         self.connections = connections
+        self.server, self.tls = cp.server, tls
+
+    def async_client(self, connections: int) -> httpx.AsyncClient:
+        """An asyncio client of the same API server and credentials, ``connections`` at most (for a
+        caller that keeps many requests in flight from one thread)."""
+        limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+        return httpx.AsyncClient(base_url=self.server, verify=self.tls, limits=limits, timeout=httpx.Timeout(60))
 
     def send(self, method: str, path: str, body: Any = None, *, content_type: str = "application/json",
              ok: tuple[int, ...] = (200, 201)) -> Any:
