@@ -50,7 +50,6 @@ from berth.core import (
     format_time,
     nodedrain_spec,
     plan_drain,
-    policy_from_manifest,
 )
 from berth.operator import conditions as cond
 from berth.operator.admission import REFUSAL_CODE
@@ -63,7 +62,7 @@ from berth.operator.drain_status import (
     validated,
 )
 from berth.operator.patches import merge_patch
-from berth.operator.reconcile import Event, transition_events
+from berth.operator.reconcile import Event, parsed_policy, transition_events
 
 log = logging.getLogger("berth.operator")
 
@@ -255,7 +254,7 @@ def register(registry: kopf.OperatorRegistry, *, settings: Settings, resync_seco
     @kopf.index(API_GROUP, CRD_VERSION, POLICY_PLURAL, id=POLICIES_INDEX, registry=registry)
     async def index_policy(body: kopf.Body, namespace: str | None, **_: Any) -> dict[str, Any]:
         try:
-            policy = policy_from_manifest({k: body[k] for k in body}, default_namespace=namespace or "default")
+            policy = parsed_policy({k: body[k] for k in body}, default_namespace=namespace or "default")
         except ValueError:
             return {}  # an invalid policy is ignored, as the extender ignores it
         return {policy.namespace: policy}

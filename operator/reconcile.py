@@ -19,9 +19,13 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Container, Iterable, Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Container, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+import orjson
 
 from berth.core import (
     DECISION_ANNOTATION,
@@ -100,6 +104,37 @@ def plan_waiting(view: ClusterView, pod: PodInfo, policy: PlacementPolicy, setti
     return dict(result.plan), result.error
 
 
+POLICIES_KEPT = 4096
+_parsed: OrderedDict[Hashable, PlacementPolicy] = OrderedDict()
+_parsed_lock = threading.Lock()
+
+
+def parsed_policy(body: Mapping[str, Any], default_namespace: str = "default") -> PlacementPolicy:
+    """:func:`policy_from_manifest` of ``body``, kept for the same manifest (its identity, generation
+    and spec, the only parts it reads): every watch event of a policy and every status computed for it
+    would otherwise validate and compile the same spec again, a status written being an event too.
+    The :data:`POLICIES_KEPT` most recently used are kept; an invalid manifest is not."""
+    meta = body.get("metadata")
+    try:
+        if not isinstance(meta, Mapping):
+            raise TypeError("no metadata")
+        key = (body.get("apiVersion"), body.get("kind"), meta.get("name"), meta.get("namespace") or default_namespace,
+               meta.get("generation"), orjson.dumps(body.get("spec"), option=orjson.OPT_SORT_KEYS))
+        with _parsed_lock:
+            kept = _parsed.get(key)
+            if kept is not None:
+                _parsed.move_to_end(key)
+                return kept
+    except TypeError:  # not plain JSON or not hashable: parsed, and what is wrong said, every time
+        return policy_from_manifest(body, default_namespace=default_namespace)
+    policy = policy_from_manifest(body, default_namespace=default_namespace)
+    with _parsed_lock:
+        _parsed[key] = policy
+        while len(_parsed) > POLICIES_KEPT:
+            _parsed.popitem(last=False)
+    return policy
+
+
 def round_in_force(pods: Iterable[PodRecord], policy: PlacementPolicy, now: float,
                    timeout: float = ROUND_TIMEOUT_SECONDS) -> Round | None:
     """The policy's round still in force at ``now``, rebuilt from the round and decision its
@@ -135,7 +170,7 @@ def compute_status(body: Mapping[str, Any], pods: Iterable[PodRecord], view: Cal
     previous = body.get("status") or {}
     stamp = format_time(now)
     try:
-        policy = policy_from_manifest(body, default_namespace=str(meta.get("namespace") or "default"))
+        policy = parsed_policy(body, default_namespace=str(meta.get("namespace") or "default"))
     except InvalidPolicy as exc:
         return _invalid(previous, exc, generation, stamp)
 

@@ -3,6 +3,7 @@ valid policies and every invalid example (docs/behaviour.md#rule-limits)."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -10,12 +11,12 @@ from typing import Any
 import pytest
 import yaml
 
-from berth.core import format_time
+from berth.core import InvalidPolicy, format_time, policy_from_manifest
 from berth.core.decision import DecisionRecord, Winner
 from berth.core.settings import Settings
 from berth.operator.cluster import store_of
 from berth.operator.patches import apply_merge_patch, merge_patch
-from berth.operator.reconcile import Outcome, compute_status
+from berth.operator.reconcile import Outcome, compute_status, parsed_policy
 from berth.operator.status_model import LIST_LIMIT, PolicyStatus
 from tests.builders import make_node, make_pod, make_policy
 from tests.crd.schema_check import check
@@ -353,3 +354,29 @@ def test_unreadable_decisions_are_skipped() -> None:
     broken["metadata"]["annotations"] = {"berth.dev/decision": "{not json"}
     no_time = make_pod("w2").on("node-a").decision({"pod": "shop/w2", "winner": "node-a"}).cpu("1").memory("1Gi").obj()
     assert "latestDecision" not in compute(make_policy().whole_spec(WEB).obj(), [broken, no_time], TWO_NODES).status
+
+
+@pytest.mark.parametrize(("case", "change", "same"), [
+    ("the same manifest, a status written", lambda b: b.setdefault("status", {}).update(placedTotal=3), True),
+    ("another resourceVersion", lambda b: b["metadata"].update(resourceVersion="99"), True),
+    ("another spec", lambda b: b["spec"].update(strategy="Spread"), False),
+    ("another generation", lambda b: b["metadata"].update(generation=7), False),
+    ("another name", lambda b: b["metadata"].update(name="other"), False),
+])
+def test_a_policy_is_parsed_once_per_manifest(case: str, change: Any, same: bool) -> None:
+    body = make_policy("kept").whole_spec({"selector": {"matchLabels": {"app": "kept"}}}).obj()
+    first = parsed_policy(body)
+    changed = copy.deepcopy(body)
+    change(changed)
+    again = parsed_policy(changed)
+    assert (again is first) is same, case
+    assert (again.name, again.generation, again.strategy_name) == (
+        changed["metadata"]["name"], int(changed["metadata"].get("generation") or 0),
+        policy_from_manifest(changed).strategy_name)
+
+
+def test_an_invalid_policy_is_refused_every_time() -> None:
+    body = make_policy("bad").whole_spec({"selector": {"matchLabels": {"app": "x"}}, "strategy": "Sideways"}).obj()
+    for _ in range(2):
+        with pytest.raises(InvalidPolicy, match="strategy"):
+            parsed_policy(body)
