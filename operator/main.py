@@ -24,6 +24,7 @@ import argparse
 import logging
 import os
 import random
+import typing
 from collections.abc import Sequence
 from typing import Any
 
@@ -48,11 +49,30 @@ PROGRESS_PREFIX = "operator.berth.dev"
 """Kopf's bookkeeping lives in annotations under this prefix, never in the status."""
 
 
+class EssenceStorage(kopf.AnnotationsDiffBaseStorage):
+    """Kopf's last-handled configuration in an annotation, as :class:`kopf.AnnotationsDiffBaseStorage`
+    keeps it, the essence made without copying what it leaves out: Kopf copies the whole object and
+    then drops the status and the metadata but labels and annotations, on every watch event; a
+    policy's status (a count per node, the plan) and its managed fields are most of the object, and
+    every status the operator writes comes back as an event."""
+
+    KEPT_METADATA = ("labels", "annotations", "ownerReferences")  # (owners: Kopf's key naming reads them)
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        tops = {(field.split(".") if isinstance(field, str) else list(field or ("",)))[0]
+                for field in extra_fields or ()}
+        if tops & {"metadata", "status"}:
+            return super().build(body=body, extra_fields=extra_fields)  # a handler reads what is left out
+        meta = body.get("metadata") or {}
+        lean = {key: value for key, value in body.items() if key not in ("metadata", "status")}
+        lean["metadata"] = {key: meta[key] for key in self.KEPT_METADATA if key in meta}
+        return super().build(body=kopf.Body(typing.cast(kopf.RawBody, lean)), extra_fields=extra_fields)
+
+
 def operator_settings(config: OperatorConfig) -> kopf.OperatorSettings:
     settings = kopf.OperatorSettings()
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PROGRESS_PREFIX)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=PROGRESS_PREFIX, key="last-handled-configuration")
+    settings.persistence.diffbase_storage = EssenceStorage(prefix=PROGRESS_PREFIX, key="last-handled-configuration")
     settings.persistence.finalizer = f"{PROGRESS_PREFIX}/finalizer"
     settings.posting.reporting_component = "berth-operator"
     settings.posting.level = logging.WARNING  # Events: ours, and Kopf's only for failures

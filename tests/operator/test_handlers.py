@@ -79,6 +79,36 @@ def test_kopf_keeps_its_bookkeeping_in_annotations() -> None:
     assert settings.admission.server is None and settings.admission.managed is None
 
 
+class _NotCopied(dict[str, Any]):
+    def __deepcopy__(self, memo: Any) -> Any:
+        raise AssertionError("copied")
+
+
+@pytest.mark.parametrize(("case", "extra_fields"), [
+    ("no handler on a field", None),
+    ("a handler on the spec", {("spec",)}),
+    ("a handler on the labels", {("metadata", "labels")}),
+    ("a handler on a status field", {("status", "placedTotal")}),
+])
+def test_kopfs_essence_of_a_policy_is_kopfs_own_made_without_copying_the_status(
+        case: str, extra_fields: set[tuple[str, ...]] | None) -> None:
+    """Every watch event of a policy is compared with its last handled essence; a status the
+    operator writes is an event too, and copying it (and the managed fields) to drop it cost most."""
+    storage = operator_settings(OperatorConfig()).persistence.diffbase_storage
+    kopfs = kopf.AnnotationsDiffBaseStorage(prefix=PROGRESS_PREFIX, key="last-handled-configuration")
+    body = make_policy("web").whole_spec(WEB).status({"placedTotal": 2, "placed": {"node-a": 2}}).obj()
+    body["metadata"].update(labels={"team": "a"}, annotations={
+        "note": "kept", f"{PROGRESS_PREFIX}/last-handled-configuration": "{}",
+        "kubectl.kubernetes.io/last-applied-configuration": "{}"},
+        managedFields=[{"manager": "berth", "fieldsV1": {"f:status": {"f:placed": {"f:node-a": {}}}}}])
+    assert storage.build(body=kopf.Body(body), extra_fields=extra_fields) == \
+        kopfs.build(body=kopf.Body(body), extra_fields=extra_fields), case
+    if extra_fields is None or all(field[0] == "spec" for field in extra_fields):
+        lean = {**body, "status": _NotCopied(body["status"]),
+                "metadata": {**body["metadata"], "managedFields": [_NotCopied()]}}
+        storage.build(body=kopf.Body(lean), extra_fields=extra_fields)
+
+
 @pytest.fixture
 def events(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
     posted: list[tuple[str, str, str]] = []
