@@ -41,14 +41,17 @@ class OperatorStore(ClusterStore):
 
     # -- what a status reads -------------------------------------------------------------
 
-    def records(self, namespace: str) -> list[PodRecord]:
-        """The live pods of ``namespace``, placed (as the API server shows them) and pending.
-        Call under :attr:`lock`."""
+    def records(self, namespace: str, selects: Callable[[PodInfo], bool] | None = None) -> list[PodRecord]:
+        """The live pods of ``namespace``, placed (as the API server shows them) and pending; with
+        ``selects``, only those it selects (a policy's status reads its own pods of a namespace
+        that holds many). Call under :attr:`lock`."""
         view = self.view
         extras = self.extras
         out: list[PodRecord] = []
         for pods in (view.pods_in_namespace(namespace), self._pending_by_ns.get(namespace, {}).values()):
             for pod in pods:
+                if selects is not None and not selects(pod):
+                    continue
                 if pod.node_name and view.is_assumed(pod.uid):
                     continue  # a nominated preemptor: counted on its node for plans, pending for the status
                 created, decision, in_round = extras.get(pod.uid, _NO_EXTRAS)

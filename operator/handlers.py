@@ -51,6 +51,7 @@ from berth.core import (
     POLICY_PLURAL,
     ROUND_TIMEOUT_SECONDS,
     ClusterView,
+    InvalidPolicy,
     PlacementError,
     PlacementPolicy,
     PodInfo,
@@ -62,7 +63,7 @@ from berth.operator.admission import REFUSAL_CODE, admission_problem
 from berth.operator.cluster import OperatorStore
 from berth.operator.drain_execute import DrainApi
 from berth.operator.patches import merge_patch
-from berth.operator.reconcile import Outcome, compute_status, plan_waiting
+from berth.operator.reconcile import Outcome, compute_status, parsed_policy, plan_waiting
 from berth.operator.webhook import WEBHOOK_ID, WebhookOptions
 
 log = logging.getLogger("berth.operator")
@@ -376,9 +377,18 @@ class OperatorState:
             self._planned[uid] = (meta.get("generation"), shape, policy, count, made)
             return made
 
+        selects: Callable[[PodInfo], bool] | None = None
+        try:
+            policy = parsed_policy(body, default_namespace=namespace)
+        except InvalidPolicy:
+            pass  # (its status reads no pod)
+        else:
+            def selects(pod: PodInfo) -> bool:
+                return policy.governs(namespace, pod.labels)
+
         with store.lock:
-            return compute_status(body, store.records(namespace), lambda: store.view, self.config.settings, now,
-                                  round_timeout=self.config.round_timeout_seconds,
+            return compute_status(body, store.records(namespace, selects), lambda: store.view, self.config.settings,
+                                  now, round_timeout=self.config.round_timeout_seconds,
                                   planner=planner, drains=drains)
 
     def _plan(self, uid: str, generation: object, shape: PodInfo, policy: PlacementPolicy, count: int,

@@ -6,9 +6,10 @@ from __future__ import annotations
 import threading
 import time
 
-from berth.operator.cluster import WATCHED, OperatorStore, live_view
+from berth.operator.cluster import WATCHED, OperatorStore, live_view, store_of
 from tests.builders import make_node, make_pod
 from tests.extender.test_live_view import FakeSource, event
+from tests.operator import objects as o
 
 
 def test_the_operator_watches_nodes_pods_and_leases_and_is_ready_without_policies() -> None:
@@ -50,3 +51,15 @@ def test_a_410_relist_forgets_the_pods_that_went_and_tells_the_operator() -> Non
     assert told[2:] == [("shop", {"app": "web"}, None), ("shop", {"app": "web"}, None)]
     with store.lock:
         assert store.records("shop") == []
+
+
+def test_a_status_reads_only_the_pods_it_selects_of_a_namespace() -> None:
+    store = store_of([make_node("node-a").disk(None).obj()],
+                     [make_pod(name).on("node-a").labels({"app": app}).cpu("1").memory("1Gi").obj()
+                      for name, app in (("w1", "web"), ("w2", "web"), ("d1", "db"))]
+                     + [make_pod("w3").labels({"app": "web"}).cpu("1").memory("1Gi").obj()])
+    with store.lock:
+        every = store.records(o.NAMESPACE)
+        web = store.records(o.NAMESPACE, lambda pod: pod.labels.get("app") == "web")
+    assert sorted(r.info.name for r in every) == ["d1", "w1", "w2", "w3"]
+    assert sorted((r.info.name, r.pending) for r in web) == [("w1", False), ("w2", False), ("w3", True)]
