@@ -118,14 +118,16 @@ class ApiSession:
                 headers[auth["key"]] = auth["value"]
         return headers
 
-    async def request(self, method: str, path: str, body: Any = None) -> bytes:
-        """The reply's body to ``method path`` (``body`` sent as JSON); :class:`ApiError` for an error
+    async def request(self, method: str, path: str, body: Any = None, *,
+                      content_type: str = "application/json") -> bytes:
+        """The reply's body to ``method path`` (``body`` sent as JSON, as ``content_type``: a PATCH
+        names its kind, e.g. ``application/merge-patch+json``); :class:`ApiError` for an error
         status, :class:`ApiUnreachable` when no answer came."""
         headers = self._headers()
         data = None
         if body is not None:
             data = orjson.dumps(body)
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
         session = self._current()
         try:
             async with session.request(method, self.base + path, data=data, headers=headers, proxy=self._proxy,

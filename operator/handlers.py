@@ -30,12 +30,14 @@ import contextlib
 import dataclasses
 import functools
 import heapq
+import inspect
 import itertools
 import logging
 import math
 import statistics
 import threading
 import time
+import typing
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Container, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -76,8 +78,9 @@ TIMER_SECONDS = 30.0
 (a status written by someone else is restored), and the proof that Kopf works here (not paused in
 favour of another replica), without which the operator writes nothing of its own accord."""
 
-StatusWriter = Callable[[str, str, dict[str, Any]], None]
-"""(namespace, name, a merge patch of the status): writes a policy's status; called on a thread."""
+StatusWriter = Callable[[str, str, dict[str, Any]], Awaitable[None] | None]
+"""(namespace, name, a merge patch of the status): writes a policy's status. A coroutine function is
+awaited on the operator's event loop; a plain function is called on a thread of its own."""
 
 STATUS_WRITES_PER_SECOND = 100.0
 STATUS_WRITES_BOUNDS = (1.0, 1000.0)
@@ -562,6 +565,12 @@ class OperatorState:
         self._wakeup = asyncio.Event()
         self._follower = asyncio.create_task(self._follow_changes(), name="berth-status-follower")
 
+    async def close(self) -> None:
+        """Close what the status writer holds open (its connections), when it says how."""
+        close = getattr(self._writer, "close", None)
+        if close is not None and inspect.iscoroutinefunction(close):
+            await close()
+
     def _ours(self, uid: str, now: float) -> bool:
         """Whether the loop writes the policy: known from its watch events, and refreshed by a Kopf
         handler within the last two and a half timer periods (Kopf works for it here: a replica
@@ -688,9 +697,17 @@ class OperatorState:
         meanwhile (the budget has already paced it)."""
         meta = raw.get("metadata") or {}
         namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
-        assert self._writer is not None
+        writer = self._writer
+        assert writer is not None
         sent = time.monotonic()
-        done = asyncio.get_running_loop().run_in_executor(self._writers, self._writer, namespace, name, diff)
+        done: asyncio.Future[None]
+        if _awaited(writer):
+            done = asyncio.ensure_future(typing.cast(Awaitable[None], writer(namespace, name, diff)))
+        else:
+            def call() -> None:
+                writer(namespace, name, diff)
+
+            done = asyncio.get_running_loop().run_in_executor(self._writers, call)
         self._in_flight.add(done)
 
         def answered(future: asyncio.Future[None]) -> None:
@@ -706,6 +723,11 @@ class OperatorState:
                 self.freshness.add(now - since, asked - since, computed - asked, allowed - computed, now - sent)
 
         done.add_done_callback(answered)
+
+
+def _awaited(writer: StatusWriter) -> bool:
+    """Whether ``writer`` is a coroutine function (a callable object's ``__call__`` included)."""
+    return inspect.iscoroutinefunction(writer) or inspect.iscoroutinefunction(type(writer).__call__)
 
 
 def _includes_seen(raw: Mapping[str, Any], nodes: Container[str] | None) -> tuple[bool, ...]:
@@ -753,6 +775,10 @@ def build_registry(config: OperatorConfig, store: OperatorStore | None = None,
     state = OperatorState(config, store)
 
     kopf.on.login(registry=registry)(login)
+
+    @kopf.on.cleanup(registry=registry)
+    async def close(**_: Any) -> None:
+        await state.close()
 
     # -- the policies ---------------------------------------------------------------------------
 

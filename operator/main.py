@@ -31,6 +31,7 @@ from typing import Any
 import kopf
 
 from berth.core import API_GROUP, CRD_VERSION, POLICY_PLURAL, ROUND_TIMEOUT_SECONDS, Settings
+from berth.extender.kube_http import ApiSession
 from berth.operator.cluster import OperatorStore, live_view
 from berth.operator.drain_execute import KubeDrainApi
 from berth.operator.handlers import (
@@ -142,18 +143,29 @@ def kube_drain_api() -> KubeDrainApi:
     return KubeDrainApi(_api_client())
 
 
+class KubeStatusWriter:
+    """What writes a policy's status when a pod change calls for it: a merge patch of the status
+    subresource, with the same credentials, sent on the operator's event loop over a pool of
+    :data:`WRITES_IN_FLIGHT` kept-alive connections (the extender's asyncio client). The
+    kubernetes client cost a worker thread per write, its model machinery and a decoded reply that
+    nothing reads; under pod churn the operator writes a status for nearly every change."""
+
+    def __init__(self, configuration: Any) -> None:
+        self.session = ApiSession(configuration, connections=WRITES_IN_FLIGHT)
+
+    async def __call__(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        await self.session.request(
+            "PATCH", f"/apis/{API_GROUP}/{CRD_VERSION}/namespaces/{namespace}/{POLICY_PLURAL}/{name}/status",
+            {"status": status}, content_type="application/merge-patch+json")
+
+    async def close(self) -> None:
+        await self.session.close()
+
+
 def kube_status_writer() -> StatusWriter:
-    """What writes a policy's status when a pod change calls for it (a merge patch of the status
-    subresource), with the same credentials."""
-    from kubernetes import client
-
-    api: Any = client.CustomObjectsApi(_api_client(connections=WRITES_IN_FLIGHT))
-
-    def write(namespace: str, name: str, status: dict[str, Any]) -> None:
-        api.patch_namespaced_custom_object_status(API_GROUP, CRD_VERSION, namespace, POLICY_PLURAL, name,
-                                                  {"status": status}, _content_type="application/merge-patch+json")
-
-    return write
+    """The operator's :class:`KubeStatusWriter`: the in-cluster service account, else ``KUBECONFIG``
+    / ``~/.kube/config``."""
+    return KubeStatusWriter(_api_client().configuration)
 
 
 def _api_client(connections: int | None = None) -> Any:

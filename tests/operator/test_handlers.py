@@ -544,11 +544,20 @@ def test_includes_naming_a_missing_node_is_said_until_the_node_appears(events: l
     assert valid() == ("True", "Validated", "the spec is valid")
 
 
+@pytest.mark.parametrize("writer", ["a coroutine, awaited on the loop", "a plain function, on a thread"])
 def test_pod_changes_are_followed_by_one_loop_rather_than_by_the_timers(
-        events: list[tuple[str, str, str]]) -> None:
+        events: list[tuple[str, str, str]], writer: str) -> None:
     written: list[tuple[str, str, dict[str, Any]]] = []
+
+    def write(namespace: str, name: str, diff: dict[str, Any]) -> None:
+        written.append((namespace, name, diff))
+
+    async def write_on_the_loop(namespace: str, name: str, diff: dict[str, Any]) -> None:
+        asyncio.get_running_loop()  # (raises off the loop)
+        written.append((namespace, name, diff))
+
     config = OperatorConfig(track_leases=False,
-                            status_api=lambda: lambda ns, name, diff: written.append((ns, name, diff)))
+                            status_api=lambda: write_on_the_loop if writer.startswith("a coroutine") else write)
     assert config.timer_seconds == TIMER_SECONDS and OperatorConfig(resync_seconds=2.0).timer_seconds == 2.0
     store = store_of([make_node("node-a").disk(None).obj()], [make_pod("w1").on("node-a").cpu("1").memory("1Gi").obj()])
     state = OperatorState(config, store)
