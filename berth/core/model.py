@@ -83,7 +83,8 @@ class LabelSelector:
         for key, value in self.match_labels.items():
             if labels.get(key) != value:
                 return False
-        return all(req.matches(labels) for req in self.match_expressions)
+        # (no generator when there is no expression: a selector is matched against every pod of a namespace)
+        return not self.match_expressions or all(req.matches(labels) for req in self.match_expressions)
 
     def with_labels(self, extra: Mapping[str, str]) -> LabelSelector:
         merged = dict(self.match_labels)
