@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import ItemsView, Iterator, Mapping, Sequence
+from collections.abc import Collection, ItemsView, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from itertools import chain, compress, repeat
-from operator import and_, attrgetter, eq, itemgetter, ne
+from itertools import chain, repeat
+from operator import attrgetter, itemgetter
 from typing import Any, Final, Literal
 
 import orjson
@@ -92,7 +92,7 @@ class Refused(Mapping[str, Refusal]):
     __slots__ = ("_each", "_groups", "_size")
 
     def __init__(self, each: Mapping[str, Refusal] | None = None) -> None:
-        self._each: dict[str, Refusal] = dict(each.items()) if each else {}
+        self._each: dict[str, Refusal] = (dict(each) if type(each) is dict else dict(each.items())) if each else {}
         self._groups: list[tuple[AbstractSet[str], Refusal]] = []
         self._size = len(self._each)
 
@@ -113,25 +113,27 @@ class Refused(Mapping[str, Refusal]):
         return self._each, self._groups
 
     def first(self, order: Sequence[str], limit: int) -> Refused:
-        """The first ``limit`` refused nodes of ``order``, with their refusals. ``order`` is read in
-        slices, each made a set and intersected with every part (C-level set operations, no call
-        per node), until ``limit`` are found: a large cluster's record costs a slice or two, not a
-        Python step per node of ``order``."""
-        found: dict[str, Refusal] = {}
+        """The first ``limit`` refused nodes of ``order``, with their refusals."""
+        return Refused({name: self[name] for name in self.first_names(order, limit)})
+
+    def first_names(self, order: Sequence[str], limit: int) -> list[str]:
+        """The first ``limit`` refused nodes of ``order``. ``order`` is read in slices, each made a
+        set and intersected with every part (C-level set operations, no call per node), until
+        ``limit`` are found: a large cluster's record costs a slice or two, not a Python step per
+        node of ``order``."""
         kept: list[str] = []
         each = self._each
         step = 2 * max(limit, 1)
         for start in range(0, len(order), step):
             piece = order[start:start + step]
             names = set(piece)
-            hits = names.intersection(each)
-            found.update(zip(hits, map(each.__getitem__, hits), strict=True))
-            for group, refusal in self._groups:
-                found.update(dict.fromkeys(names.intersection(group), refusal))
-            kept.extend([name for name in piece if name in found])
+            hit = names.intersection(each)
+            for group, _ in self._groups:
+                hit.update(names.intersection(group))
+            kept.extend(filter(hit.__contains__, piece))
             if len(kept) >= limit:
                 break
-        return Refused({name: found[name] for name in kept[:limit]})
+        return kept[:limit]
 
     def by_node(self) -> list[tuple[str, Refusal]]:
         """(node, refusal) sorted by node name."""
@@ -227,7 +229,7 @@ class Decision:
         if self.time is None:
             raise ValueError("a decision is recorded once its shell has stamped its time")
         considered, refused = self.considered, self.refused
-        listed = refused.first(considered, limit) if len(refused) > limit else refused
+        listed = refused.first_names(considered, limit) if len(refused) > limit else None
         winner = self.winner
         error = self.error
         return {
@@ -243,37 +245,40 @@ class Decision:
         }
 
 
-def refusal_groups(refused: Refused, listed: Mapping[str, Refusal]) -> list[dict[str, Any]]:
+def refusal_groups(refused: Refused, listed: Collection[str] | None = None) -> list[dict[str, Any]]:
     """One group per cause (:func:`refusal_cause`) with the count of every node ``refused`` for it
-    and the nodes of ``listed`` (a part of ``refused``), most refused first, as a record's JSON
-    data (:class:`RefusalGroup`). The causes of the nodes refused one by one are looked up and
-    counted by C-level maps (:func:`_causes`), those refused together group by group, and the
-    nodes listed are sorted out cause by cause: a large cluster's record costs no Python step per
-    node."""
+    and, in name order, those of its nodes that are ``listed`` (default: every one), most refused
+    first, as a record's JSON data (:class:`RefusalGroup`). The causes of the nodes refused one by
+    one are looked up and counted by C-level maps (:func:`_causes`), and the nodes refused together
+    counted and listed group by group (a set intersection): a large cluster's record costs a Python
+    step only for each node listed that was refused on its own."""
     each, together = refused.parts()
     causes = _causes(list(map(_reason, each.values())))
     distinct = set(causes)
     # few causes (the rule): a C-level count per cause beats a Counter's step per node
     counts = {cause: causes.count(cause) for cause in distinct} if len(distinct) <= 8 else Counter(causes)
+    wanted = None if listed is None else listed if isinstance(listed, (set, frozenset)) else set(listed)
+    nodes: dict[str, list[str]] = {}
+    details: dict[str, dict[str, str]] = {}
+    for name in each.keys() if wanted is None else each.keys() & wanted:
+        reason = each[name].reason
+        cause = refusal_cause(reason)
+        nodes.setdefault(cause, []).append(name)
+        if reason != cause:  # the node's own figures, beyond its cause
+            details.setdefault(cause, {})[name] = reason
     for names, refusal in together:
         cause = refusal_cause(refusal.reason)
         counts[cause] = counts.get(cause, 0) + len(names)
-    pairs = sorted(listed.items(), key=itemgetter(0))
-    listed_names = list(map(itemgetter(0), pairs))
-    reasons = list(map(_reason, map(itemgetter(1), pairs)))
-    listed_causes = _causes(reasons)
-    differs = list(map(ne, reasons, listed_causes))  # a node's own figures beyond its cause
-    nodes: dict[str, list[str]] = {}
-    details: dict[str, dict[str, str]] = {}
-    for cause in set(listed_causes):
-        mine = list(map(eq, listed_causes, repeat(cause)))  # operator.eq: a C call, not a slot wrapper's
-        nodes[cause] = list(compress(listed_names, mine))
-        if any(compress(differs, mine)):
-            details[cause] = dict(compress(zip(listed_names, reasons, strict=True), map(and_, mine, differs)))
-    return [{"reason": cause, "count": n, "nodes": nodes.get(cause, []), "details": details.get(cause, {})}
+        hit = names if wanted is None else wanted.intersection(names)
+        if hit:
+            nodes.setdefault(cause, []).extend(hit)
+            if refusal.reason != cause:
+                details.setdefault(cause, {}).update(dict.fromkeys(hit, refusal.reason))
+    for listing in nodes.values():
+        listing.sort()
+    return [{"reason": cause, "count": n, "nodes": nodes.get(cause, []),
+             "details": dict(sorted(details[cause].items())) if cause in details else {}}
             for cause, n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
-
-
 
 
 def _causes(reasons: list[str]) -> list[str]:
@@ -454,7 +459,7 @@ def _from_unversioned(data: Mapping[str, Any]) -> dict[str, Any]:
         "consideredCount": considered_count,
         "considered": considered,
         "refusedCount": refused_count,
-        "refused": refusal_groups(refused, refused),
+        "refused": refusal_groups(refused),
         "winner": {"node": winner} if isinstance(winner, str) and winner else None,
         # before v1 only the first ranked nodes were kept: the passing nodes are those not refused
         "rankingCount": max(len(ranking), considered_count - refused_count),
