@@ -78,6 +78,10 @@ class Round:
     active: float  # the last time a pod took a place in it (epoch seconds)
     placed: Mapping[str, str] = field(default_factory=dict)  # pod uid -> node
     closed: bool = False  # its policy changed: it takes no more pods
+    # node -> the plan's count minus the pods placed there, for every node of the plan, in its order:
+    # kept by consume and release from the round they change (a dict copy and one count), so that
+    # asking for a pod's places left costs no walk over the round's pods (two per pod at a bind)
+    _left: dict[str, int] = field(init=False, repr=False, compare=False)
 
     @property
     def id(self) -> str:
@@ -200,16 +204,37 @@ def refused_by_round(failed: Decision, nodes: Sequence[str]) -> Decision:
 def quota(rnd: Round, exclude_uid: str = "") -> dict[str, int]:
     """The places left, node -> pods, in plan order; ``exclude_uid``'s own place counts as free
     (the pod asking again)."""
-    used: dict[str, int] = {}
-    for uid, node in rnd.placed.items():
-        if uid != exclude_uid:
+    left = _left_of(rnd)
+    own = rnd.placed.get(exclude_uid) if exclude_uid else None
+    if own is not None and own in left:
+        left = {**left, own: left[own] + 1}
+    return {node: n for node, n in left.items() if n > 0}
+
+
+def _left_of(rnd: Round) -> dict[str, int]:
+    """The round's counts left (:attr:`Round._left`), counted from its pods once when no change
+    of an earlier round gave them."""
+    try:
+        return rnd._left
+    except AttributeError:
+        used: dict[str, int] = {}
+        for node in rnd.placed.values():
             used[node] = used.get(node, 0) + 1
-    out = {}
-    for node, count in rnd.plan.items():
-        left = count - used.get(node, 0)
-        if left > 0:
-            out[node] = left
-    return out
+        left = {node: count - used.get(node, 0) for node, count in rnd.plan.items()}
+        object.__setattr__(rnd, "_left", left)
+        return left
+
+
+def _moved(rnd: Round, changed: Round, took: str | None, gave: str | None) -> Round:
+    """``changed`` (``rnd`` with one pod's place changed) with its counts left derived from
+    ``rnd``'s: a place taken on ``took`` and given back on ``gave``."""
+    left = dict(_left_of(rnd))
+    if gave is not None and gave in left:
+        left[gave] += 1
+    if took is not None and took in left:
+        left[took] -= 1
+    object.__setattr__(changed, "_left", left)
+    return changed
 
 
 def remaining(rnd: Round, exclude_uid: str = "") -> int:
@@ -232,14 +257,21 @@ def sequence(rnd: Round, exclude_uid: str = "") -> list[str]:
 
 def consume(rnd: Round, uid: str, node: str, now: float) -> Round:
     """The round after pod ``uid`` took a place on ``node`` at ``now`` (a pod placed again moves)."""
-    return replace(rnd, placed={**rnd.placed, uid: node}, active=max(rnd.active, now))
+    return _placing(rnd, uid, node, max(rnd.active, now))
+
+
+def _placing(rnd: Round, uid: str, node: str, active: float) -> Round:
+    return _moved(rnd, replace(rnd, placed={**rnd.placed, uid: node}, active=active), node, rnd.placed.get(uid))
 
 
 def release(rnd: Round, uid: str) -> Round:
     """The round after pod ``uid`` gave its place back (its tentative place lapsed, its bind failed)."""
-    if uid not in rnd.placed:
+    node = rnd.placed.get(uid)
+    if node is None:
         return rnd
-    return replace(rnd, placed={k: v for k, v in rnd.placed.items() if k != uid})
+    placed = dict(rnd.placed)
+    del placed[uid]
+    return _moved(rnd, replace(rnd, placed=placed), None, node)
 
 
 def close(rnd: Round) -> Round:
@@ -312,7 +344,7 @@ def note(rnd: Round | None, mark: RoundMark, uid: str, node: str) -> Round | Non
     active = rnd.active if mark.time is None else max(rnd.active, mark.time)
     if rnd.placed.get(uid) == node and active == rnd.active:
         return rnd
-    return replace(rnd, placed={**rnd.placed, uid: node}, active=active)
+    return _placing(rnd, uid, node, active)
 
 
 def resume(placed: Iterable[tuple[str, str, RoundMark]]) -> dict[str, Round]:
