@@ -42,7 +42,6 @@ from berth.core import (
     PlacementPolicy,
     PodInfo,
     Round,
-    RoundPlan,
     Settings,
     Steer,
     Strategy,
@@ -52,6 +51,7 @@ from berth.core import (
     honour_target,
     pod_from_object,
     ranked_score,
+    round_plan,
     rounds,
 )
 from berth.extender.binder import Binder
@@ -219,7 +219,7 @@ class Extender:
         ev = evaluate_pod(state, pod, policy, self.core_settings, eval_now,
                           nodes=names, quota=left, strategy=strategy)
         if rnd is not None:
-            ev.decision.plan, ev.decision.round_id = dict(rnd.plan), rnd.id
+            ev.decision.plan, ev.decision.round_id = rnd.plan, rnd.id  # type: ignore[assignment]  # read only
         return ev, rnd
 
     # -- filter ----------------------------------------------------------------------------
@@ -268,7 +268,8 @@ class Extender:
             self._recent = _Recent(pod.uid, _resource_version(args.Pod), tuple(passing), ev.decision.ranking,
                                    time.monotonic())
             # encoded straight from the decision's data: the record model is made only to tell a refusal
-            encoded = store.keep_decision(pod.key, orjson.dumps(decision.record_data(limit=RECORD_LIMIT)))
+            encoded = store.keep_decision(pod.key, orjson.dumps(decision.record_data(limit=RECORD_LIMIT,
+                                                                                      whole_plan=False)))
             self._remember_filter_decision(pod.uid, encoded)
         if not passing:
             self._tell_refusal(pod, DecisionRecord.model_validate_json(encoded))
@@ -360,7 +361,7 @@ class Extender:
                     store.assume(pod, winner, bound=False, deadline=now + self.settings.tentative_ttl_seconds,
                                  round_key=rnd.policy if rnd is not None else None)
                 self._recent = _Recent(pod.uid, _resource_version(args.Pod), judged, ranking, time.monotonic())
-                record = self._stamp(ev.decision, "prioritize").record_data(limit=RECORD_LIMIT)
+                record = self._stamp(ev.decision, "prioritize").record_data(limit=RECORD_LIMIT, whole_plan=False)
                 self._remember_filter_decision(pod.uid, store.keep_decision(pod.key, orjson.dumps(record)))
                 result = "scored"
         self.metrics.observe("prioritize", time.perf_counter() - started, result)
@@ -407,17 +408,19 @@ class Extender:
             earlier = (DecisionRecord.model_validate_json(earlier_encoded)
                        if earlier_encoded is not None else None)
             if rnd is not None:
-                ev.decision.plan, ev.decision.round_id = dict(rnd.plan), rnd.id
+                ev.decision.plan, ev.decision.round_id = rnd.plan, rnd.id  # type: ignore[assignment]  # read only
             decision = self._stamp(ev.decision, "bind")
             if refusal is not None or node not in decision.ranking:
                 reason = refusal.reason if refusal is not None else (
                     decision.error.message if decision.error else "refused by the recheck")
                 decision.warnings.append(f"bind recheck refused {node}: {reason}")
-                store.record_decision(pod.key, decision.record(limit=RECORD_LIMIT))
+                store.record_decision(pod.key, decision.record(limit=RECORD_LIMIT, whole_plan=False))
                 return f"berth: {node}: {reason}"
             store.assume(pod, node, bound=True, deadline=now + self.settings.assume_ttl_seconds,
                          round_key=rnd.policy if rnd is not None else None)
-            record = _bind_record(node, earlier, decision)
+            # one pod of the round records its whole plan (berth.core.round: the carrier)
+            whole_plan = rnd is not None and store.carry_plan(rnd.policy, pod.uid)
+            record = _bind_record(node, earlier, decision, whole_plan=whole_plan)
             encoded = store.record_decision(pod.key, record)
         annotations = {DECISION_ANNOTATION: encoded.decode()}
         if rnd is not None:
@@ -498,11 +501,14 @@ class Extender:
             self.metrics.assumptions_expired.labels("bound" if entry.bound else "tentative").inc()
 
 
-def _bind_record(node: str, earlier: DecisionRecord | None, recheck: Decision) -> DecisionRecord:
+def _bind_record(node: str, earlier: DecisionRecord | None, recheck: Decision, *,
+                 whole_plan: bool = False) -> DecisionRecord:
     """What the bind records (the pod's annotation): filter's judgement of every node, with the node
     kube-scheduler bound the pod to as the winner, at its place in berth's ranking. ``recheck`` is
-    the bind's own judgement of that node (stamped), recorded alone when filter's is not known."""
-    base = earlier if earlier is not None else recheck.record(limit=ANNOTATION_LIMIT)
+    the bind's own judgement of that node (stamped), recorded alone when filter's is not known.
+    A round is recorded by its id, size and the node's places, and with its whole plan when
+    ``whole_plan`` (the round's carrier)."""
+    base = earlier if earlier is not None else recheck.record(limit=ANNOTATION_LIMIT, whole_plan=False)
     position = base.ranking.index(node) if node in base.ranking else None
     warnings = list(dict.fromkeys([*base.warnings, *recheck.warnings]))
     if earlier is not None and earlier.ranking and earlier.ranking[0] != node:
@@ -512,7 +518,7 @@ def _bind_record(node: str, earlier: DecisionRecord | None, recheck: Decision) -
     plan = recheck.plan
     return base.model_copy(update={
         "trigger": "bind", "time": recheck.time, "winner": winner, "warnings": warnings, "error": None,
-        "round": RoundPlan(id=recheck.round_id, plan=dict(plan)) if plan is not None else base.round,
+        "round": round_plan(recheck.round_id, plan, node, whole=whole_plan) if plan is not None else base.round,
     }).cut(ANNOTATION_LIMIT)
 
 

@@ -106,6 +106,9 @@ class ClusterStore(DrainHolds):
         self._deadlines: list[tuple[float, int, str, Assumption]] = []  # min-heap; stale entries skipped
         self._assumptions_made = 0
         self.rounds: dict[str, Round] = {}  # policy key -> its latest round (the book; berth.core.round)
+        # round id -> uid -> (node, mark): pods recorded in a round newer than the book's whose
+        # carrier (the pod recording its plan) the list or watch has not shown yet
+        self._parked: OrderedDict[str, dict[str, tuple[str, RoundMark]]] = OrderedDict()
         self.decisions: OrderedDict[str, bytes] = OrderedDict()  # pod key -> the latest decision, as JSON
         self.decisions_kept = decisions_kept
         self.seen_pods: OrderedDict[str, PodInfo] = OrderedDict()  # uid -> pod from recent filter requests
@@ -291,6 +294,8 @@ class ClusterStore(DrainHolds):
         if uid in self._claimant_of:
             self._unclaim(uid)
         gone = self.view.pod(uid)
+        if gone is not None and gone.node_name:
+            self._uncarry(gone)
         if gone is not None and gone.controller is not None and not self.view.is_assumed(uid):
             self._gone[uid] = gone
             while len(self._gone) > GONE_KEPT:
@@ -411,7 +416,9 @@ class ClusterStore(DrainHolds):
 
     def _note_round(self, pod: PodInfo, mark: RoundMark) -> None:
         """A bound pod recording the round it was placed in: the book counts it in that round,
-        or takes the round up when it is newer than the one the book holds."""
+        or takes the round up when it is newer than the one the book holds and the pod carries
+        its plan. A pod of a newer round whose carrier has not been seen yet (a list gives pods
+        in name order) is parked and counted once the carrier comes."""
         parsed = rounds.parse_round_id(mark.round_id)
         if parsed is None or not pod.node_name:
             return
@@ -419,10 +426,39 @@ class ClusterStore(DrainHolds):
         old = self.rounds.get(key)
         new = rounds.note(old, mark, pod.uid, pod.node_name)
         if new is None or new is old:
+            if mark.plan is None and (old is None or parsed[1] > old.opened):
+                self._park(mark, pod.uid, pod.node_name)
             return
+        if old is None or new.id != old.id:
+            for uid, (node, parked) in self._parked.pop(new.id, {}).items():
+                new = rounds.note(new, parked, uid, node) or new
         self.rounds[key] = new
         if old is None and len(self.rounds) > ROUNDS_KEPT:  # the stalest goes: a round resumes only if recent
             del self.rounds[min(self.rounds, key=lambda k: self.rounds[k].active)]
+
+    def _park(self, mark: RoundMark, uid: str, node: str) -> None:
+        parked = self._parked.setdefault(mark.round_id, {})
+        parked[uid] = (node, mark)
+        self._parked.move_to_end(mark.round_id)
+        while len(self._parked) > ROUNDS_KEPT:
+            self._parked.popitem(last=False)
+
+    def _uncarry(self, pod: PodInfo) -> None:
+        """A bound pod is gone: when it carried its round's plan, the round's next pod carries it."""
+        policy = self.policy_for(pod)
+        rnd = self.rounds.get(policy.key) if policy is not None else None
+        if rnd is not None and rnd.carrier == pod.uid:
+            self.rounds[rnd.policy] = rounds.uncarried(rnd, pod.uid)
+
+    def carry_plan(self, round_key: str, uid: str) -> bool:
+        """Whether pod ``uid``, being bound in the round of ``round_key``, records the round's
+        whole plan; if so it is the round's carrier from now (its failed bind or its deletion
+        ends that)."""
+        rnd = self.rounds.get(round_key)
+        if rnd is None or not rounds.needs_carrier(rnd):
+            return rnd is not None and rnd.carrier == uid
+        self.rounds[round_key] = rounds.carried(rnd, uid)
+        return True
 
     # -- decisions ---------------------------------------------------------------------
 

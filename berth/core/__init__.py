@@ -31,11 +31,11 @@ from berth.core.decision import (
     Decision,
     DecisionRecord,
     Refused,
-    RoundPlan,
     Winner,
     decision_record_schema,
     ranked_score,
     refusal_cause,
+    round_plan,
 )
 from berth.core.drain import DrainPlan, DrainRequest, InvalidDrain, PodPlan, PodState, PolicyLookup, plan_drain
 from berth.core.drain_hold import (
@@ -154,7 +154,6 @@ __all__ = [
     "Refused",
     "Round",
     "RoundMark",
-    "RoundPlan",
     "RuleOperator",
     "RuleResource",
     "Settings",
@@ -190,6 +189,7 @@ __all__ = [
     "read_only_caches",
     "refusal_cause",
     "replicas",
+    "round_plan",
     "rounds",
     "score_runs",
     "scores",

@@ -216,16 +216,19 @@ class Decision:
         """``node-a: insufficient capacity: ...`` for every refused node, in name order."""
         return [f"{node}: {refusal.reason}" for node, refusal in self.refused.by_node()]
 
-    def record(self, *, limit: int = 100, ranking_limit: int = 10) -> DecisionRecord:
+    def record(self, *, limit: int = 100, ranking_limit: int = 10, whole_plan: bool = True) -> DecisionRecord:
         """What is kept of the decision: every count, and the first ``limit`` nodes considered
         and refused (in the order considered) and ``ranking_limit`` ranked (:meth:`record_data`,
         as the model)."""
-        return DecisionRecord.model_validate(self.record_data(limit=limit, ranking_limit=ranking_limit))
+        return DecisionRecord.model_validate(self.record_data(limit=limit, ranking_limit=ranking_limit,
+                                                              whole_plan=whole_plan))
 
-    def record_data(self, *, limit: int = 100, ranking_limit: int = 10) -> dict[str, Any]:
+    def record_data(self, *, limit: int = 100, ranking_limit: int = 10, whole_plan: bool = True) -> dict[str, Any]:
         """:meth:`record` as JSON data (every field, by its JSON name), made without the model: the
         extender records every filter's and prioritize's decision, and encodes this directly. A
-        large cluster's record is made without a Python step per node listed only to be cut."""
+        large cluster's record is made without a Python step per node listed only to be cut.
+        ``whole_plan``: the round's whole plan in the record, else its size and the winner's
+        places alone (:func:`round_plan_data`)."""
         if self.time is None:
             raise ValueError("a decision is recorded once its shell has stamped its time")
         considered, refused = self.considered, self.refused
@@ -235,7 +238,8 @@ class Decision:
         return {
             "apiVersion": DECISION_API_VERSION, "pod": self.pod, "trigger": self.trigger, "time": self.time,
             "policy": self.policy, "policyGeneration": self.policy_generation, "strategy": self.strategy,
-            "round": {"id": self.round_id, "plan": dict(self.plan)} if self.plan is not None else None,
+            "round": round_plan_data(self.round_id, self.plan, winner, whole=whole_plan) if self.plan is not None
+            else None,
             "consideredCount": len(considered), "considered": considered[:limit],
             "refusedCount": len(refused), "refused": refusal_groups(refused, listed),
             "winner": {"node": winner, "rank": 1, "score": MAX_PRIORITY} if winner is not None else None,
@@ -243,6 +247,21 @@ class Decision:
             "warnings": list(self.warnings),
             "error": {"code": error.code.value, "message": error.message} if error is not None else None,
         }
+
+
+def round_plan_data(round_id: str | None, plan: Mapping[str, int], node: str | None, *, whole: bool
+                    ) -> dict[str, Any]:
+    """The record of a round as JSON data (:class:`RoundPlan`): its id, its size and the places its
+    plan gives ``node`` (the pod's), and, when ``whole``, the plan itself. The pods of a round
+    record it without the plan but one (the extender's bind, see :mod:`berth.core.round`): a plan
+    names every node it uses, and a pod's annotation must stay small whatever the size of the round."""
+    return {"id": round_id, "plan": dict(plan) if whole else None, "places": sum(plan.values()),
+            "onNode": plan.get(node, 0) if node is not None else None}
+
+
+def round_plan(round_id: str | None, plan: Mapping[str, int], node: str | None, *, whole: bool) -> RoundPlan:
+    """:func:`round_plan_data` as the model."""
+    return RoundPlan.model_validate(round_plan_data(round_id, plan, node, whole=whole))
 
 
 def refusal_groups(refused: Refused, listed: Collection[str] | None = None) -> list[dict[str, Any]]:
@@ -335,7 +354,16 @@ class RoundPlan(_Record):
     """The round (Fill, Each) the pod belongs to."""
 
     id: str | None = Field(default=None, description="The round's id, as in the berth.dev/round annotation.")
-    plan: dict[str, int] = Field(description="The round's plan: node -> how many of its pods go there.")
+    plan: dict[str, int] | None = Field(default=None, description=(
+        "The round's whole plan: node -> how many of its pods go there. Recorded on one pod of the "
+        "round at a time (the first bound in it, and again on the next one bound after that pod is "
+        "gone) and in berth plan's output; null on the round's other pods, which name the round by "
+        "`id`."))
+    places: int | None = Field(default=None, ge=0, description=(
+        "How many pods the round places (the plan's total). Null in a record converted from before v1."))
+    on_node: int | None = Field(default=None, ge=0, description=(
+        "How many of them the plan puts on the winner's node (0: none, the pod is off the plan). "
+        "Null when no node was found, or in a record converted from before v1."))
 
 
 class Winner(_Record):

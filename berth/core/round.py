@@ -34,8 +34,11 @@ have no round size of their own, so their round is every waiting pod, placed pod
 - :func:`in_force` / :func:`expired`: a round is in force while it has a place left for the pod
   and was active within ``timeout``; otherwise the next pod opens a new round;
 - :func:`note` / :func:`resume`: every pod placed in a round carries the round's id
-  (:data:`ROUND_ANNOTATION`) and its decision (with the plan and its time), so a restarted
-  extender, and the operator, rebuild the round from the pods alone.
+  (:data:`ROUND_ANNOTATION`) and its decision (with its time), and one of them, the round's
+  *carrier*, the whole plan (:func:`carried`, :func:`needs_carrier`), so a restarted extender,
+  and the operator, rebuild the round from the pods alone while its carrier exists. Why one: a
+  plan names every node the round uses (thousands at 5,000 nodes), and recorded on every pod it
+  made each Binding, each pod and each watch event of it that much larger.
 """
 
 from __future__ import annotations
@@ -78,6 +81,7 @@ class Round:
     active: float  # the last time a pod took a place in it (epoch seconds)
     placed: Mapping[str, str] = field(default_factory=dict)  # pod uid -> node
     closed: bool = False  # its policy changed: it takes no more pods
+    carrier: str | None = None  # the pod whose decision records the plan (None: the next bind records it)
     # node -> the plan's count minus the pods placed there, for every node of the plan, in its order:
     # kept by consume and release from the round they change (a dict copy and one count), so that
     # asking for a pod's places left costs no walk over the round's pods (two per pod at a bind)
@@ -265,13 +269,31 @@ def _placing(rnd: Round, uid: str, node: str, active: float) -> Round:
 
 
 def release(rnd: Round, uid: str) -> Round:
-    """The round after pod ``uid`` gave its place back (its tentative place lapsed, its bind failed)."""
+    """The round after pod ``uid`` gave its place back (its tentative place lapsed, its bind failed);
+    a carrier that gives its place back carries the plan no more."""
     node = rnd.placed.get(uid)
     if node is None:
-        return rnd
+        return uncarried(rnd, uid)
     placed = dict(rnd.placed)
     del placed[uid]
-    return _moved(rnd, replace(rnd, placed=placed), None, node)
+    return _moved(rnd, replace(rnd, placed=placed, carrier=None if rnd.carrier == uid else rnd.carrier), None, node)
+
+
+def needs_carrier(rnd: Round) -> bool:
+    """Whether the next pod bound in the round records its whole plan: no pod does yet, or the one
+    that did is gone."""
+    return rnd.carrier is None
+
+
+def carried(rnd: Round, uid: str) -> Round:
+    """The round once pod ``uid``'s decision records its whole plan (its bind is under way)."""
+    return rnd if rnd.carrier == uid else replace(rnd, carrier=uid)
+
+
+def uncarried(rnd: Round, uid: str) -> Round:
+    """The round once pod ``uid`` is gone (deleted, or its bind failed): when it carried the plan,
+    the next pod bound records it again."""
+    return replace(rnd, carrier=None) if rnd.carrier == uid else rnd
 
 
 def close(rnd: Round) -> Round:
@@ -319,7 +341,7 @@ def recorded_mark(annotations: Mapping[str, Any]) -> RoundMark | None:
         return None
     if record is None:
         return RoundMark(text, None, None)
-    plan = dict(record.round.plan) if record.round is not None else None
+    plan = dict(record.round.plan) if record.round is not None and record.round.plan is not None else None
     try:
         when: float | None = parse_time(record.time)
     except ObjectError:
@@ -329,8 +351,10 @@ def recorded_mark(annotations: Mapping[str, Any]) -> RoundMark | None:
 
 def note(rnd: Round | None, mark: RoundMark, uid: str, node: str) -> Round | None:
     """The round of a policy after a pod recorded as placed on ``node`` in round ``mark`` is
-    seen: a newer round than ``rnd`` replaces it (when its plan is recorded), the same round
-    counts the pod (and the decision's time as activity), an older one changes nothing."""
+    seen: a newer round than ``rnd`` replaces it when the mark records its plan (the pod is its
+    carrier; a newer round's other pods change nothing until its carrier is seen: the caller
+    notes them again then), the same round counts the pod (and the decision's time as
+    activity), an older one changes nothing."""
     parsed = parse_round_id(mark.round_id)
     if parsed is None or not node:
         return rnd
@@ -338,9 +362,11 @@ def note(rnd: Round | None, mark: RoundMark, uid: str, node: str) -> Round | Non
     if rnd is None or opened > rnd.opened:
         if mark.plan is None:
             return rnd
-        rnd = Round(policy, opened, dict(mark.plan), opened)
+        rnd = Round(policy, opened, dict(mark.plan), opened, carrier=uid)
     elif mark.round_id != rnd.id:
         return rnd
+    elif mark.plan is not None and rnd.carrier is None:
+        rnd = carried(rnd, uid)
     active = rnd.active if mark.time is None else max(rnd.active, mark.time)
     if rnd.placed.get(uid) == node and active == rnd.active:
         return rnd
@@ -349,10 +375,10 @@ def note(rnd: Round | None, mark: RoundMark, uid: str, node: str) -> Round | Non
 
 def resume(placed: Iterable[tuple[str, str, RoundMark]]) -> dict[str, Round]:
     """Each policy's latest round, rebuilt from the pods recorded in it: (uid, node, mark) of
-    every placed pod (:func:`recorded_mark`). Whether the round is still in force is
-    :func:`in_force`'s to say at the caller's ``now``."""
+    every placed pod (:func:`recorded_mark`), in any order: the marks recording a plan are read
+    first. Whether the round is still in force is :func:`in_force`'s to say at the caller's ``now``."""
     book: dict[str, Round] = {}
-    for uid, node, mark in placed:
+    for uid, node, mark in sorted(placed, key=lambda item: item[2].plan is None):
         parsed = parse_round_id(mark.round_id)
         if parsed is None:
             continue

@@ -39,7 +39,7 @@ def test_plan_output_shape_is_exact(cli: Cli, files: Files, fmt: str) -> None:
     decision = valid_record(out["decision"])  # the decision record, for the plan's first pod
     assert decision == DecisionRecord(
         pod="shop/web-new", trigger="plan", time="2026-03-01T10:00:00.000Z", policy="shop/web", policy_generation=1,
-        strategy="Auto", round=RoundPlan(plan={"n1": 1, "n2": 1, "n3": 1}), considered_count=3,
+        strategy="Auto", round=RoundPlan(plan={"n1": 1, "n2": 1, "n3": 1}, places=3, on_node=1), considered_count=3,
         considered=["n1", "n2", "n3"], refused_count=0, refused=[], winner=decision.winner, ranking_count=3,
         ranking=decision.ranking, warnings=[PENDING_WARNING])
     assert decision.winner is not None and (decision.winner.rank, decision.winner.score) == (1, 10)

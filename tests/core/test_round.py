@@ -230,16 +230,22 @@ def mark(opened_at: float, plan: dict[str, int] | None = None, time: float | Non
 RESUME: list[tuple[str, list[tuple[str, str, RoundMark]], dict[str, Any] | None]] = [
     # name, the placed pods' (uid, node, mark) in the order seen, the round rebuilt (None: none)
     ("one_round_two_pods", [("p0", "b", mark(NOW, PLAN, NOW + 1)), ("p1", "b", mark(NOW, PLAN, NOW + 2))],
-     {"opened": NOW, "active": NOW + 2, "placed": {"p0": "b", "p1": "b"}, "quota": {"a": 1}}),
+     {"opened": NOW, "active": NOW + 2, "placed": {"p0": "b", "p1": "b"}, "quota": {"a": 1},
+      "carrier": "p0"}),
     ("a_newer_round_replaces_an_older_one", [("p0", "b", mark(NOW, PLAN, NOW + 1)),
                                              ("p1", "c", mark(NOW + 50, {"c": 1, "a": 1}, NOW + 51))],
-     {"opened": NOW + 50, "active": NOW + 51, "placed": {"p1": "c"}, "quota": {"a": 1}}),
+     {"opened": NOW + 50, "active": NOW + 51, "placed": {"p1": "c"}, "quota": {"a": 1}, "carrier": "p1"}),
     ("an_older_rounds_pod_seen_later_changes_nothing", [("p1", "c", mark(NOW + 50, {"c": 1, "a": 1}, NOW + 51)),
                                                         ("p0", "b", mark(NOW, PLAN, NOW + 1))],
-     {"opened": NOW + 50, "active": NOW + 51, "placed": {"p1": "c"}, "quota": {"a": 1}}),
+     {"opened": NOW + 50, "active": NOW + 51, "placed": {"p1": "c"}, "quota": {"a": 1}, "carrier": "p1"}),
     ("a_round_first_seen_without_its_plan_is_not_rebuilt", [("p0", "b", mark(NOW, None, NOW + 1))], None),
     ("a_pod_without_time_counts_but_marks_no_activity", [("p0", "b", mark(NOW, PLAN, None))],
-     {"opened": NOW, "active": NOW, "placed": {"p0": "b"}, "quota": {"b": 1, "a": 1}}),
+     {"opened": NOW, "active": NOW, "placed": {"p0": "b"}, "quota": {"b": 1, "a": 1},
+      "carrier": "p0"}),
+    ("pods_seen_before_the_carrier_of_their_plan_count_in_its_round",
+     [("p1", "b", mark(NOW, None, NOW + 2)), ("p2", "a", mark(NOW, None, NOW + 3)),
+      ("p0", "b", mark(NOW, PLAN, NOW + 1))],
+     {"opened": NOW, "active": NOW + 3, "placed": {"p0": "b", "p1": "b", "p2": "a"}, "quota": {}, "carrier": "p0"}),
 ]
 
 
@@ -252,6 +258,17 @@ def test_resume(name: str, seen: list[tuple[str, str, RoundMark]], want: dict[st
     rnd = book["shop/web"]
     assert (rnd.opened, rnd.active, dict(rnd.placed), rounds.quota(rnd)) == \
         (want["opened"], want["active"], want["placed"], want["quota"])
+    assert rnd.carrier == want["carrier"]
+
+
+def test_a_carrier_that_gives_its_place_back_or_goes_carries_the_plan_no_more() -> None:
+    rnd = rounds.carried(rounds.consume(opened(), "p0", "b", NOW + 1), "p0")
+    assert not rounds.needs_carrier(rnd)
+    assert rounds.consume(rnd, "p1", "b", NOW + 2).carrier == "p0"  # another pod takes a place: still p0
+    assert rounds.release(rnd, "p1").carrier == "p0"
+    assert rounds.needs_carrier(rounds.release(rnd, "p0"))  # its bind failed
+    assert rounds.needs_carrier(rounds.uncarried(rnd, "p0"))  # deleted once bound: its place stays taken
+    assert rounds.quota(rounds.uncarried(rnd, "p0")) == {"b": 1, "a": 1}
 
 
 def test_a_restarted_extender_resumes_the_round_its_pods_record_until_it_expires() -> None:

@@ -142,7 +142,7 @@ def test_plan_result_to_dict_is_the_cli_contract() -> None:
                    "decision": {
                        "apiVersion": DECISION_API_VERSION, "pod": "shop/new", "trigger": "plan", "time": TIME,
                        "policy": "shop/web", "policyGeneration": 1, "strategy": "Auto",
-                       "round": {"id": None, "plan": {"a": 1}},
+                       "round": {"id": None, "plan": {"a": 1}, "places": 1, "onNode": 1},
                        "consideredCount": 2, "considered": ["a", "b"],
                        "refusedCount": 1,
                        "refused": [{"reason": "insufficient capacity: memory", "count": 1, "nodes": ["b"],

@@ -7,6 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+
 from berth.core.decision import DECISION_ANNOTATION
 from berth.core.round import ROUND_ANNOTATION, parse_round_id
 from tests.builders import make_node, make_pod, make_policy
@@ -37,10 +39,14 @@ def test_fill_round_tops_up_the_chosen_nodes_and_no_further() -> None:
     h = harness([*cluster(), make_policy("web").strategy("Fill").count(2).nodes_limit(2).obj(), *pods])
     placed = [h.schedule(p) for p in pods[:4]]
     assert sorted(placed) == ["a", "a", "b", "b"]  # (Count, Capacity) descending: b and a, two each
-    decision = valid_record(h.client.get("/api/v1/decisions/shop/web-3").json())
-    assert decision.round is not None and decision.round.plan == {"b": 2, "a": 2}
+    # the first pod bound carries the round's whole plan; the others name the round, its size and
+    # what the plan gives their node
     first = valid_record(h.client.get("/api/v1/decisions/shop/web-0").json())
-    assert first.round == decision.round  # one round, named by its policy and when it opened
+    assert first.round is not None and first.round.plan == {"b": 2, "a": 2}
+    decision = valid_record(h.client.get("/api/v1/decisions/shop/web-3").json())
+    assert decision.round is not None and decision.round.plan is None
+    assert decision.winner is not None and (decision.round.places, decision.round.on_node) == (4, 2)
+    assert decision.round.id == first.round.id  # one round, named by its policy and when it opened
     assert decision.round.id is not None and parse_round_id(decision.round.id) is not None
     # the round is used up; the next round finds every chosen node at its target
     result = h.filter(pods[4])
@@ -150,3 +156,54 @@ def test_a_restarted_extender_resumes_a_round_from_annotations_written_before_th
     rest = [restarted.schedule(p) for p in pods[2:]]
     assert restarted.store.rounds["shop/web"].id == round_id  # resumed, not a new round
     assert rest == ["a", "a"]  # the rest of the recorded plan: b holds its two already
+
+
+def _bound(p: dict[str, Any], node: str, annotations: dict[str, str]) -> dict[str, Any]:
+    """The pod ``p`` as the API server shows it once bound to ``node`` with berth's annotations."""
+    return (make_pod(p["metadata"]["name"]).labels(WEB).cpu("500m").uid(p["metadata"]["uid"]).on(node)
+            .annotations(annotations).obj())
+
+
+def test_one_pod_of_a_round_records_its_whole_plan_the_others_its_id_and_size() -> None:
+    pods = pending(4)
+    h = harness([*cluster(), make_policy("web").strategy("Fill").count(2).nodes_limit(2).obj(), *pods])
+    for p in pods:
+        h.schedule(p)
+    annotations = h.app.state.engine.binder.annotations
+    plans = {name: valid_record(orjson.loads(a[DECISION_ANNOTATION])).round for name, a in annotations.items()}
+    assert all(a[ROUND_ANNOTATION] == plans["shop/web-0"].id for a in annotations.values())  # type: ignore[union-attr]
+    assert {name: r.plan for name, r in plans.items() if r is not None and r.plan is not None} == {
+        "shop/web-0": {"b": 2, "a": 2}}
+    assert {(r.places, r.on_node) for r in plans.values() if r is not None} == {(4, 2)}
+
+
+def test_a_restarted_extender_resumes_the_round_whatever_the_order_its_pods_are_listed_in() -> None:
+    pods = pending(4)
+    spec = {"strategy": "Fill", "count": 2, "nodesLimit": 2}
+    h = harness([*cluster(), make_policy("web").spec(**spec).obj(), *pods])
+    first = [h.schedule(p) for p in pods[:2]]
+    annotations = h.app.state.engine.binder.annotations
+    bound = [_bound(p, where, annotations[f"shop/{p['metadata']['name']}"])
+             for p, where in zip(pods[:2], first, strict=True)]
+    # the carrier (web-0) comes last: the pod before it waits for its plan
+    restarted = harness([*cluster(), make_policy("web").spec(**spec).obj(), *reversed(bound), *pods[2:]])
+    restarted.clock.now = h.clock.now + 5
+    assert restarted.store.rounds["shop/web"].id == h.store.rounds["shop/web"].id
+    assert dict(restarted.store.rounds["shop/web"].placed) == {"uid-web-0": first[0], "uid-web-1": first[1]}
+    rest = [restarted.schedule(p) for p in pods[2:]]
+    assert sorted(first + rest) == ["a", "a", "b", "b"]
+
+
+def test_the_next_pod_bound_records_the_plan_once_the_carrier_is_gone() -> None:
+    pods = pending(4)
+    h = harness([*cluster(), make_policy("web").strategy("Fill").count(2).nodes_limit(2).obj(), *pods])
+    annotations = h.app.state.engine.binder.annotations
+    where = h.schedule(pods[0])
+    assert where is not None
+    h.store.apply_pod(_bound(pods[0], where, annotations["shop/web-0"]))
+    h.schedule(pods[1])
+    assert valid_record(orjson.loads(annotations["shop/web-1"][DECISION_ANNOTATION])).round.plan is None  # type: ignore[union-attr]
+    h.store.delete_pod(_bound(pods[0], where, annotations["shop/web-0"]))
+    h.schedule(pods[2])
+    carried = valid_record(orjson.loads(annotations["shop/web-2"][DECISION_ANNOTATION])).round
+    assert carried is not None and carried.plan == {"b": 2, "a": 2}
