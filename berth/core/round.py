@@ -331,10 +331,14 @@ def recorded_mark(annotations: Mapping[str, Any]) -> RoundMark | None:
     """The round a pod's annotations record: its id (:data:`ROUND_ANNOTATION`, else the one in the
     decision), and the plan and time of the decision berth recorded beside it, read as a
     :class:`DecisionRecord` (of this version, or one berth wrote before it); None when they record
-    no round."""
+    no round. A pod with no round annotation whose record says it has no round (every pod berth
+    binds outside Fill and Each) is told without reading the record: the watch asks for every
+    bound pod it sees."""
     raw = annotations.get(DECISION_ANNOTATION)
-    record = DecisionRecord.read_json(raw) if isinstance(raw, str | bytes) else None
     text = annotations.get(ROUND_ANNOTATION)
+    if not isinstance(text, str) and (not isinstance(raw, str | bytes) or _names_no_round(raw)):
+        return None
+    record = DecisionRecord.read_json(raw) if isinstance(raw, str | bytes) else None
     if not isinstance(text, str) and record is not None and record.round is not None:
         text = record.round.id
     if not isinstance(text, str) or parse_round_id(text) is None:
@@ -347,6 +351,12 @@ def recorded_mark(annotations: Mapping[str, Any]) -> RoundMark | None:
     except ObjectError:
         when = None
     return RoundMark(text, plan, when)
+
+
+def _names_no_round(raw: str | bytes) -> bool:
+    """Whether a record's JSON has ``"round":null`` (as berth writes a record of no round: every
+    field present, no spaces); JSON's escaping keeps the text from matching inside a string."""
+    return (b'"round":null' in raw) if isinstance(raw, bytes) else ('"round":null' in raw)
 
 
 def note(rnd: Round | None, mark: RoundMark, uid: str, node: str) -> Round | None:

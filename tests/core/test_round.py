@@ -209,8 +209,15 @@ def test_recorded_mark_reads_the_round_its_plan_and_time(name: str, v1: bool, ro
     assert mark == RoundMark(f"shop/web@{int(NOW * 1000)}", {"b": 2, "a": 1}, NOW + 10)
 
 
+NO_ROUND = Decision(pod="shop/w", policy="shop/web", strategy="Auto", considered=["a", "b"], ranking=["b", "a"],
+                    trigger="bind", time="1970-01-12T13:46:50Z").record().model_dump_json(by_alias=True)
+
+
 @pytest.mark.parametrize(("name", "given"), [
     ("no_round_annotation", {DECISION_ANNOTATION: "{}"}),
+    ("a_record_of_no_round", {DECISION_ANNOTATION: NO_ROUND}),
+    ("a_record_of_no_round_as_bytes", {DECISION_ANNOTATION: NO_ROUND.encode()}),
+    ("no_annotation_at_all", {}),
     ("a_round_id_without_policy", {ROUND_ANNOTATION: "web@123"}),
     ("a_round_id_without_time", {ROUND_ANNOTATION: "shop/web@soon"}),
 ])
