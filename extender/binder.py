@@ -8,10 +8,11 @@ calls are made on the event loop, on a pool of kept-alive connections
 kubernetes client, whose configuration (kubeconfig or in-cluster) it is built from.
 
 The BerthPlaced Event is off the bind path: the engine hands it to an :class:`EventQueue`, which
-writes it in the background at a bounded rate and drops it first when the queue is full
-(``berth_events_dropped_total``). The Binding's annotation carries the decision on every pod
-whatever happens to the Event, so a dropped Event loses the sentence ``kubectl describe`` shows
-under Events, never the record.
+writes it in the background at a bounded rate, slower while binds keep coming (an Event is a
+second API write per pod, and during a bind storm the API server's time goes to the Bindings
+first), and drops it first when the queue is full (``berth_events_dropped_total``). The
+Binding's annotation carries the decision on every pod whatever happens to the Event, so a
+dropped Event loses the sentence ``kubectl describe`` shows under Events, never the record.
 """
 
 from __future__ import annotations
@@ -61,31 +62,42 @@ class Binder(Protocol):
         ...
 
 
-EVENT_QUEUE_CAPACITY = 1000
-"""BerthPlaced Events waiting to be written; beyond this a new one is dropped (and counted)."""
+EVENT_QUEUE_CAPACITY = 5000
+"""BerthPlaced Events waiting to be written; beyond this a new one is dropped (and counted). Large
+enough for a storm of a few thousand binds to have all its Events written once it ends."""
 EVENT_RATE_PER_SECOND = 50.0
 """BerthPlaced Events written per second at most, in bursts of up to :data:`EVENT_BURST`: a bind
 storm leaves the API server's write capacity to the Bindings (kube-scheduler's own event
 recorder rate-limits its Events the same way)."""
 EVENT_BURST = 50
+EVENT_BUSY_RATE_PER_SECOND = 5.0
+"""BerthPlaced Events written per second, without burst, while binds keep coming (a bind began
+within :data:`EVENT_QUIET_SECONDS`): the Events of a bind storm wait for its end, except these."""
+EVENT_QUIET_SECONDS = 1.0
 
 
 class EventQueue:
     """BerthPlaced Events written in the background, one at a time, at most :data:`EVENT_RATE_PER_SECOND`
-    a second (a token bucket of :data:`EVENT_BURST`); when :data:`EVENT_QUEUE_CAPACITY` Events wait,
-    a new one is dropped and ``dropped`` is called. A failed write is logged and forgotten."""
+    a second (a token bucket of :data:`EVENT_BURST`), and at most :data:`EVENT_BUSY_RATE_PER_SECOND`
+    without burst while binds keep coming (:meth:`bind_started` within ``quiet`` seconds); when
+    :data:`EVENT_QUEUE_CAPACITY` Events wait, a new one is dropped and ``dropped`` is called. A failed
+    write is logged and forgotten."""
 
     def __init__(self, write: Callable[[PodInfo, str, str], Awaitable[None]], dropped: Callable[[], None], *,
                  capacity: int = EVENT_QUEUE_CAPACITY, rate: float = EVENT_RATE_PER_SECOND,
-                 burst: int = EVENT_BURST, clock: Callable[[], float] = time.monotonic,
+                 burst: int = EVENT_BURST, busy_rate: float = EVENT_BUSY_RATE_PER_SECOND,
+                 quiet: float = EVENT_QUIET_SECONDS, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.write = write
         self.dropped = dropped
         self.capacity = capacity
         self.rate = rate
         self.burst = burst
+        self.busy_rate = busy_rate
+        self.quiet = quiet
         self.clock = clock
         self.sleep = sleep
+        self._busy_until = float("-inf")
         self._queue: asyncio.Queue[tuple[PodInfo, str, str]] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._worker: asyncio.Task[None] | None = None
@@ -106,6 +118,10 @@ class EventQueue:
             self._worker = loop.create_task(self._run(self._queue))
         return True
 
+    def bind_started(self) -> None:
+        """A bind began: Events keep to the busy rate until none has begun for ``quiet`` seconds."""
+        self._busy_until = self.clock() + self.quiet
+
     def queued(self) -> int:
         """Events waiting to be written."""
         return self._queue.qsize() if self._queue is not None else 0
@@ -120,13 +136,16 @@ class EventQueue:
         while True:
             pod, node, message = await queue.get()
             try:
-                now = self.clock()
-                tokens = min(float(self.burst), tokens + (now - last) * self.rate)
-                last = now
-                if tokens < 1:
-                    await self.sleep((1 - tokens) / self.rate)
-                    tokens, last = 1.0, self.clock()
-                tokens -= 1
+                while True:  # the rate is asked again after each wait: a storm may begin or end meanwhile
+                    now = self.clock()
+                    busy = now < self._busy_until
+                    rate = self.busy_rate if busy else self.rate
+                    tokens = min(1.0 if busy else float(self.burst), tokens + (now - last) * rate)
+                    last = now
+                    if tokens >= 1 - 1e-9:  # (a wait's worth of tokens may fall short by a rounding)
+                        break
+                    await self.sleep((1 - tokens) / rate)
+                tokens = max(tokens - 1, 0.0)
                 await self.write(pod, node, message)
             except Exception as exc:  # informative only: the pod is bound and its annotation holds the decision
                 log.warning("cannot record an Event on pod %s: %s", pod.key, exc)

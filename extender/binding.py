@@ -2,7 +2,7 @@
 one bind of a pod in flight at a time, the engine's recheck and reservation, the Binding with the
 decision's annotations, and, after a failed Binding, the view made to hold what the API server
 holds. The BerthPlaced Event is queued and written in the background, once the node's room is
-taken (:class:`berth.extender.binder.EventQueue`).
+taken, and mostly after a storm of binds (:class:`berth.extender.binder.EventQueue`).
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ class Bindings:
             self._metrics.bind_conflicts.labels("in_flight").inc()
             return "conflict", f"berth: a bind of pod {pod.key} is already in flight"
         self._binding.add(pod.uid)
+        self.events.bind_started()
         try:
             with self._store.lock:
                 prior = self._store.assumed.get(pod.uid)

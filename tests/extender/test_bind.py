@@ -457,6 +457,33 @@ def test_event_writes_keep_to_their_rate() -> None:
     assert times == pytest.approx([0.0, 0.0, 0.1, 0.2, 0.3])
 
 
+def test_event_writes_slow_to_the_busy_rate_while_binds_keep_coming() -> None:
+    """A bind begins whenever the writer wakes before t=1 (the last at 0.8): until a second after
+    it, Events keep to 5 a second without burst; then to 10 a second, with the burst earned since."""
+    async def scenario() -> list[float]:
+        now = [0.0]
+        times: list[float] = []
+
+        async def write(p: PodInfo, node_name: str, message: str) -> None:
+            times.append(round(now[0], 3))
+
+        async def sleep(seconds: float) -> None:
+            now[0] += seconds
+            if now[0] < 1.0:
+                queue.bind_started()
+
+        queue = EventQueue(write, lambda: None, rate=10.0, burst=3, busy_rate=5.0, quiet=1.0,
+                           clock=lambda: now[0], sleep=sleep)
+        queue.bind_started()
+        for i in range(13):
+            queue.offer(_info(make_pod(f"web-{i}").labels(WEB).obj()), "a", "placed")
+        await queue.drain()
+        return times
+
+    assert asyncio.run(scenario()) == pytest.approx([0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8,
+                                                     2.0, 2.0, 2.1])
+
+
 def test_events_offered_on_a_new_event_loop_are_written_there() -> None:
     written: list[str] = []
 
