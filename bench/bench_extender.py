@@ -376,15 +376,16 @@ def client_pauses_off() -> None:
     gc.disable()
 
 
-def server_histogram(url: str) -> dict[str, dict[str, float]]:
-    """The server's own latency histogram per verb (request decoded, judged, reply built):
-    verb -> {"count", "sum", "le=<bound>"}."""
+def server_histogram(url: str, name: str = "berth_extender_request_seconds", label: str = "verb"
+                     ) -> dict[str, dict[str, float]]:
+    """The server's own latency histogram per verb (request decoded, judged, reply built), or another
+    histogram ``name`` by its ``label``: value -> {"count", "sum", "le=<bound>"}."""
     out: dict[str, dict[str, float]] = {}
     for family in text_string_to_metric_families(httpx.get(url + "/metrics", timeout=10).text):
-        if family.name != "berth_extender_request_seconds":
+        if family.name != name:
             continue
         for sample in family.samples:
-            entry = out.setdefault(sample.labels["verb"], {})
+            entry = out.setdefault(sample.labels[label], {})
             part = sample.name.removeprefix(family.name)
             if part == "_bucket":
                 entry["le=" + sample.labels["le"]] = sample.value

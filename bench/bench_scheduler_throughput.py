@@ -102,6 +102,8 @@ from tests.e2e.harness.process import ManagedProcess, free_port  # noqa: E402
 from tests.e2e.stack import CRD, Extender, berth_scheduler_config, policy_manifest  # noqa: E402
 
 CLIENT = {"qps": 1000, "burst": 1000}
+API_CALLS = "berth_api_call_seconds"
+"""berth's histogram of its bind's API calls (the Binding): the API server's part of bind's latency."""
 
 
 def log(msg: str) -> None:
@@ -202,6 +204,7 @@ def run_one(cp: ControlPlane, api: Any, label: str, config: dict[str, Any], pods
         wait_for(lambda: extender.get("/api/v1/nodes/allocations")["policies"],
                  lambda got: f"{namespace}/bench" in got, timeout=60, what="the policy in berth's view")
     verbs_before = server_histogram(extender.url) if extender is not None else {}
+    calls_before = server_histogram(extender.url, API_CALLS, "call") if extender is not None else {}
     cpu_before = process_cpu_seconds(extender_pid(extender)) if extender is not None else 0.0
     watch = BindWatch(cp, namespace)  # opened before the pods exist: it sees every change
     started = time.monotonic()
@@ -234,6 +237,9 @@ def run_one(cp: ControlPlane, api: Any, label: str, config: dict[str, Any], pods
             if calls:  # p99 as the histogram's buckets bound it (the bind target is read there)
                 log(f"{label}: extender {verb}: {calls:.0f} calls, {server_side(verbs_before, verbs_after, verb)}, "
                     f"{spent:.1f} s in all")
+        calls_after = server_histogram(extender.url, API_CALLS, "call")
+        for call in sorted(calls_after):  # the part of bind the API server took
+            log(f"{label}: extender bind's API call {call}: {server_side(calls_before, calls_after, call)}")
         # the pods' creation (watch events, the previous row's deletions) apart from the scheduling
         log(f"{label}: extender process CPU {cpu_created - cpu_before:.1f} s while the pods were created, "
             f"{process_cpu_seconds(extender_pid(extender)) - cpu_created:.1f} s while they were bound "

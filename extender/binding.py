@@ -77,14 +77,17 @@ class Bindings:
                 hold = self._store.claimed_hold(pod.uid) if self._store.holds else None
             if hold is not None and hold.destination == node:  # the pod says which hold it took
                 annotations = {**annotations, HOLD_ANNOTATION: hold.pod.uid}
+            called = time.perf_counter()
             try:
                 await self._binder.bind(pod, node, annotations)
             except Exception as exc:  # kube-scheduler retries the pod
+                self._metrics.api_calls.labels("binding").observe(time.perf_counter() - called)
                 await self._after_failed_bind(pod, prior)
                 if isinstance(exc, BindError):  # the API server's refusal, already worded
                     return "bind_failed", str(exc)
                 log.exception("bind of %s to %s failed", pod.key, node)  # the network, or worse
                 return "bind_failed", f"berth: bind of {pod.key} to {node} failed: {exc}"
+            self._metrics.api_calls.labels("binding").observe(time.perf_counter() - called)
         finally:
             self._binding.discard(pod.uid)
         if message:

@@ -71,6 +71,11 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self.latency = Histogram("berth_extender_request_seconds", "Time to answer a request, by verb",
                                  ["verb"], registry=self.registry, buckets=_BUCKETS)
+        self.api_calls = Histogram(
+            "berth_api_call_seconds",
+            "Time the API server took to answer the bind's calls (binding: the Binding), by call: the "
+            "rest of the bind latency is the extender's own (its loop, the recheck)",
+            ["call"], registry=self.registry, buckets=_BUCKETS)
         self.decisions = Counter("berth_extender_decisions_total", "Answers by verb and result",
                                  ["verb", "result"], registry=self.registry)
         self.watch_restarts = Counter("berth_watch_restarts_total",

@@ -506,6 +506,15 @@ def test_the_dropped_events_counter_is_exported() -> None:
     assert "berth_events_dropped_total 0.0" in h.client.get("/metrics").text
 
 
+def test_the_binding_calls_time_is_exported_apart_from_the_binds() -> None:
+    pod = make_pod("web-0").labels(WEB).cpu("100m").obj()
+    h = harness([make_node("a").cpu("2").obj(), make_policy("web").obj(), pod])
+    assert h.schedule(pod) == "a"
+    text = h.client.get("/metrics").text
+    assert 'berth_api_call_seconds_count{call="binding"} 1.0' in text
+    assert 'berth_extender_request_seconds_count{verb="bind"} 1.0' in text
+
+
 def test_a_failed_event_write_leaves_the_pod_bound() -> None:
     store = make_store([make_node("a").cpu("2").obj(), make_policy("web").obj()])
     binder = RecordingBinder(event_fails=True)
