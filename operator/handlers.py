@@ -380,14 +380,10 @@ class OperatorState:
             self._planned[uid] = (meta.get("generation"), shape, policy, count, made)
             return made
 
-        selects: Callable[[PodInfo], bool] | None = None
         try:
-            policy = parsed_policy(body, default_namespace=namespace)
+            selects: Callable[[PodInfo], bool] | None = _selecting(parsed_policy(body, default_namespace=namespace))
         except InvalidPolicy:
-            pass  # (its status reads no pod)
-        else:
-            def selects(pod: PodInfo) -> bool:
-                return policy.governs(namespace, pod.labels)
+            selects = None  # (its status reads no pod)
 
         with store.lock:
             return compute_status(body, store.records(namespace, selects), lambda: store.view, self.config.settings,
@@ -723,6 +719,18 @@ class OperatorState:
                 self.freshness.add(now - since, asked - since, computed - asked, allowed - computed, now - sent)
 
         done.add_done_callback(answered)
+
+
+def _selecting(policy: PlacementPolicy) -> Callable[[PodInfo], bool]:
+    """Whether the policy governs a pod of its own namespace: one dict lookup for a selector of
+    one label (the common case), else the policy's own test. A status is computed for nearly every
+    pod change, each time over every pod of the namespace."""
+    selector = policy.selector
+    if not selector.match_expressions and len(selector.match_labels) == 1:
+        [(key, value)] = selector.match_labels.items()
+        return lambda pod: pod.labels.get(key) == value
+    namespace = policy.namespace
+    return lambda pod: policy.governs(namespace, pod.labels)
 
 
 def _awaited(writer: StatusWriter) -> bool:

@@ -22,11 +22,12 @@ from berth.operator.handlers import (
     OperatorConfig,
     OperatorState,
     WriteBudget,
+    _selecting,
     build_registry,
 )
 from berth.operator.main import PROGRESS_PREFIX, operator_settings
 from berth.operator.patches import apply_merge_patch
-from berth.operator.reconcile import plan_waiting
+from berth.operator.reconcile import parsed_policy, plan_waiting
 from tests.builders import make_node, make_pod, make_policy
 from tests.operator import objects as o
 
@@ -916,3 +917,19 @@ def test_a_change_elsewhere_recomputes_a_status_only_when_its_plan_changes(
     assert (state.computations, state.writes) == ((2, 2) if moved else (1, 1))
     refresh(state, body, 112.0)  # nothing changed since: not even the plan is made again
     assert state.plans_checked == 1 and state.computations == (2 if moved else 1)
+
+
+@pytest.mark.parametrize(("case", "selector"), [
+    ("one label", {"matchLabels": {"app": "web"}}),
+    ("two labels", {"matchLabels": {"app": "web", "tier": "front"}}),
+    ("an expression", {"matchExpressions": [{"key": "app", "operator": "In", "values": ["web", "db"]}]}),
+    ("a label and an expression", {"matchLabels": {"app": "web"},
+                                   "matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]}),
+])
+def test_a_status_selects_the_pods_its_policy_governs(case: str, selector: dict[str, Any]) -> None:
+    policy = parsed_policy(make_policy("p").whole_spec({"selector": selector}).obj())
+    selects = _selecting(policy)
+    for labels in ({"app": "web"}, {"app": "web", "tier": "front"}, {"app": "db"}, {"app": "webs"}, {},
+                   {"tier": "front"}):
+        pod = make_pod("w").labels(labels).info()
+        assert selects(pod) == policy.governs(pod.namespace, labels), (case, labels)
