@@ -398,35 +398,57 @@ class OperatorState:
         most every period. So is a plan younger than that of another policy whose plan does not
         depend on the pods it selects (:func:`shared_plan_key`): a thousand policies alike but for
         their selectors cost one plan, not a thousand. Call under the store's lock."""
-        store = self.store
+        kept = self._kept_plan(uid, generation, shape, policy, count, now)
+        if kept is not None:
+            return kept
+        shared = self._shared_key(shape, policy, count)
+        made = (now, plan_waiting(self.store.view, shape, policy, self.config.settings, now, count))
+        if shared is not None:
+            self._share(shared, made)
+        self._plans[uid] = ((generation, shape.uid, count), made[0], made[1])
+        return made[1]
+
+    def _kept_plan(self, uid: str, generation: object, shape: PodInfo, policy: PlacementPolicy, count: int,
+                   now: float) -> _Plan | None:
+        """The plan :meth:`_plan` would reuse (the policy's own or a shared one), None when it would
+        make one. Reads no view, so the event loop may ask it without the store's lock."""
         key = (generation, shape.uid, count)
         period = self.config.plan_period
         kept = self._plans.get(uid)
         if kept is not None and kept[0] == key and now - kept[1] < period:
             return kept[2]
-        shared = shared_plan_key(shape, policy, count)
-        if shared is not None:
-            shared = (shared, store.view.nodes_version)  # a node added, changed or gone: planned afresh
+        shared = self._shared_key(shape, policy, count)
         made = self._shared_plans.get(shared) if shared is not None else None
         if made is None or not 0 <= now - made[0] < period:
-            made = (now, plan_waiting(store.view, shape, policy, self.config.settings, now, count))
-            if shared is not None:
-                self._share(shared, made)
+            return None
         self._plans[uid] = (key, made[0], made[1])
         return made[1]
 
-    def plan_unchanged(self, uid: str, now: float) -> bool:
+    def _shared_key(self, shape: PodInfo, policy: PlacementPolicy, count: int) -> Hashable | None:
+        shared = shared_plan_key(shape, policy, count)
+        # a node added, changed or gone: planned afresh
+        return (shared, self.store.view.nodes_version) if shared is not None else None
+
+    def plan_unchanged(self, uid: str, now: float, make: bool = True) -> bool | None:
         """Whether the plan the policy's last status shows is still the plan, when nothing but the
         cluster elsewhere changed since (its own pods did not: a change of them marks it): planned
         again from the same inputs (or another policy's plan shared) and compared. Then the status
-        is what it was: neither computed again nor written. Called on the computing thread."""
+        is what it was: neither computed again nor written. Called on the computing thread; with
+        ``make`` False, from the event loop: only a plan kept or shared is compared, None when a
+        plan would have to be made (a thousand policies alike share one plan: the periodic pass
+        then hands the computing thread one of them, not a thousand)."""
         planned = self._planned.get(uid)
         if planned is None:
             return False
         generation, shape, policy, count, made = planned
         try:
-            with self.store.lock:
-                again = self._plan(uid, generation, shape, policy, count, now)
+            if not make:
+                again = self._kept_plan(uid, generation, shape, policy, count, now)
+                if again is None:
+                    return None
+            else:
+                with self.store.lock:
+                    again = self._plan(uid, generation, shape, policy, count, now)
         except Exception:  # the full computation says what failed
             return False
         self.plans_checked += 1
@@ -521,10 +543,14 @@ class OperatorState:
         asked = time.monotonic()
         since = asked if since is None else since
         try:
-            if stale == PLAN_STALE and memo is not None and await asyncio.get_running_loop().run_in_executor(
-                    self._computer, self.plan_unchanged, uid, now):
-                self._memo[uid] = dataclasses.replace(memo, cluster=cluster, at=now)
-                return None
+            if stale == PLAN_STALE and memo is not None:
+                unchanged = self.plan_unchanged(uid, now, make=False)
+                if unchanged is None:
+                    unchanged = await asyncio.get_running_loop().run_in_executor(
+                        self._computer, self.plan_unchanged, uid, now)
+                if unchanged:
+                    self._memo[uid] = dataclasses.replace(memo, cluster=cluster, at=now)
+                    return None
             outcome = await asyncio.get_running_loop().run_in_executor(self._computer, self.compute, raw, now, mine)
             computed = time.monotonic()
             self.computations += 1

@@ -933,3 +933,21 @@ def test_a_status_selects_the_pods_its_policy_governs(case: str, selector: dict[
                    {"tier": "front"}):
         pod = make_pod("w").labels(labels).info()
         assert selects(pod) == policy.governs(pod.namespace, labels), (case, labels)
+
+
+def test_a_plan_shared_by_policies_alike_is_checked_on_the_loop_once_made(events: list[tuple[str, str, str]]) -> None:
+    """The periodic pass hands the computing thread the one policy whose check makes the shared plan
+    again; the others alike compare with it on the event loop."""
+    store = store_of([make_node("node-a").disk(None).cpu("8").obj(), make_node("node-b").disk(None).cpu("4").obj()],
+                     [make_pod(f"p-{app}").labels({"app": app}).cpu("1").memory("1Gi").obj() for app in ("a", "b")])
+    state = OperatorState(OperatorConfig(track_leases=False, plan_period=10.0), store)
+    bodies = [make_policy(f"policy-{app}").whole_spec({"selector": {"matchLabels": {"app": app}}}).obj()
+              for app in ("a", "b")]
+    for body in bodies:
+        refresh(state, body, 100.0)
+    uids = [body["metadata"]["uid"] for body in bodies]
+    store.apply_pod(make_pod("elsewhere").on("node-b").cpu("1").memory("1Gi").obj())
+    assert [state.plan_unchanged(uid, 111.0, make=False) for uid in uids] == [None, None]  # none made yet
+    assert state.plan_unchanged(uids[0], 111.0) is True  # (the computing thread's check makes it)
+    assert state.plan_unchanged(uids[1], 111.0, make=False) is True
+    assert state.plans_checked == 2
