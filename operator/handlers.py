@@ -286,6 +286,7 @@ class OperatorState:
         self._answered: collections.deque[float] = collections.deque()  # when its writes were answered (monotonic)
         self.freshness = Freshness()
         self._writer: StatusWriter | None = None
+        self._writer_awaited = False  # a coroutine function: awaited on the loop (asked once, not per write)
         self._drains: Mapping[str, Any] | None = None  # Kopf's index of the NodeDrains (see refresh)
         self._writers = ThreadPoolExecutor(WRITES_IN_FLIGHT, thread_name_prefix="berth-status-write")
 
@@ -583,6 +584,7 @@ class OperatorState:
             return
         if self._writer is None:
             self._writer = self.config.status_api()
+            self._writer_awaited = _awaited(self._writer)
         self._loop = loop
         self._wakeup = asyncio.Event()
         self._follower = asyncio.create_task(self._follow_changes(), name="berth-status-follower")
@@ -723,7 +725,7 @@ class OperatorState:
         assert writer is not None
         sent = time.monotonic()
         done: asyncio.Future[None]
-        if _awaited(writer):
+        if self._writer_awaited:
             done = asyncio.ensure_future(typing.cast(Awaitable[None], writer(namespace, name, diff)))
         else:
             def call() -> None:
