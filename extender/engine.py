@@ -50,6 +50,7 @@ from berth.core import (
     format_time,
     honour_target,
     pod_from_object,
+    prepare_index,
     ranked_score,
     round_plan,
     rounds,
@@ -128,6 +129,8 @@ class Extender:
         self.store = store
         self.settings = settings
         self.core_settings: Settings = settings.core()
+        # the index made now, not by the first filter (a walk of every pod of a large cluster)
+        prepare_index(store.view, self.core_settings)
         self.binder = binder
         self.metrics = metrics or Metrics(store)
         self.clock = clock or time.time

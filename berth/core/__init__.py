@@ -54,7 +54,7 @@ from berth.core.errors import ERROR_CODES, InvalidPolicy, PlacementError
 from berth.core.evaluate import Evaluation, evaluate_pod, score_runs, scores
 from berth.core.fit import check_fit, demand
 from berth.core.framework import collect_candidates
-from berth.core.index.cluster import cache_sizes, read_only_caches
+from berth.core.index.cluster import cache_sizes, prepare_index, read_only_caches
 from berth.core.kube import (
     LEASE_NAMESPACE,
     ObjectError,
@@ -185,6 +185,7 @@ __all__ = [
     "plan_round",
     "pod_from_object",
     "policy_from_manifest",
+    "prepare_index",
     "ranked_score",
     "read_only_caches",
     "refusal_cause",

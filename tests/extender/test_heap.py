@@ -70,3 +70,13 @@ def test_settle_freezes_the_view_and_spaces_young_collections_out() -> None:
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+@pytest.mark.parametrize(("index", "made"), [("on", True), ("off", False)])
+def test_the_app_makes_the_index_before_the_first_filter(monkeypatch: pytest.MonkeyPatch, index: str,
+                                                         made: bool) -> None:
+    """With the index on, the app makes it as it is made, rather than leaving the first filter a walk
+    of every pod of the view; with the index off, nothing is made."""
+    monkeypatch.setenv("BERTH_INDEX", index)
+    h = harness([make_node("n0").obj(), make_pod("p0").on("n0").obj()])
+    assert (h.store.view.index is not None) is made

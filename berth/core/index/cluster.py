@@ -24,6 +24,7 @@ from berth.core.model import LabelSelector, NodeInfo, PodInfo
 from berth.core.plugins import Depends
 from berth.core.plugins.fit import NodeUse
 from berth.core.quantity import MEMORY, PODS
+from berth.core.settings import Settings
 from berth.core.view import ClusterState, ClusterView, Overlay
 
 MEMO_TABLES = 128
@@ -413,6 +414,15 @@ def read_only_caches(view: ClusterView) -> Iterator[None]:
         yield
     finally:
         kept._adding = True
+
+
+def prepare_index(view: ClusterView, settings: Settings) -> None:
+    """Make the index kept on ``view`` now, when ``settings`` has it on: its per-node totals are
+    worked out from every pod here, once, rather than by the first scheduling cycle (a walk of
+    every pod of a large cluster), and kept in step from then on; a view still empty is indexed as
+    it fills, as its list arrives. With the index off, nothing is made."""
+    if settings.indexed:
+        index_of(view)
 
 
 def cache_sizes(view: ClusterView) -> dict[str, int]:
