@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from berth.core.evaluate import evaluate_pod
+from berth.core.index.cluster import prepare_index
 from berth.core.model import NodeInfo, PodInfo
 from berth.core.plan import plan_round
 from berth.core.policy import PlacementPolicy, Strategy, policy_from_manifest
@@ -57,6 +58,9 @@ def build_view(nodes: int, *, seed: int = 7) -> ClusterView:
     pods sit on a few racks. Same seed, same cluster."""
     rng = random.Random(seed)
     view = ClusterView()
+    # as the extender does (its app makes the index before the view is listed): kept as the pods come
+    # in, so that the first evaluation ("cold") does not walk every pod to make it
+    prepare_index(view, Settings())
     sizes = [(16, 64), (32, 128), (48, 192), (64, 256)]
     for i in range(nodes):
         name = f"node-{i:05d}"
