@@ -26,6 +26,9 @@ from berth.core.view import ClusterState
 
 Key = Callable[[Candidate], tuple[object, ...]]
 
+_PUSH_AT_MOST = 16
+"""More nodes than this at once are heapified with the heap (linear in it), fewer pushed."""
+
 
 class StandingNodes:
     """A heap of (the ranking's key, node), and each node's key as last judged: an entry whose key
@@ -38,12 +41,23 @@ class StandingNodes:
         self._unverified: dict[str, Candidate] = {}  # the nodes standing whose capacity is unknown
 
     def add(self, candidates: Iterable[Candidate]) -> None:
-        """Nodes judged (again) standing, each with its key."""
+        """Nodes judged (again) standing, each with its key. Many at once (the first pod's
+        candidates) are heapified in linear time rather than pushed one by one."""
+        keys, key, unverified = self._keys, self._key, self._unverified
+        entries = []
         for c in candidates:
-            self._keys[c.name] = entry = self._key(c)
-            heapq.heappush(self._heap, (entry, c.name))
+            name = c.name
+            keys[name] = entry = key(c)
+            entries.append((entry, name))
             if c.unverified:
-                self._unverified[c.name] = c
+                unverified[name] = c
+        heap = self._heap
+        if len(entries) > _PUSH_AT_MOST:
+            heap.extend(entries)
+            heapq.heapify(heap)
+        else:
+            for entry_and_name in entries:
+                heapq.heappush(heap, entry_and_name)
 
     def forget(self, name: str) -> None:
         """``name`` is to be judged again: its entries no longer hold."""
