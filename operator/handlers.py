@@ -750,15 +750,11 @@ class OperatorState:
 
 
 def _selecting(policy: PlacementPolicy) -> Callable[[PodInfo], bool]:
-    """Whether the policy governs a pod of its own namespace: one dict lookup for a selector of
-    one label (the common case), else the policy's own test. A status is computed for nearly every
-    pod change, each time over every pod of the namespace."""
-    selector = policy.selector
-    if not selector.match_expressions and len(selector.match_labels) == 1:
-        [(key, value)] = selector.match_labels.items()
-        return lambda pod: pod.labels.get(key) == value
-    namespace = policy.namespace
-    return lambda pod: policy.governs(namespace, pod.labels)
+    """Whether the policy governs a pod of its own namespace (the pods asked about are): its
+    selector's matcher, made once. A status is computed for nearly every pod change, each time over
+    every pod of the namespace."""
+    matches = policy.selector.matcher()
+    return lambda pod: matches(pod.labels)
 
 
 def _awaited(writer: StatusWriter) -> bool:

@@ -3,7 +3,7 @@ requirements that relate them. Built from Kubernetes objects by :mod:`berth.core
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from berth.core.labels import go_int
@@ -85,6 +85,14 @@ class LabelSelector:
                 return False
         # (no generator when there is no expression: a selector is matched against every pod of a namespace)
         return not self.match_expressions or all(req.matches(labels) for req in self.match_expressions)
+
+    def matcher(self) -> Callable[[Mapping[str, str]], bool]:
+        """:meth:`matches` as a function, one dict lookup for a selector of one label and no
+        expression (the common case): for matching one selector against many pods at once."""
+        if not self.match_expressions and len(self.match_labels) == 1:
+            [(key, value)] = self.match_labels.items()
+            return lambda labels: labels.get(key) == value
+        return self.matches
 
     def with_labels(self, extra: Mapping[str, str]) -> LabelSelector:
         merged = dict(self.match_labels)

@@ -189,3 +189,17 @@ def test_the_key_of_a_shared_plan_reads_the_compiled_policy_alone(spec: dict[str
     pod = make_pod("new").info()
     assert shared_plan_key(pod, compiled_only(make_policy().spec(**spec).build()), 4) == shared_plan_key(pod,
                                               make_policy().spec(**spec).build(), 4)
+
+
+@pytest.mark.parametrize(("case", "selector"), [
+    ("empty", LabelSelector()),
+    ("one label", LabelSelector({"app": "web"})),
+    ("two labels", LabelSelector({"app": "web", "tier": "front"})),
+    ("an expression", LabelSelector({}, (Requirement("app", "In", ("web", "db")),))),
+    ("a label and an expression", LabelSelector({"app": "web"}, (Requirement("tier", "DoesNotExist", ()),))),
+])
+def test_a_selectors_matcher_answers_as_it_matches(case: str, selector: LabelSelector) -> None:
+    matches = selector.matcher()
+    for labels in ({"app": "web"}, {"app": "web", "tier": "front"}, {"app": "db"}, {"app": "webs"}, {},
+                   {"tier": "front"}):
+        assert matches(labels) == selector.matches(labels), (case, labels)
