@@ -80,7 +80,8 @@ ANNOTATION_LIMIT = 20
 """The same in the pod annotation: a pod's metadata must stay small whatever the size of the cluster."""
 
 REUSE_SECONDS = 2.0
-"""prioritize reuses filter's evaluation of the same pod and nodes made this recently."""
+"""prioritize reuses filter's evaluation of the same pod and nodes made this recently (with the
+index on: the reuse is there for speed only, so ``BERTH_INDEX=off`` judges every prioritize)."""
 
 
 class PodUnreadable(ValueError):
@@ -137,9 +138,12 @@ class Extender:
         self.eval_clock = eval_clock or self.clock
         self.bindings = Bindings(store, binder, self.metrics, self._recheck)
         self.events = self.bindings.events
+        # not for speed: bind records the judgement filter made of the pod with its own
         self._filter_decisions: OrderedDict[str, bytes] = OrderedDict()
+        # for speed only, so kept with the index alone: prioritize reuses filter's evaluation
+        self._reuses = self.core_settings.indexed
         self._recent: _Recent | None = None
-        self._echo = NodeEcho(store)
+        self._echo = NodeEcho(store, kept=self._reuses)
         self._refusals_told: OrderedDict[str, str] = OrderedDict()  # pod uid -> its last BerthRefused message
         self._tasks: set[asyncio.Task[None]] = set()
         self.metrics.cache_sizes = lambda: {"binds_in_flight": len(self.bindings),
@@ -268,8 +272,9 @@ class Extender:
             if winner is not None:  # a candidate, so among the passing nodes
                 store.assume(pod, winner, bound=False, deadline=now + self.settings.tentative_ttl_seconds,
                              round_key=rnd.policy if rnd is not None else None)
-            self._recent = _Recent(pod.uid, _resource_version(args.Pod), tuple(passing), ev.decision.ranking,
-                                   time.monotonic())
+            if self._reuses:
+                self._recent = _Recent(pod.uid, _resource_version(args.Pod), tuple(passing), ev.decision.ranking,
+                                       time.monotonic())
             # encoded straight from the decision's data: the record model is made only to tell a refusal
             encoded = store.keep_decision(pod.key, orjson.dumps(decision.record_data(limit=RECORD_LIMIT,
                                                                                       whole_plan=False)))
@@ -363,7 +368,8 @@ class Extender:
                 if winner is not None:  # a candidate, so among the judged nodes
                     store.assume(pod, winner, bound=False, deadline=now + self.settings.tentative_ttl_seconds,
                                  round_key=rnd.policy if rnd is not None else None)
-                self._recent = _Recent(pod.uid, _resource_version(args.Pod), judged, ranking, time.monotonic())
+                if self._reuses:
+                    self._recent = _Recent(pod.uid, _resource_version(args.Pod), judged, ranking, time.monotonic())
                 record = self._stamp(ev.decision, "prioritize").record_data(limit=RECORD_LIMIT, whole_plan=False)
                 self._remember_filter_decision(pod.uid, store.keep_decision(pod.key, orjson.dumps(record)))
                 result = "scored"

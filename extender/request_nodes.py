@@ -84,7 +84,9 @@ class RequestNodes:
 
 def read_request_nodes(args: ExtenderArgs, store: ClusterStore) -> RequestedNodes:
     """The nodes a filter or prioritize request names; the Node objects it carries (``nodeCacheCapable:
-    false``) read by the core once per resourceVersion (``store.request_nodes`` keeps them)."""
+    false``) read by the core once per resourceVersion (``store.request_nodes`` keeps them). Kept
+    whatever the index switch says: not for speed alone, it is where bind finds a node the view
+    does not have (kube-scheduler names it, and sent it whole only in filter and prioritize)."""
     if args.NodeNames is not None:
         return RequestedNodes(list(args.NodeNames), {}, {}, {})
     if args.Nodes is None:
@@ -119,10 +121,12 @@ def read_request_nodes(args: ExtenderArgs, store: ClusterStore) -> RequestedNode
 
 class NodeEcho:
     """The passing Node objects of a ``nodeCacheCapable: false`` filter, echoed back as the protocol
-    requires, each encoded once per resourceVersion."""
+    requires, each encoded once per resourceVersion; with ``kept`` False (the index off) each time,
+    since the encodings are kept for speed only."""
 
-    def __init__(self, store: ClusterStore) -> None:
+    def __init__(self, store: ClusterStore, *, kept: bool = True) -> None:
         self._store = store
+        self._kept = kept
         self._encoded: dict[str, tuple[str, orjson.Fragment]] = {}
 
     def __len__(self) -> int:
@@ -133,11 +137,11 @@ class NodeEcho:
         meta = obj.get("metadata")
         name = str(meta.get("name") or "") if isinstance(meta, dict) else ""
         rv = str(meta.get("resourceVersion") or "") if isinstance(meta, dict) else ""
-        hit = self._encoded.get(name) if rv else None
+        hit = self._encoded.get(name) if rv and self._kept else None
         if hit is not None and hit[0] == rv:
             return hit[1]
         fragment = orjson.Fragment(orjson.dumps(obj))
-        if rv and name:
+        if rv and name and self._kept:
             if len(self._encoded) > 4 * max(len(self._store.view.nodes), 1000):
                 self._encoded.clear()
             self._encoded[name] = (rv, fragment)

@@ -193,6 +193,58 @@ def test_prioritize_reuses_filter_evaluation_for_the_same_nodes() -> None:
     assert 'berth_extender_decisions_total{result="scored",verb="prioritize"} 1.0' in text
 
 
+REUSE_SCENARIOS = [
+    # (name, policy, pods' cpu)
+    ("Spread", make_policy("web").strategy("Spread"), "500m"),
+    ("BestFit, nodes filling up", make_policy("web").strategy("BestFit"), "900m"),
+    ("Fill: a round's plan", make_policy("web").strategy("Fill"), "500m"),
+    ("zone spread", make_policy("web").strategy("Spread").spread(
+        {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"}), "500m"),
+]
+
+
+def _scheduled_cycle(index: str, policy: Any, cpu: str, monkeypatch: pytest.MonkeyPatch,
+                     *, whole_nodes: bool) -> tuple[list[Any], str]:
+    """Four pods through filter, prioritize (twice over the passing nodes, once over another set)
+    and bind, with ``BERTH_INDEX`` set to ``index``: every answer, and the metrics text."""
+    monkeypatch.setenv("BERTH_INDEX", index)
+    nodes = [make_node(n).cpu("2").labels({ZONE: z}).obj() for n, z in (("a", "z1"), ("b", "z1"), ("c", "z2"))]
+    for i, node in enumerate(nodes):
+        node["metadata"]["resourceVersion"] = str(i + 1)
+    h = harness([*nodes, policy.obj()])
+    answers: list[Any] = []
+    for i in range(4):
+        p = make_pod(f"web-{i}").labels(WEB).cpu(cpu).obj()
+        if whole_nodes:
+            r = h.client.post("/filter", content=orjson.dumps(args(p, nodes=nodes)))
+            result = r.json()
+            passing = [n["metadata"]["name"] for n in (result["Nodes"] or {}).get("items", [])]
+        else:
+            result = h.filter(p)
+            passing = result["NodeNames"]
+        answers.append(result)
+        if not passing:
+            continue
+        scores = h.prioritize(p, passing)
+        answers += [scores, h.prioritize(p, passing), h.prioritize(p, passing[:1])]
+        answers.append(h.bind(p, max(passing, key=lambda n: scores[n])))
+    return answers, h.client.get("/metrics").text
+
+
+@pytest.mark.parametrize("whole_nodes", [False, True], ids=["node names", "whole nodes"])
+@pytest.mark.parametrize(("policy", "cpu"), [r[1:] for r in REUSE_SCENARIOS], ids=[r[0] for r in REUSE_SCENARIOS])
+def test_the_extenders_reuse_answers_as_the_index_off_does(policy: Any, cpu: str, whole_nodes: bool,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """prioritize's reuse of filter's evaluation and the echoed nodes' encodings are kept for speed
+    alone: with the index off nothing is reused, and every answer is the same."""
+    indexed, indexed_metrics = _scheduled_cycle("on", policy, cpu, monkeypatch, whole_nodes=whole_nodes)
+    naive, naive_metrics = _scheduled_cycle("off", policy, cpu, monkeypatch, whole_nodes=whole_nodes)
+    assert naive == indexed
+    assert 'result="reused",verb="prioritize"} ' in indexed_metrics
+    assert 'result="reused",verb="prioritize"} ' not in naive_metrics
+    assert 'berth_cache_entries{cache="encoded_nodes"} 0.0' in naive_metrics
+
+
 def test_prioritize_scores_every_asked_node_once_whichever_way_the_reply_is_built() -> None:
     """The nodes filter passed are scored from the ranking's runs; any other node set one score per
     name asked about. Both must give each node the core's score."""
