@@ -99,7 +99,7 @@ def _greedy(view: ClusterView, pod: PodInfo, policy: PlacementPolicy | None, str
                            count=count, stop_at_failure=True)
     first = placed.first
     decision = _decision(pod, policy, strategy, first.considered, first)
-    decision.ranking = rank(first, pod, strategy)
+    decision.ranking = placed.ranking if placed.ranking is not None else rank(first, pod, strategy)
     plan: dict[str, int] = {}
     for node in placed.nodes:
         if node is not None:
@@ -160,6 +160,9 @@ class Placed:
     """The judgement of each pod that no node could take, by its index: its refusals and error."""
     warnings: list[str]
     """Every pod's warnings (those its full judgement gives), each once, in the order they came."""
+    ranking: list[str] | None = None
+    """The first pod's judgement ranked with no quota (:func:`rank`), when the placer ranked it to
+    place that pod: a plan's decision lists it rather than ranking every node a second time."""
 
     @property
     def failure(self) -> CandidateSet | None:
@@ -234,7 +237,10 @@ def place_in_turn(state: ClusterState, pods: Sequence[PodInfo], policy: Placemen
                 if stop_at_failure:
                     break
                 continue
-            winner = rank(step, pod, strategy, left)[0]
+            ranking = rank(step, pod, strategy, left)
+            if i == 0 and left is None:
+                out.ranking = ranking
+            winner = ranking[0]
         put(pod, winner)
         out.nodes.append(winner)
         if left is not None:
