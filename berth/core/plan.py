@@ -215,8 +215,10 @@ def place_in_turn(state: ClusterState, pods: Sequence[PodInfo], policy: Placemen
     # With no spread constraint and no rule, the first pod's candidates are the nodes left standing.
     seeded = policy is None or not (policy.spread_constraints or policy.rules)
     position: dict[str, int] | None = None  # where each node is in the order the judgement lists them
+    following: PodInfo | None = None  # pods[i + 1], made once: each replica of a round is a new object
     for i in range(count):
-        pod = pods[i]
+        pod = pods[i] if following is None else following
+        following = None
         winner = None
         if kept is not None and ready:
             refused = index.shared_refusals(state, pod, policy)
@@ -248,15 +250,16 @@ def place_in_turn(state: ClusterState, pods: Sequence[PodInfo], policy: Placemen
         if placed is not None:
             placed()
         if kept is not None and i + 1 < count:
+            following = pods[i + 1]
             if ready:
                 kept.forget(winner)
-                kept.add(judge(pods[i + 1], [winner], room_only=True).candidates)
+                kept.add(judge(following, [winner], room_only=True).candidates)
             elif i == 0 and seeded:
                 kept.add(first.candidates)
                 kept.forget(winner)
-                kept.add(judge(pods[1], [winner], room_only=True).candidates)
+                kept.add(judge(following, [winner], room_only=True).candidates)
             else:
-                kept.add(judge(pods[i + 1], room_only=True).candidates)
+                kept.add(judge(following, room_only=True).candidates)
             ready = True
     out.warnings = list(warnings)
     return out
