@@ -37,7 +37,6 @@ import math
 import statistics
 import threading
 import time
-import typing
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Container, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -78,9 +77,9 @@ TIMER_SECONDS = 30.0
 (a status written by someone else is restored), and the proof that Kopf works here (not paused in
 favour of another replica), without which the operator writes nothing of its own accord."""
 
-StatusWriter = Callable[[str, str, dict[str, Any]], Awaitable[None] | None]
-"""(namespace, name, a merge patch of the status): writes a policy's status. A coroutine function is
-awaited on the operator's event loop; a plain function is called on a thread of its own."""
+StatusWriter = Callable[[str, str, dict[str, Any]], Awaitable[None]]
+"""(namespace, name, a merge patch of the status): writes a policy's status, awaited on the
+operator's event loop."""
 
 STATUS_WRITES_PER_SECOND = 100.0
 STATUS_WRITES_BOUNDS = (1.0, 1000.0)
@@ -286,9 +285,7 @@ class OperatorState:
         self._answered: collections.deque[float] = collections.deque()  # when its writes were answered (monotonic)
         self.freshness = Freshness()
         self._writer: StatusWriter | None = None
-        self._writer_awaited = False  # a coroutine function: awaited on the loop (asked once, not per write)
         self._drains: Mapping[str, Any] | None = None  # Kopf's index of the NodeDrains (see refresh)
-        self._writers = ThreadPoolExecutor(WRITES_IN_FLIGHT, thread_name_prefix="berth-status-write")
 
     # -- marks -------------------------------------------------------------------------------
 
@@ -584,7 +581,6 @@ class OperatorState:
             return
         if self._writer is None:
             self._writer = self.config.status_api()
-            self._writer_awaited = _awaited(self._writer)
         self._loop = loop
         self._wakeup = asyncio.Event()
         self._follower = asyncio.create_task(self._follow_changes(), name="berth-status-follower")
@@ -717,21 +713,14 @@ class OperatorState:
 
     async def _write(self, raw: Mapping[str, Any], urgent: bool, diff: dict[str, Any],
                      times: tuple[float, ...]) -> None:
-        """Send the write on a thread of its own and return: the loop computes the next status
-        meanwhile (the budget has already paced it)."""
+        """Send the write and return: the loop computes the next status while it is answered (the
+        budget has already paced it)."""
         meta = raw.get("metadata") or {}
         namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
         writer = self._writer
         assert writer is not None
         sent = time.monotonic()
-        done: asyncio.Future[None]
-        if self._writer_awaited:
-            done = asyncio.ensure_future(typing.cast(Awaitable[None], writer(namespace, name, diff)))
-        else:
-            def call() -> None:
-                writer(namespace, name, diff)
-
-            done = asyncio.get_running_loop().run_in_executor(self._writers, call)
+        done = asyncio.ensure_future(writer(namespace, name, diff))
         self._in_flight.add(done)
 
         def answered(future: asyncio.Future[None]) -> None:
@@ -755,11 +744,6 @@ def _selecting(policy: PlacementPolicy) -> Callable[[PodInfo], bool]:
     every pod of the namespace."""
     matches = policy.selector.matcher()
     return lambda pod: matches(pod.labels)
-
-
-def _awaited(writer: StatusWriter) -> bool:
-    """Whether ``writer`` is a coroutine function (a callable object's ``__call__`` included)."""
-    return inspect.iscoroutinefunction(writer) or inspect.iscoroutinefunction(type(writer).__call__)
 
 
 def _includes_seen(raw: Mapping[str, Any], nodes: Container[str] | None) -> tuple[bool, ...]:

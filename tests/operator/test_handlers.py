@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import kopf
@@ -545,20 +546,15 @@ def test_includes_naming_a_missing_node_is_said_until_the_node_appears(events: l
     assert valid() == ("True", "Validated", "the spec is valid")
 
 
-@pytest.mark.parametrize("writer", ["a coroutine, awaited on the loop", "a plain function, on a thread"])
 def test_pod_changes_are_followed_by_one_loop_rather_than_by_the_timers(
-        events: list[tuple[str, str, str]], writer: str) -> None:
+        events: list[tuple[str, str, str]]) -> None:
     written: list[tuple[str, str, dict[str, Any]]] = []
-
-    def write(namespace: str, name: str, diff: dict[str, Any]) -> None:
-        written.append((namespace, name, diff))
 
     async def write_on_the_loop(namespace: str, name: str, diff: dict[str, Any]) -> None:
         asyncio.get_running_loop()  # (raises off the loop)
         written.append((namespace, name, diff))
 
-    config = OperatorConfig(track_leases=False,
-                            status_api=lambda: write_on_the_loop if writer.startswith("a coroutine") else write)
+    config = OperatorConfig(track_leases=False, status_api=lambda: write_on_the_loop)
     assert config.timer_seconds == TIMER_SECONDS and OperatorConfig(resync_seconds=2.0).timer_seconds == 2.0
     store = store_of([make_node("node-a").disk(None).obj()], [make_pod("w1").on("node-a").cpu("1").memory("1Gi").obj()])
     state = OperatorState(config, store)
@@ -582,7 +578,10 @@ def test_pod_changes_are_followed_by_one_loop_rather_than_by_the_timers(
 
 def test_a_replica_kopf_does_not_work_for_writes_nothing_of_its_own_accord(
         events: list[tuple[str, str, str]]) -> None:
-    config = OperatorConfig(track_leases=False, status_api=lambda: lambda *_: None)
+    async def write(namespace: str, name: str, diff: dict[str, Any]) -> None:
+        pass
+
+    config = OperatorConfig(track_leases=False, status_api=lambda: write)
     store = store_of([make_node("node-a").disk(None).obj()], [])
     state = OperatorState(config, store)
     handled, unseen = make_policy("web").whole_spec(WEB).obj(), make_policy("db").whole_spec(DB).obj()
@@ -640,17 +639,17 @@ def test_the_status_is_planned_again_once_the_round_it_shows_is_over(timeout: fl
 
 # -- the loop's order: oldest mark first, coalesced, before the periodic pass ---------------------
 
-def _loop_state(apps: list[str], writer: Any = None, **config: Any,
+def _loop_state(apps: list[str], answered: Callable[[], Awaitable[Any]] | None = None, **config: Any,
                 ) -> tuple[OperatorState, OperatorStore, dict[str, str], list[tuple[str, str, dict[str, Any]]]]:
-    """A state with a status writer (``writer`` is called after the write is noted) and one handled
-    policy per app (``policy-<app>`` selecting ``app: <app>``): (state, store, app -> uid, the
-    writes made)."""
+    """A state with a status writer, a coroutine function as the operator's (each write is noted
+    when sent, and answered once ``answered`` is) and one handled policy per app (``policy-<app>``
+    selecting ``app: <app>``): (state, store, app -> uid, the writes made)."""
     written: list[tuple[str, str, dict[str, Any]]] = []
 
-    def write(namespace: str, name: str, diff: dict[str, Any]) -> None:
+    async def write(namespace: str, name: str, diff: dict[str, Any]) -> None:
         written.append((namespace, name, diff))
-        if writer is not None:
-            writer()
+        if answered is not None:
+            await answered()
 
     state = OperatorState(OperatorConfig(track_leases=False, status_api=lambda: write, **config),
                           store_of([make_node("node-a").disk(None).cpu("64").memory("256Gi").obj()], []))
@@ -766,9 +765,9 @@ def test_a_slow_api_server_holds_the_loop_rather_than_a_queue_of_writes(
         events: list[tuple[str, str, str]]) -> None:
     """The loop sends at most WRITES_IN_FLIGHT writes the API server has not answered; meanwhile
     it computes nothing, and a policy changed again is written once when its turn comes."""
-    answer = threading.Event()
+    answer = asyncio.Event()
     apps = [f"app-{i}" for i in range(WRITES_IN_FLIGHT + 4)]
-    state, store, _, written = _loop_state(apps, writer=lambda: answer.wait(5), coalesce_seconds=0.0)
+    state, store, _, written = _loop_state(apps, answered=answer.wait, coalesce_seconds=0.0)
     for app in apps:
         _placed(store, f"{app}-1", app)
     computed = state.computations
@@ -801,13 +800,13 @@ def test_no_second_holds_more_of_the_loops_writes_than_the_bound_however_slow_th
     rate = 20
     spans: list[tuple[float, float]] = []
 
-    def slow() -> None:
+    async def slow() -> None:
         sent = time.monotonic()
-        time.sleep(0.3)
+        await asyncio.sleep(0.3)
         spans.append((sent, time.monotonic()))
 
     apps = [f"app-{i}" for i in range(40)]
-    state, store, _, _ = _loop_state(apps, writer=slow, coalesce_seconds=0.0, status_writes_per_second=rate)
+    state, store, _, _ = _loop_state(apps, answered=slow, coalesce_seconds=0.0, status_writes_per_second=rate)
     for app in apps:
         _placed(store, f"{app}-1", app)
 
