@@ -396,26 +396,26 @@ class OperatorState:
         most every period. So is a plan younger than that of another policy whose plan does not
         depend on the pods it selects (:func:`shared_plan_key`): a thousand policies alike but for
         their selectors cost one plan, not a thousand. Call under the store's lock."""
-        kept = self._kept_plan(uid, generation, shape, policy, count, now)
+        shared = self._shared_key(shape, policy, count)
+        kept = self._kept_plan(uid, generation, shape, count, shared, now)
         if kept is not None:
             return kept
-        shared = self._shared_key(shape, policy, count)
         made = (now, plan_waiting(self.store.view, shape, policy, self.config.settings, now, count))
         if shared is not None:
             self._share(shared, made)
         self._plans[uid] = ((generation, shape.uid, count), made[0], made[1])
         return made[1]
 
-    def _kept_plan(self, uid: str, generation: object, shape: PodInfo, policy: PlacementPolicy, count: int,
+    def _kept_plan(self, uid: str, generation: object, shape: PodInfo, count: int, shared: Hashable | None,
                    now: float) -> _Plan | None:
-        """The plan :meth:`_plan` would reuse (the policy's own or a shared one), None when it would
-        make one. Reads no view, so the event loop may ask it without the store's lock."""
+        """The plan :meth:`_plan` would reuse (the policy's own, or the one shared under ``shared``,
+        :meth:`_shared_key`), None when it would make one. Reads no view, so the event loop may ask
+        it without the store's lock."""
         key = (generation, shape.uid, count)
         period = self.config.plan_period
         kept = self._plans.get(uid)
         if kept is not None and kept[0] == key and now - kept[1] < period:
             return kept[2]
-        shared = self._shared_key(shape, policy, count)
         made = self._shared_plans.get(shared) if shared is not None else None
         if made is None or not 0 <= now - made[0] < period:
             return None
@@ -441,7 +441,7 @@ class OperatorState:
         generation, shape, policy, count, made = planned
         try:
             if not make:
-                again = self._kept_plan(uid, generation, shape, policy, count, now)
+                again = self._kept_plan(uid, generation, shape, count, self._shared_key(shape, policy, count), now)
                 if again is None:
                     return None
             else:
