@@ -423,6 +423,11 @@ class OperatorState:
         return made[1]
 
     def _shared_key(self, shape: PodInfo, policy: PlacementPolicy, count: int) -> Hashable | None:
+        """The key the plan is shared under by the policies alike, None when it is not shared: when
+        the plan reads the policy's own pods, or with the index off (the sharing is for speed only,
+        and the naive path plans each policy)."""
+        if not self.config.settings.indexed:
+            return None
         shared = shared_plan_key(shape, policy, count)
         # a node added, changed or gone: planned afresh
         return (shared, self.store.view.nodes_version) if shared is not None else None

@@ -13,6 +13,7 @@ from typing import Any
 import kopf
 import pytest
 
+from berth.core.settings import INDEX_VARIABLE
 from berth.operator import drain
 from berth.operator.cluster import OperatorStore, store_of
 from berth.operator.handlers import (
@@ -370,6 +371,39 @@ def test_policies_alike_share_a_plan_within_the_period(monkeypatch: pytest.Monke
     refresh(state, web, 111.0)
     refresh(state, api, 112.0)
     assert len(made) == 2 * plans
+
+
+@pytest.mark.parametrize(("case", "spec", "plans"), SHARING, ids=[c[0] for c in SHARING])
+def test_policies_alike_share_no_plan_with_the_index_off_and_show_the_same(
+        monkeypatch: pytest.MonkeyPatch, case: str, spec: dict[str, Any], plans: int,
+        events: list[tuple[str, str, str]]) -> None:
+    """Sharing a plan is for speed alone: with ``BERTH_INDEX=off`` each policy plans for itself,
+    and the statuses are those the shared plan gives."""
+    from berth.operator import handlers
+
+    made: list[str] = []
+
+    def counted(view: Any, pod: Any, policy: Any, settings: Any, now: float, count: int) -> Any:
+        made.append(policy.key)
+        return plan_waiting(view, pod, policy, settings, now, count)
+
+    monkeypatch.setattr(handlers, "plan_waiting", counted)
+    statuses = []
+    for index in ("on", "off"):
+        monkeypatch.setenv(INDEX_VARIABLE, index)
+        made.clear()
+        store = store_of([make_node("node-a").disk(None).obj(), make_node("node-b").disk(None).cpu("4").obj()],
+                         [make_pod("p1").cpu("1").memory("1Gi").obj(),
+                          make_pod("q1").namespace("other").labels({"app": "api"}).cpu("1").memory("1Gi").obj()])
+        state = OperatorState(OperatorConfig(track_leases=False, plan_period=10.0), store)
+        web = make_policy("web").obj()
+        api = make_policy("api").whole_spec(spec).namespace("other").obj()
+        refresh(state, web, 100.0)
+        refresh(state, api, 101.0)
+        assert len(made) == (plans if index == "on" else 2)
+        statuses.append([{k: v for k, v in body["status"].items() if k != "conditions"} for body in (web, api)])
+    assert statuses[0] == statuses[1]
+    assert statuses[0][0]["plan"]
 
 
 WEB = {"selector": {"matchLabels": {"app": "web"}}}
