@@ -35,18 +35,27 @@ _CEILING = re.compile(r"nodesLimit: already holds \d+ pods of this workload \(pe
 
 _CAUSES: dict[str, str] = {}
 _CAUSES_KEPT = 16384
-"""Causes of the reasons seen last (:func:`refusal_cause`), emptied when it outgrows its bound."""
+"""Causes of the reasons seen last (:func:`_causes`), emptied when it outgrows its bound."""
 
 
 def refusal_cause(reason: str) -> str:
-    """A refusal reason without its per-node figures: one text per cause (:func:`_cause`), kept for
-    the reasons seen last (a filter asks for the same few reasons pod after pod)."""
-    hit = _CAUSES.get(reason)
-    if hit is None:
-        if len(_CAUSES) > _CAUSES_KEPT:
-            _CAUSES.clear()
-        hit = _CAUSES[reason] = _cause(reason)
-    return hit
+    """A refusal reason without its per-node figures: one text per cause (:func:`_cause`)."""
+    return _causes((reason,))[0]
+
+
+def _causes(reasons: Sequence[str]) -> list[str]:
+    """:func:`refusal_cause` of each reason, kept for the reasons seen last (the filter records the
+    same nodes' reasons pod after pod) and read by a C-level map. The one reader of the kept causes,
+    which are emptied when they outgrow their bound."""
+    found: list[str | None] = list(map(_CAUSES.get, reasons))
+    if None not in found:
+        return found  # type: ignore[return-value]
+    if len(_CAUSES) > _CAUSES_KEPT:
+        _CAUSES.clear()
+    for i, cause in enumerate(found):
+        if cause is None:
+            found[i] = _CAUSES[reasons[i]] = _cause(reasons[i])
+    return found  # type: ignore[return-value]
 
 
 def _cause(reason: str) -> str:
@@ -298,15 +307,6 @@ def refusal_groups(refused: Refused, listed: Collection[str] | None = None) -> l
     return [{"reason": cause, "count": n, "nodes": nodes.get(cause, []),
              "details": dict(sorted(details[cause].items())) if cause in details else {}}
             for cause, n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
-
-
-def _causes(reasons: list[str]) -> list[str]:
-    """:func:`refusal_cause` of each reason, from a cache read by a C-level map: the filter records
-    the same nodes' reasons pod after pod. The cache is emptied when it outgrows its bound."""
-    found: list[str | None] = list(map(_CAUSES.get, reasons))
-    if None not in found:
-        return found  # type: ignore[return-value]
-    return [cause if cause is not None else refusal_cause(reason) for reason, cause in zip(reasons, found, strict=True)]
 
 
 _reason = attrgetter("reason")
