@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from berth.core.drain import DrainRequest, InvalidDrain
-from berth.core.policy import API_VERSION, Selector, _path, _problem
+from berth.core.policy import Selector, _path, _problem, checked_manifest
 
 KIND = "NodeDrain"
 PLURAL = "nodedrains"
@@ -94,13 +94,5 @@ def nodedrain_spec(raw: object, path: str = "spec") -> NodeDrainSpec:
 
 def nodedrain_from_manifest(obj: object) -> tuple[str, NodeDrainSpec]:
     """A NodeDrain manifest's name and validated spec."""
-    if not isinstance(obj, Mapping):
-        raise InvalidDrain("(document)", "a NodeDrain must be a YAML or JSON object")
-    if obj.get("apiVersion") != API_VERSION:
-        raise InvalidDrain("apiVersion", f"must be {API_VERSION}, found {obj.get('apiVersion')!r}")
-    if obj.get("kind") != KIND:
-        raise InvalidDrain("kind", f"must be {KIND}, found {obj.get('kind')!r}")
-    meta: Any = obj.get("metadata") or {}
-    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta.get("name"):
-        raise InvalidDrain("metadata.name", "is required")
-    return meta["name"], nodedrain_spec(obj.get("spec"))
+    manifest, meta = checked_manifest(obj, KIND, InvalidDrain)
+    return str(meta["name"]), nodedrain_spec(manifest.get("spec"))

@@ -9,7 +9,7 @@ is the one way in: it validates everything (the placement rules' limits included
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -175,18 +175,26 @@ class PlacementPolicy:
         return namespace == self.namespace and self.selector.matches(labels)
 
 
-def policy_from_manifest(obj: object, *, default_namespace: str = "default") -> PlacementPolicy:
-    """Validate a PlacementPolicy manifest (a dict as kubectl would send it)."""
+def checked_manifest(obj: object, kind: str, invalid: Callable[[str, str], ValueError],
+                     ) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """A manifest of berth's ``kind`` and its metadata, once its apiVersion and kind are berth's and
+    it has a name; else ``invalid(field, problem)`` is raised."""
     if not isinstance(obj, Mapping):
-        raise InvalidPolicy("(document)", "a PlacementPolicy must be a YAML or JSON object")
+        raise invalid("(document)", f"a {kind} must be a YAML or JSON object")
     if obj.get("apiVersion") != API_VERSION:
-        raise InvalidPolicy("apiVersion", f"must be {API_VERSION}, found {obj.get('apiVersion')!r}")
-    if obj.get("kind") != KIND:
-        raise InvalidPolicy("kind", f"must be {KIND}, found {obj.get('kind')!r}")
+        raise invalid("apiVersion", f"must be {API_VERSION}, found {obj.get('apiVersion')!r}")
+    if obj.get("kind") != kind:
+        raise invalid("kind", f"must be {kind}, found {obj.get('kind')!r}")
     meta = obj.get("metadata") or {}
     if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta.get("name"):
-        raise InvalidPolicy("metadata.name", "is required")
-    spec = _spec_model(obj.get("spec"), "spec")
+        raise invalid("metadata.name", "is required")
+    return obj, meta
+
+
+def policy_from_manifest(obj: object, *, default_namespace: str = "default") -> PlacementPolicy:
+    """Validate a PlacementPolicy manifest (a dict as kubectl would send it)."""
+    manifest, meta = checked_manifest(obj, KIND, InvalidPolicy)
+    spec = _spec_model(manifest.get("spec"), "spec")
     return PlacementPolicy(meta["name"], str(meta.get("namespace") or default_namespace), spec,
                            int(meta.get("generation") or 0))
 
