@@ -241,22 +241,20 @@ class KubeBinder:
             log.warning("cannot record an Event on pod %s: %s", pod.key, _api_reason(exc))
 
     async def fetch_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            raw = await self.api.request("GET", f"/api/v1/namespaces/{_seg(namespace)}/pods/{_seg(name)}")
-        except ApiError as exc:
-            if exc.status == 404:
-                return None
-            raise BindError(f"cannot read pod {namespace}/{name}: {_api_reason(exc)}") from None
-        data = orjson.loads(raw)
-        return data if isinstance(data, dict) else None
+        return await self._fetch(f"/api/v1/namespaces/{_seg(namespace)}/pods/{_seg(name)}", f"pod {namespace}/{name}")
 
     async def fetch_drain(self, name: str) -> dict[str, Any] | None:
+        return await self._fetch(f"/apis/{API_GROUP}/{CRD_VERSION}/{NODEDRAIN_PLURAL}/{_seg(name)}",
+                                 f"NodeDrain {name}")
+
+    async def _fetch(self, path: str, what: str) -> dict[str, Any] | None:
+        """The object at ``path`` as the API server holds it, None when there is none."""
         try:
-            raw = await self.api.request("GET", f"/apis/{API_GROUP}/{CRD_VERSION}/{NODEDRAIN_PLURAL}/{_seg(name)}")
+            raw = await self.api.request("GET", path)
         except ApiError as exc:
             if exc.status == 404:
                 return None
-            raise BindError(f"cannot read NodeDrain {name}: {_api_reason(exc)}") from None
+            raise BindError(f"cannot read {what}: {_api_reason(exc)}") from None
         data = orjson.loads(raw)
         return data if isinstance(data, dict) else None
 
