@@ -98,6 +98,9 @@ class OperatorConfig:
     webhook: WebhookOptions = field(default_factory=WebhookOptions)
     drain_api: Callable[[], DrainApi] | None = None  # what an executing NodeDrain cordons and evicts with
     status_api: Callable[[], StatusWriter] | None = None  # statuses written on pod changes (None: by the timers)
+    # one namespace's policies and pods (tests), None the whole cluster; a namespaced operator
+    # judges no other namespace's policy in its webhook and leaves the cluster-wide NodeDrains alone
+    namespace: str | None = None
 
     @property
     def timer_seconds(self) -> float:
@@ -833,12 +836,19 @@ def build_registry(config: OperatorConfig, store: OperatorStore | None = None,
         @kopf.on.validate(*POLICY, id=WEBHOOK_ID, operations=["CREATE", "UPDATE"],
                           ignore_failures=not config.webhook.fail_closed, registry=registry)
         async def validate(body: kopf.Body, old: kopf.Body | None = None, operation: str | None = None,
-                     **_: Any) -> None:
+                           namespace: str | None = None, **_: Any) -> None:
+            if config.namespace is not None and namespace != config.namespace:
+                return  # Kopf's webhook is called for every namespace: another's policy is not ours to judge
             problem = admission_problem(_plain(body), _plain(old) if old is not None else None, operation or "")
             if problem is not None:
                 raise kopf.AdmissionError(problem, code=REFUSAL_CODE)
 
     # -- NodeDrains (Plan mode): their own module, planned on the same view --------------------
+
+    if config.namespace is not None:
+        # A NodeDrain is cluster-wide, and so would a namespaced Kopf operator serve it: planned on
+        # one namespace's pods and contested with the cluster's operator. Left to that operator.
+        return registry, state
 
     def cluster_view(kwargs: Mapping[str, Any]) -> ClusterView:
         return state.store.view

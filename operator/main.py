@@ -9,6 +9,8 @@ whole cluster, which the plans need: listed and watched by the extender's live v
 their own, not by Kopf). ``namespace`` restricts policies *and* pods to one
 namespace; it is meant for tests: capacity then misses the other namespaces' pods, and node
 Leases (in ``kube-node-lease``) are not watched, so liveness falls back to the Ready condition.
+Its admission webhook, which the API server calls for every namespace, judges its own namespace's
+policies only, and NodeDrains, cluster-wide objects, are left to a cluster-wide operator.
 
 Peering: with ``peering=NAME`` the replicas coordinate through the ``ClusterKopfPeering`` NAME
 (``KopfPeering`` in the namespace when namespaced; CRDs in ``crds/kopfpeerings.kopf.dev.yaml``,
@@ -109,7 +111,7 @@ def run(namespace: str | None = None, peering: str | None = None, *,
     from berth.extender.live_view import KubeSource, kube_api_client
 
     config = OperatorConfig(settings=settings or Settings(), resync_seconds=resync_seconds,
-                            track_leases=track_leases and namespace is None,
+                            track_leases=track_leases and namespace is None, namespace=namespace,
                             status_writes_per_second=status_writes_per_second,
                             round_timeout_seconds=round_timeout_seconds,
                             webhook=(webhook or WebhookOptions()).checked(), drain_api=kube_drain_api,

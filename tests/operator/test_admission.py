@@ -89,3 +89,38 @@ def test_kopf_handler_refuses_with_422() -> None:
         warnings=[], jsonpatch=[])
     assert outcome["response"]["allowed"] is False
     assert outcome["response"]["status"] == {"message": str(refused.value), "code": 422}
+
+
+# (case, the operator's namespace (None: cluster-wide), the policy's namespace, refused?)
+SCOPES: list[tuple[str, str | None, str, bool]] = [
+    ("a cluster-wide operator judges every namespace", None, "shop", True),
+    ("a namespaced operator judges its own namespace", "shop", "shop", True),
+    ("a namespaced operator lets another namespace's policy through", "shop", "other", False),
+]
+
+
+@pytest.mark.parametrize(("case", "scope", "namespace", "refused"), SCOPES, ids=[c[0] for c in SCOPES])
+def test_the_webhook_judges_the_policies_of_the_operators_scope(case: str, scope: str | None, namespace: str,
+                                                                refused: bool) -> None:
+    """The API server calls Kopf's webhook for every namespace: a namespaced operator (tests) must
+    not refuse the policies of namespaces another operator answers for."""
+    import kopf
+
+    from berth.operator import drain
+    from berth.operator.handlers import OperatorConfig, build_registry
+    from berth.operator.webhook import WEBHOOK_ID, WebhookOptions
+
+    registry, _ = build_registry(OperatorConfig(webhook=WebhookOptions(mode="dev"), namespace=scope))
+    handlers = {h.id: h for h in registry._webhooks.get_all_handlers()}
+    bad = yaml.safe_load((ROOT / "examples" / "invalid" / "too-many-rules.yaml").read_text())
+    bad["metadata"]["namespace"] = namespace
+    call = handlers[WEBHOOK_ID].fn(body=kopf.Body(bad), old=None, operation="CREATE", namespace=namespace)
+    if refused:
+        with pytest.raises(kopf.AdmissionError):
+            asyncio.run(call)
+    else:
+        assert asyncio.run(call) is None
+    # NodeDrains are cluster-wide: a namespaced operator leaves them (and their admission) alone
+    serves_drains = drain.WEBHOOK_ID in handlers
+    assert serves_drains is (scope is None)
+    assert any(h.id == drain.TIMER_ID for h in registry._spawning.get_all_handlers()) is (scope is None)
