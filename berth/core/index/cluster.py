@@ -85,22 +85,31 @@ class Changes:
     def __init__(self) -> None:
         self._logs = tuple(ChangeLog() for _ in LOGGED)
         self._node, self._pods, self._leases = self._logs
+        # the token now, made when first asked after a change: a cache asks for it (and compares it
+        # with its own) on every evaluation, far more often than the view changes
+        self._now: Token | None = None
 
     @property
     def token(self) -> Token:
-        return (self._node.token, self._pods.token, self._leases.token)
+        now = self._now
+        if now is None:
+            now = self._now = (self._node.token, self._pods.token, self._leases.token)
+        return now
 
     def node(self, name: str) -> None:
         """The node object ``name`` was added, changed or removed."""
         self._node.append(name)
+        self._now = None
 
     def pods(self, name: str) -> None:
         """A pod was placed on node ``name`` or left it."""
         self._pods.append(name)
+        self._now = None
 
     def lease(self, name: str) -> None:
         """Node ``name``'s Lease was renewed, set unreadable or removed."""
         self._leases.append(name)
+        self._now = None
 
     def since(self, token: Token | None, depends: Depends) -> set[str] | None:
         """The nodes whose verdict under ``depends`` may have changed since ``token``; None: every
@@ -112,6 +121,8 @@ class Changes:
             check_keepable(depends)
         if token is None:
             return None
+        if token == self.token:
+            return set()
         if mask & _DOMAIN_PODS and self._pods.token != token[1]:
             return None
         names: set[str] = set()
@@ -130,6 +141,8 @@ class Changes:
             check_keepable(depends)
         if token is None:
             return True
+        if token == self.token:
+            return False
         if mask & _DOMAIN_PODS:
             mask |= _NODE_PODS
         for kind, log, at in zip(_LOGGED_VALUES, self._logs, token, strict=True):

@@ -65,6 +65,8 @@ class VerdictTable(Generic[V]):
         again rather than trusting verdicts that were never made."""
         changes = index_of(view).view.changes
         token = changes.token
+        if token == self._token:
+            return  # nothing changed since (the common case: a round's pods change only its overlay)
         changed: Iterable[str] | None = changes.since(self._token, self.depends)
         nodes = view.nodes
         if changed is None:
