@@ -17,7 +17,7 @@ import heapq
 from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 
-from berth.core.candidates import CONTROLLER_LABELS
+from berth.core.candidates import CONTROLLER_LABELS, is_unverified
 from berth.core.index.spread import spread_context
 from berth.core.model import PodInfo
 from berth.core.plugins.fit import Candidate
@@ -25,43 +25,45 @@ from berth.core.policy import PlacementPolicy
 from berth.core.view import ClusterState
 
 Key = Callable[[Candidate], tuple[object, ...]]
+Entry = tuple[tuple[object, ...], str]
 
 _PUSH_AT_MOST = 16
 """More nodes than this at once are heapified with the heap (linear in it), fewer pushed."""
 
 
 class StandingNodes:
-    """A heap of (the ranking's key, node), and each node's key as last judged: an entry whose key
-    is no longer its node's is stale, and dropped when reached."""
+    """A heap of (the ranking's key, node). A node judged again is forgotten and added again with
+    its new key: its older entries no longer hold, and are dropped when reached."""
 
     def __init__(self, key: Key) -> None:
         self._key = key
-        self._heap: list[tuple[tuple[object, ...], str]] = []
-        self._keys: dict[str, tuple[object, ...]] = {}
+        self._heap: list[Entry] = []
+        # The nodes forgotten since they were first added, each with its key when added again
+        # (None: not standing): only those have entries that may no longer hold, so a round's
+        # first nodes, thousands, are added with nothing noted.
+        self._again: dict[str, tuple[object, ...] | None] = {}
         self._unverified: dict[str, Candidate] = {}  # the nodes standing whose capacity is unknown
 
     def add(self, candidates: Iterable[Candidate]) -> None:
-        """Nodes judged (again) standing, each with its key. Many at once (the first pod's
-        candidates) are heapified in linear time rather than pushed one by one."""
-        keys, key, unverified = self._keys, self._key, self._unverified
-        entries = []
-        for c in candidates:
-            name = c.name
-            keys[name] = entry = key(c)
-            entries.append((entry, name))
-            if c.unverified:
-                unverified[name] = c
-        heap = self._heap
-        if len(entries) > _PUSH_AT_MOST:
-            heap.extend(entries)
-            heapq.heapify(heap)
-        else:
-            for entry_and_name in entries:
-                heapq.heappush(heap, entry_and_name)
+        """Nodes judged (again) standing, each with its key; a node added before is forgotten
+        (:meth:`forget`) before it is added again. Many at once (the first pod's candidates) are
+        heapified in linear time rather than pushed one by one."""
+        candidates = candidates if isinstance(candidates, list) else list(candidates)
+        key = self._key
+        entries = [(key(c), c.name) for c in candidates]
+        again = self._again
+        if again:
+            for entry in entries:
+                if entry[1] in again:
+                    again[entry[1]] = entry[0]
+        unverified = list(filter(is_unverified, candidates))
+        if unverified:
+            self._unverified.update((c.name, c) for c in unverified)
+        _push(self._heap, entries)
 
     def forget(self, name: str) -> None:
         """``name`` is to be judged again: its entries no longer hold."""
-        self._keys.pop(name, None)
+        self._again[name] = None
         self._unverified.pop(name, None)
 
     def take_unverified(self, refused: Sequence[AbstractSet[str]]) -> list[Candidate]:
@@ -77,21 +79,31 @@ class StandingNodes:
     def first(self, refused: Sequence[AbstractSet[str]]) -> str | None:
         """The first node in key order that no set of ``refused`` holds (taken out of the heap:
         :meth:`forget` it and :meth:`add` it again once judged), or None."""
-        heap, keys = self._heap, self._keys
+        heap, again = self._heap, self._again
         held = []
         winner = None
         while heap:
             entry = heapq.heappop(heap)
-            if keys.get(entry[1]) != entry[0]:
+            name = entry[1]
+            if again and name in again and again[name] != entry[0]:
                 continue
-            if any(entry[1] in group for group in refused):
+            if any(name in group for group in refused):
                 held.append(entry)
                 continue
-            winner = entry[1]
+            winner = name
             break
         for entry in held:
             heapq.heappush(heap, entry)
         return winner
+
+
+def _push(heap: list[Entry], entries: list[Entry]) -> None:
+    if len(entries) > _PUSH_AT_MOST:
+        heap.extend(entries)
+        heapq.heapify(heap)
+    else:
+        for entry in entries:
+            heapq.heappush(heap, entry)
 
 
 def standing_nodes(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | None, key: Key
