@@ -23,7 +23,6 @@ from berth.core.evaluate import effective_strategy, rank
 from berth.core.fit import unverified_warning
 from berth.core.framework import collect_candidates
 from berth.core.model import PodInfo
-from berth.core.plugins.score import rank_order
 from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy
 from berth.core.round import plan_fixed_round
 from berth.core.settings import Settings
@@ -210,7 +209,7 @@ def place_in_turn(state: ClusterState, pods: Sequence[PodInfo], policy: Placemen
     warnings = dict.fromkeys(first.warnings)
     kept = None
     if settings.indexed and count > 1 and (isinstance(pods, Replicas) or index.alike(pods[:count])):
-        kept = index.standing_nodes(state, pods[0], policy, rank_order(strategy, pods[0], left))
+        kept = index.standing_nodes(state, pods[0], policy, strategy, left)
     ready = False  # the heap holds every node left standing (once a pod was placed)
     # With no spread constraint and no rule, the first pod's candidates are the nodes left standing.
     seeded = policy is None or not (policy.spread_constraints or policy.rules)

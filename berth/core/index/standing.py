@@ -14,14 +14,17 @@ pod, so it keeps nothing then.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
+from operator import methodcaller
 
 from berth.core.candidates import CONTROLLER_LABELS, is_unverified
 from berth.core.index.spread import spread_context
 from berth.core.model import PodInfo
 from berth.core.plugins.fit import Candidate
-from berth.core.policy import PlacementPolicy
+from berth.core.plugins.score import rank_order
+from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy
+from berth.core.strategies import strategy_key
 from berth.core.view import ClusterState
 
 Key = Callable[[Candidate], tuple[object, ...]]
@@ -32,12 +35,17 @@ _PUSH_AT_MOST = 16
 
 
 class StandingNodes:
-    """A heap of (the ranking's key, node). A node judged again is forgotten and added again with
-    its new key: its older entries no longer hold, and are dropped when reached."""
+    """The nodes left standing, each in a heap of (the ranking's key, node): those of known
+    capacity, and after every one of them those of unknown capacity (the ranking puts those last,
+    docs/behaviour.md#unknown-capacity; one heap when ``unverified_last`` is False). A node judged
+    again is forgotten and added again with its new key: its older entries no longer hold, and are
+    dropped when reached."""
 
-    def __init__(self, key: Key) -> None:
+    def __init__(self, key: Key, unverified_last: bool = True) -> None:
         self._key = key
-        self._heap: list[Entry] = []
+        self._unverified_last = unverified_last
+        self._heap: list[Entry] = []  # known capacity (every node, when not unverified_last)
+        self._last: list[Entry] = []  # unknown capacity, when unverified_last
         # The nodes forgotten since they were first added, each with its key when added again
         # (None: not standing): only those have entries that may no longer hold, so a round's
         # first nodes, thousands, are added with nothing noted.
@@ -59,6 +67,10 @@ class StandingNodes:
         unverified = list(filter(is_unverified, candidates))
         if unverified:
             self._unverified.update((c.name, c) for c in unverified)
+            if self._unverified_last:
+                late = {c.name for c in unverified}
+                _push(self._last, [e for e in entries if e[1] in late])
+                entries = [e for e in entries if e[1] not in late]
         _push(self._heap, entries)
 
     def forget(self, name: str) -> None:
@@ -77,9 +89,15 @@ class StandingNodes:
         return taken
 
     def first(self, refused: Sequence[AbstractSet[str]]) -> str | None:
-        """The first node in key order that no set of ``refused`` holds (taken out of the heap:
-        :meth:`forget` it and :meth:`add` it again once judged), or None."""
-        heap, again = self._heap, self._again
+        """The first node in the ranking's order that no set of ``refused`` holds (taken out of its
+        heap: :meth:`forget` it and :meth:`add` it again once judged), or None."""
+        winner = self._first_in(self._heap, refused)
+        if winner is None and self._last:
+            winner = self._first_in(self._last, refused)
+        return winner
+
+    def _first_in(self, heap: list[Entry], refused: Sequence[AbstractSet[str]]) -> str | None:
+        again = self._again
         held = []
         winner = None
         while heap:
@@ -106,14 +124,23 @@ def _push(heap: list[Entry], entries: list[Entry]) -> None:
             heapq.heappush(heap, entry)
 
 
-def standing_nodes(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | None, key: Key
-                   ) -> StandingNodes | None:
-    """A heap for pods alike ``pod`` (:func:`alike`), or None when it would not answer as the full
-    judgement does: ScheduleAnyway spread scores every node anew after each pod."""
+def standing_nodes(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | None, strategy: Strategy | None,
+                   quota: Mapping[str, int] | None) -> StandingNodes | None:
+    """A heap for pods alike ``pod`` (:func:`alike`) ranked as :func:`~berth.core.plugins.score.rank`
+    ranks them under ``strategy`` and ``quota``, or None when it would not answer as the full
+    judgement does: ScheduleAnyway spread scores every node anew after each pod.
+
+    With no ScheduleAnyway spread no candidate has a spread score, so the ranking's key is the
+    strategy's own, unknown capacity last: each node's key is the one its candidate keeps
+    (:meth:`~berth.core.plugins.fit.Candidate.sort_key`), made once per node, not once per round.
+    A round's plan (``quota``) ranks in the plan's order, unknown capacity or not."""
     spread = spread_context(state, pod, policy)
     if spread is not None and spread.soft:
         return None
-    return StandingNodes(key)
+    if quota is not None:
+        return StandingNodes(rank_order(strategy, pod, quota), unverified_last=False)
+    return StandingNodes(methodcaller("sort_key", strategy_key(strategy if strategy not in ROUND_STRATEGIES else None,
+                                                                  pod)))
 
 
 def alike(pods: Iterable[PodInfo]) -> bool:

@@ -23,11 +23,17 @@ _GREEDY: dict[Strategy | None, Callable[[PodInfo], RankKey]] = {
 }
 
 
+def strategy_key(strategy: Strategy | None, pod: PodInfo) -> RankKey:
+    """A greedy strategy's own sort key (lower first) for one pod: :func:`rank_key` without its
+    prefix, the whole order among candidates of known capacity when no spread scores them."""
+    return _GREEDY[strategy](pod)
+
+
 def rank_key(strategy: Strategy | None, pod: PodInfo) -> RankKey:
     """The sort key (lower first) of a greedy strategy for one pod. Unverified nodes always rank
     after verified ones (docs/behaviour.md#unknown-capacity) and ScheduleAnyway spread takes
     precedence over the strategy."""
-    inner = _GREEDY[strategy](pod)
+    inner = strategy_key(strategy, pod)
 
     def key(c: Candidate) -> tuple[object, ...]:
         return (bool(c.unverified), -c.spread_score, *c.sort_key(inner))
@@ -47,7 +53,7 @@ def ranked(candidates: list[Candidate], strategy: Strategy | None, pod: PodInfo,
     filtered to the candidates, with no sort at all."""
     if any(map(is_unverified, candidates)) or any(map(spread_scored, candidates)):
         return [c.name for c in sorted(candidates, key=rank_key(strategy, pod))]
-    inner = _GREEDY[strategy](pod)
+    inner = strategy_key(strategy, pod)
     every = order(inner) if order is not None and len(candidates) >= _ORDER_WORTH_IT else None
     if every is not None:
         names = set(map(candidate_name, candidates))
