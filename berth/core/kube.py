@@ -201,7 +201,7 @@ def _requirements(items: object) -> tuple[Requirement, ...]:
 _NODE_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
 
 
-def _label_requirement(req: Requirement) -> bool:
+def _parsable_label_requirement(req: Requirement) -> bool:
     """Whether kube-scheduler can parse a node label requirement (else its term matches nothing)."""
     if req.operator not in _NODE_OPERATORS or label_key_problem(req.key) is not None:
         return False
@@ -215,7 +215,8 @@ def _label_requirement(req: Requirement) -> bool:
     return all(label_value_problem(v) is None for v in req.values)
 
 
-def _field_requirement(req: Requirement) -> bool:
+def _parsable_field_requirement(req: Requirement) -> bool:
+    """Whether kube-scheduler can parse a node field requirement: In or NotIn with one value."""
     return req.operator in ("In", "NotIn") and len(req.values) == 1
 
 
@@ -225,7 +226,7 @@ def _term(term: Mapping[str, Any]) -> NodeSelectorTerm | None:
     fields = _requirements(term.get("matchFields"))
     if not expressions and not fields:
         return None
-    if not all(map(_label_requirement, expressions)) or not all(map(_field_requirement, fields)):
+    if not (all(map(_parsable_label_requirement, expressions)) and all(map(_parsable_field_requirement, fields))):
         return None
     return NodeSelectorTerm(expressions, fields)
 
