@@ -63,7 +63,7 @@ def _cause(reason: str) -> str:
 
     kube-scheduler counts identical reason texts in its FailedScheduling event ("3 insufficient
     capacity: memory"), so what berth sends it must be the same text for the same cause; the
-    figures of each node stay in the pod's own record (:meth:`Decision.refusal_lines`).
+    figures of each node stay in the pod's own record (:class:`RefusalGroup`'s ``details``).
     ``insufficient capacity: memory: needs 2.0 GiB, ...; cpu: needs ...`` becomes
     ``insufficient capacity: memory, cpu``; a skew becomes the key and maxSkew it breaks; a
     Lease's age and a nodesLimit count are dropped. Reasons without figures are kept as they are.
@@ -220,10 +220,6 @@ class Decision:
     @property
     def winner(self) -> str | None:
         return self.ranking[0] if self.ranking and self.error is None else None
-
-    def refusal_lines(self) -> list[str]:
-        """``node-a: insufficient capacity: ...`` for every refused node, in name order."""
-        return [f"{node}: {refusal.reason}" for node, refusal in self.refused.by_node()]
 
     def record(self, *, limit: int = 100, ranking_limit: int = 10, whole_plan: bool = True) -> DecisionRecord:
         """What is kept of the decision: every count, and the first ``limit`` nodes considered

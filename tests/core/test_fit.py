@@ -211,7 +211,7 @@ def test_fit(s: Scenario) -> None:
 def test_shortfall_message_exact_form() -> None:
     view = cluster([make_node("node-a").memory("1Gi").info()])
     decision = evaluate(view, make_pod("new").cpu(None).memory("2Gi").info()).decision
-    assert decision.refusal_lines() == [f"node-a: {SHORTFALL}"]
+    assert {node: refusal.reason for node, refusal in decision.refused.items()} == {"node-a": SHORTFALL}
     assert decision.error is not None
     assert decision.error.code is ErrorCode.INSUFFICIENT_RESOURCE
     assert f"node-a: {SHORTFALL}" in decision.error.message
@@ -220,7 +220,8 @@ def test_shortfall_message_exact_form() -> None:
 def test_shortfall_lists_every_node_in_name_order() -> None:
     view = cluster([make_node("node-b").memory("1Gi").info(), make_node("node-a").memory("1Gi").info()])
     decision = evaluate(view, make_pod("new").cpu(None).memory("2Gi").info()).decision
-    assert decision.refusal_lines() == [f"node-a: {SHORTFALL}", f"node-b: {SHORTFALL}"]
+    assert decision.error is not None
+    assert decision.error.message == f"0/2 nodes can take the pod: node-a: {SHORTFALL}; node-b: {SHORTFALL}"
 
 
 CAPACITY_CASES = [
