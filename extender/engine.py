@@ -41,6 +41,7 @@ from berth.core import (
     Overlay,
     PlacementPolicy,
     PodInfo,
+    Refused,
     Round,
     Settings,
     Steer,
@@ -78,6 +79,9 @@ RECORD_LIMIT = 100
 
 ANNOTATION_LIMIT = 20
 """The same in the pod annotation: a pod's metadata must stay small whatever the size of the cluster."""
+
+NOMINATIONS_KEPT = 20000
+"""Nominations whose filter has not come yet, remembered to count hits and misses."""
 
 REUSE_SECONDS = 2.0
 """prioritize reuses filter's evaluation of the same pod and nodes made this recently (with the
@@ -145,12 +149,14 @@ class Extender:
         self._recent: _Recent | None = None
         self._echo = NodeEcho(store, kept=self._reuses)
         self._refusals_told: OrderedDict[str, str] = OrderedDict()  # pod uid -> its last BerthRefused message
+        self.nominations: OrderedDict[str, str] = OrderedDict()  # pod uid -> the node berth nominated
         self._tasks: set[asyncio.Task[None]] = set()
         self.metrics.cache_sizes = lambda: {"binds_in_flight": len(self.bindings),
                                             "events_queued": self.events.queued(),
                                             "filter_decisions": len(self._filter_decisions),
                                             "encoded_nodes": len(self._echo),
-                                            "refusals_told": len(self._refusals_told)}
+                                            "refusals_told": len(self._refusals_told),
+                                            "nominations": len(self.nominations)}
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -218,11 +224,13 @@ class Extender:
         return opening.round, rounds.quota(opening.round, pod.uid), None
 
     def _evaluate(self, state: ClusterView | RequestNodes, pod: PodInfo, policy: PlacementPolicy | None,
-                  strategy: Strategy | None, names: Sequence[str], now: float, eval_now: float,
-                  ) -> tuple[Evaluation, Round | None]:
+                  strategy: Strategy | None, names: Sequence[str] | None, now: float, eval_now: float,
+                  sent: Sequence[str] = ()) -> tuple[Evaluation, Round | None]:
+        """``names``: the nodes judged (None: every node of the view); ``sent``: the nodes the
+        scheduler sent, which a round that cannot be planned refuses (default: ``names``)."""
         rnd, left, failed_plan = self._round(state, pod, policy, now, eval_now)
         if failed_plan is not None:
-            return Evaluation(rounds.refused_by_round(failed_plan, names)), None
+            return Evaluation(rounds.refused_by_round(failed_plan, sent or names or ())), None
         ev = evaluate_pod(state, pod, policy, self.core_settings, eval_now,
                           nodes=names, quota=left, strategy=strategy)
         if rnd is not None:
@@ -260,15 +268,27 @@ class Extender:
                                      **kept_off}, raw_nodes, self._echo)
             eval_now = self.eval_clock()
             state = self._state(overrides)
-            ev, rnd = self._evaluate(state, pod, policy, strategy, judged, now, eval_now)
+            # kube-scheduler tries a pod's nominated node alone first: berth still judges the whole
+            # cluster and passes that node only if it is the one its strategy ranks first
+            nominated = (judged[0] if len(judged) == 1 and not overrides and steered is NO_STEER
+                         and judged[0] == _nominated_node_name(args.Pod) else None)
+            if nominated is None and pod.uid in self.nominations:
+                # kube-scheduler's cycle began before it saw berth's nomination, or its own filters refused the node
+                del self.nominations[pod.uid]
+                self.metrics.nominations.labels("late").inc()
+            ev, rnd = self._evaluate(state, pod, policy, strategy, judged if nominated is None else None, now,
+                                     eval_now, names)
             if steered.hold is not None:
                 honour_target(state, pod, steered.hold, ev)  # type: ignore[arg-type]
             decision = self._stamp(ev.decision, "filter")
-            failed, unresolvable = failed_nodes(decision.refused)
+            winner = decision.winner
+            if nominated is None:
+                failed, unresolvable = failed_nodes(decision.refused)
+                passing = ev.passing
+            else:
+                failed, unresolvable, passing = self._judge_nominated(nominated, decision, pod.uid)
             unresolvable.update((n, scheduler_text(r)) for n, r in bad_nodes.items())
             unresolvable.update(kept_off)
-            passing = ev.passing
-            winner = decision.winner
             if winner is not None:  # a candidate, so among the passing nodes
                 store.assume(pod, winner, bound=False, deadline=now + self.settings.tentative_ttl_seconds,
                              round_key=rnd.policy if rnd is not None else None)
@@ -289,6 +309,38 @@ class Extender:
             # One feasible node: kube-scheduler binds it without scoring or asking prioritize.
             passing = [winner]
         return filter_reply(cache_capable, passing, failed, unresolvable, raw_nodes, self._echo)
+
+    def _judge_nominated(self, node: str, decision: Decision, uid: str
+                         ) -> tuple[dict[str, str], dict[str, str], list[str]]:
+        """filter's answer, (FailedNodes, FailedAndUnresolvableNodes, passing), when kube-scheduler
+        sent the pod's nominated node alone and ``decision`` judged the whole cluster: the node
+        passes only if it is the one berth's strategy ranks first; otherwise it is refused (for
+        its own refusal, or because berth now prefers another node), and kube-scheduler goes on to
+        filter every node, so a stale nomination costs a round trip and never a placement."""
+        berths = self.nominations.pop(uid, None) == node
+        if decision.winner == node:
+            if berths:
+                self.metrics.nominations.labels("hit").inc()
+            return {}, {}, [node]
+        if berths:
+            self.metrics.nominations.labels("missed").inc()
+        refusal = decision.refused.get(node)
+        if refusal is not None:
+            failed, unresolvable = failed_nodes(Refused({node: refusal}))
+            return failed, unresolvable, []
+        if decision.winner is not None:
+            why = f"berth: its strategy now ranks {decision.winner} first"
+        else:
+            why = f"berth: {decision.error.message}" if decision.error is not None else "berth: no node takes the pod"
+        return {node: scheduler_text(why)}, {}, []
+
+    def nominated(self, uid: str, node: str) -> None:
+        """The nominator set the pod's nominated node: its filter counts a hit or a miss."""
+        kept = self.nominations
+        kept[uid] = node
+        kept.move_to_end(uid)
+        while len(kept) > NOMINATIONS_KEPT:
+            kept.popitem(last=False)
 
     @staticmethod
     def _steered(steered: Steer, judged: Sequence[str]) -> tuple[list[str], dict[str, str]]:
@@ -529,6 +581,13 @@ def _bind_record(node: str, earlier: DecisionRecord | None, recheck: Decision, *
         "trigger": "bind", "time": recheck.time, "winner": winner, "warnings": warnings, "error": None,
         "round": round_plan(recheck.round_id, plan, node, whole=whole_plan) if plan is not None else base.round,
     }).cut(ANNOTATION_LIMIT)
+
+
+def _nominated_node_name(raw: Mapping[str, Any]) -> str | None:
+    """The request's pod's ``status.nominatedNodeName``."""
+    status = raw.get("status")
+    node = status.get("nominatedNodeName") if isinstance(status, Mapping) else None
+    return node if isinstance(node, str) and node else None
 
 
 def _resource_version(raw: Mapping[str, Any]) -> str:

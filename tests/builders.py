@@ -160,6 +160,8 @@ class PodBuilder:
         self._owner: Owner | None = None
         self._created = CREATED
         self._rv = "1"
+        self._nominated: str | None = None
+        self._scheduler = "default-scheduler"
 
     def namespace(self, namespace: str) -> Self:
         self._namespace = namespace
@@ -258,6 +260,16 @@ class PodBuilder:
         self._rv = resource_version
         return self
 
+    def nominated(self, node: str | None) -> Self:
+        """status.nominatedNodeName."""
+        self._nominated = node
+        return self
+
+    def scheduler(self, name: str) -> Self:
+        """spec.schedulerName (default: default-scheduler)."""
+        self._scheduler = name
+        return self
+
     @property
     def _the_uid(self) -> str:
         return self._uid if self._uid is not None else f"uid-{self._namespace}-{self._name}"
@@ -274,7 +286,7 @@ class PodBuilder:
         container: dict[str, Any] = {"name": "c", "image": "registry.k8s.io/pause:3.10"}
         if requests:
             container["resources"] = {"requests": requests}
-        spec: dict[str, Any] = {"containers": [container], "schedulerName": "default-scheduler"}
+        spec: dict[str, Any] = {"containers": [container], "schedulerName": self._scheduler}
         if self._node:
             spec["nodeName"] = self._node
         if self._tolerations:
@@ -291,7 +303,10 @@ class PodBuilder:
             meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": self._owner.kind, "name": self._owner.name,
                                         "uid": f"uid-{self._owner.name}", "controller": True}]
         phase = self._phase or ("Running" if self._node else "Pending")
-        return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": phase}}
+        status: dict[str, Any] = {"phase": phase}
+        if self._nominated:
+            status["nominatedNodeName"] = self._nominated
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
 
 
 class PolicyBuilder:
