@@ -27,6 +27,7 @@ from berth.extender.authz import ApiGate, Denied, Reviewer
 from berth.extender.binder import Binder, MemoryBinder
 from berth.extender.engine import Extender
 from berth.extender.metrics import Metrics
+from berth.extender.nominator import Nominator
 from berth.extender.questions import Questions
 from berth.extender.routes import explain, operations, page, scheduler
 from berth.extender.settings import ExtenderSettings
@@ -83,8 +84,16 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
     engine = Extender(store, settings, binder or MemoryBinder(store), metrics, clock=clock,
                       eval_clock=eval_clock)
 
+    nominator = None
+    if settings.nominate:
+        nominator = Nominator(engine, engine.binder.nominate, schedulers=settings.nominated_schedulers(),
+                              queue_size=settings.nominate_queue, per_second=settings.nominate_per_second)
+        store.on_pending = nominator.offer
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if nominator is not None:
+            nominator.start()
         if source is not None:
             source.start()
         try:
@@ -92,6 +101,8 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
         finally:
             if source is not None:
                 source.stop()
+            if nominator is not None:
+                await nominator.stop()
             if isinstance(engine.binder, Closing):
                 await engine.binder.close()
 
@@ -101,6 +112,7 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
                                   "explain API")
     # what the dependencies of berth.extender.routes.deps give the routes
     app.state.engine = engine
+    app.state.nominator = nominator
     app.state.questions = Questions(store, engine.core_settings, engine.binder,
                                     round_timeout_seconds=settings.round_timeout_seconds, clock=engine.clock,
                                     eval_clock=engine.eval_clock)

@@ -57,6 +57,10 @@ class Binder(Protocol):
 
     async def fetch_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
+    async def nominate(self, pod: PodInfo, node: str) -> None:
+        """Set the pending pod's ``status.nominatedNodeName`` (:mod:`berth.extender.nominator`)."""
+        ...
+
     async def fetch_drain(self, name: str) -> dict[str, Any] | None:
         """The NodeDrain ``name`` as the API server has it, or None when there is none."""
         ...
@@ -174,6 +178,9 @@ class MemoryBinder:
     async def fetch_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         return None
 
+    async def nominate(self, pod: PodInfo, node: str) -> None:
+        """Offline no scheduler reads a nomination: nothing is written."""
+
     async def fetch_drain(self, name: str) -> dict[str, Any] | None:
         """Offline there is no API server, hence no NodeDrain."""
         return None
@@ -208,6 +215,16 @@ class KubeBinder:
                                    body)
         except ApiError as exc:
             raise BindError(f"cannot bind pod {pod.key} to {node}: {_api_reason(exc)}") from None
+
+    async def nominate(self, pod: PodInfo, node: str) -> None:
+        # A merge patch of the status subresource; metadata.uid makes it a precondition (a pod
+        # recreated under the same name is not touched: the API server refuses a changed uid).
+        body = {"metadata": {"uid": pod.uid}, "status": {"nominatedNodeName": node}}
+        try:
+            await self.api.request("PATCH", f"/api/v1/namespaces/{_seg(pod.namespace)}/pods/{_seg(pod.name)}/status",
+                                   body, content_type="application/merge-patch+json")
+        except ApiError as exc:
+            raise BindError(f"cannot nominate {node} for pod {pod.key}: {_api_reason(exc)}") from None
 
     async def record_event(self, pod: PodInfo, node: str, message: str) -> None:
         if self.record_events and message:

@@ -58,6 +58,13 @@ class ExtenderSettings(BaseSettings):
     # filter answers a governed pod with berth's winner alone: kube-scheduler then skips scoring
     # (one feasible node) and prioritize; for large clusters (extender/README.md, "Configuration")
     filter_winner_only: bool = False
+    # berth writes the node it plans for a pending pod it governs into status.nominatedNodeName before
+    # kube-scheduler's cycle, which then tries that node alone first (extender/README.md, "Nominate")
+    nominate: bool = False
+    nominate_schedulers: str = "berth-scheduler"  # comma-separated: the schedulerNames (profiles) that call
+    # berth; only their pods are nominated
+    nominate_queue: int = Field(default=10000, ge=1, le=1_000_000)  # pods waiting for a nomination; more dropped
+    nominate_per_second: float = Field(default=300.0, gt=0, le=10000)  # nominations written a second at most
     decisions_kept: int = Field(default=5000, ge=0, le=1_000_000)  # latest decisions kept in memory
     record_events: bool = True  # an Event on the pod at bind (BerthPlaced) and when no node takes it (BerthRefused)
     watch_timeout_seconds: int = Field(default=300, ge=10, le=3600)  # server-side watch timeout, then re-watch
@@ -113,6 +120,10 @@ class ExtenderSettings(BaseSettings):
             log.warning("setting BERTH_%s=%r is invalid (%s); using the safe default %r",
                         field.upper(), value, exc.errors()[0]["msg"], default)
             return default
+
+    def nominated_schedulers(self) -> frozenset[str]:
+        """The schedulerNames whose pods berth nominates."""
+        return frozenset(n.strip() for n in self.nominate_schedulers.split(",") if n.strip())
 
     def core(self) -> Settings:
         return Settings(

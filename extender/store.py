@@ -59,9 +59,9 @@ from berth.core import (
 )
 from berth.extender.drain_holds import DRAIN_HOLD_SECONDS, GONE_KEPT, DrainHolds
 
-_ParsedPod = tuple[PodInfo, RoundMark | None, str | None, str | None]
+_ParsedPod = tuple[PodInfo, RoundMark | None, str | None, str | None, str | None]
 """A pod as read from the API: the pod, the round it records when bound, its nominated node when
-pending, and when bound the evicted pod whose drain hold it took."""
+pending, when bound the evicted pod whose drain hold it took, and when pending its schedulerName."""
 
 log = logging.getLogger("berth.extender.store")
 
@@ -118,6 +118,8 @@ class ClusterStore(DrainHolds):
         # fixed so that a scrape can read the counts while a watch thread adds to them.
         self.unreadable: dict[str, int] = dict.fromkeys(("nodes", "leases", "pods"), 0)
         self.on_confirm: Callable[[str], None] | None = None
+        # a pending pod with no nominated node and no assumption, and its schedulerName (the nominator)
+        self.on_pending: Callable[[PodInfo, str | None], None] | None = None
         self._init_drains(drain_hold_seconds)
 
     # -- readiness ---------------------------------------------------------------------
@@ -237,9 +239,9 @@ class ClusterStore(DrainHolds):
         parsed = self._parse_pod(obj)
         if parsed is None:
             return
-        pod, mark, nominated, replaced = parsed
+        pod, mark, nominated, replaced, scheduler = parsed
         with self.lock:
-            self._apply_pod_locked(pod, nominated)
+            self._apply_pod_locked(pod, nominated, scheduler)
             if mark is not None:
                 self._note_round(pod, mark)
             if replaced is not None:
@@ -255,10 +257,10 @@ class ClusterStore(DrainHolds):
             log.warning("ignoring a pod berth cannot read: %s", exc)
             return None
         if pod.node_name:
-            return pod, _round_mark(obj), None, _annotation(obj, HOLD_ANNOTATION)
-        return pod, None, _nominated_node(obj), None
+            return pod, _round_mark(obj), None, _annotation(obj, HOLD_ANNOTATION), None
+        return pod, None, _nominated_node(obj), None, _scheduler_name(obj)
 
-    def _apply_pod_locked(self, pod: PodInfo, nominated: str | None = None) -> None:
+    def _apply_pod_locked(self, pod: PodInfo, nominated: str | None = None, scheduler: str | None = None) -> None:
         uid = pod.uid
         if pod.node_name:
             self._pending_remove(uid)
@@ -283,6 +285,8 @@ class ClusterStore(DrainHolds):
             self.assume(pod, nominated, bound=False, deadline=float("inf"), nominated=True)
         elif not self.view.is_assumed(uid):
             self.view.remove_pod(uid)
+        if not nominated and not pod.terminating and self.on_pending is not None and uid not in self.assumed:
+            self.on_pending(pod, scheduler)
 
     def delete_pod(self, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}
@@ -528,8 +532,8 @@ class ClusterStore(DrainHolds):
             if one is not None:
                 parsed.append(one)
         with self.lock:
-            for pod, mark, nominated, replaced in parsed:
-                self._apply_pod_locked(pod, nominated)
+            for pod, mark, nominated, replaced, scheduler in parsed:
+                self._apply_pod_locked(pod, nominated, scheduler)
                 seen.add(pod.uid)
                 if mark is not None:
                     self._note_round(pod, mark)
@@ -614,6 +618,12 @@ def _nominated_node(obj: Mapping[str, Any]) -> str | None:
     status = obj.get("status")
     node = status.get("nominatedNodeName") if isinstance(status, Mapping) else None
     return node if isinstance(node, str) and node else None
+
+
+def _scheduler_name(obj: Mapping[str, Any]) -> str | None:
+    spec = obj.get("spec")
+    name = spec.get("schedulerName") if isinstance(spec, Mapping) else None
+    return name if isinstance(name, str) and name else None
 
 
 def _round_mark(obj: Mapping[str, Any]) -> RoundMark | None:

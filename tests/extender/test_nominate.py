@@ -1,0 +1,172 @@
+"""berth nominates pending pods' nodes before kube-scheduler's cycle (extender/nominator.py), and
+its filter, sent a pod's nominated node alone, still judges the whole cluster."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from berth.extender.nominator import Nominator
+from tests.builders import make_node, make_pod, make_policy
+from tests.extender.helpers import Harness, harness
+
+SCHED = "berth-scheduler"
+
+
+def counted(h: Harness, result: str) -> float:
+    value = h.app.state.engine.metrics.registry.get_sample_value("berth_nominations_total", {"result": result})
+    return value or 0.0
+
+
+def nominating(objects: list[dict[str, Any]], **settings: Any) -> tuple[Harness, Nominator]:
+    h = harness(objects, nominate=True, nominate_schedulers=SCHED, **settings)
+    nominator = h.app.state.nominator
+    assert isinstance(nominator, Nominator)
+    return h, nominator
+
+
+def pending(name: str, **kw: Any) -> dict[str, Any]:
+    builder = make_pod(name).scheduler(kw.pop("scheduler", SCHED))
+    if "labels" in kw:
+        builder = builder.labels(kw.pop("labels"))
+    if "nominated" in kw:
+        builder = builder.nominated(kw.pop("nominated"))
+    if "on" in kw:
+        builder = builder.on(kw.pop("on"))
+    return builder.obj()
+
+
+def plan_queued(nominator: Nominator) -> dict[str, str]:
+    """What the nominator's task plans for the pods queued now: pod name -> node."""
+    return {pod.name: node for pod, node in nominator.plan(nominator.take(1000))}
+
+
+NODES = [make_node("a").cpu("4").obj(), make_node("b").cpu("4").obj(), make_node("c").cpu("4").obj()]
+
+
+# -- the nominator --------------------------------------------------------------------------------
+
+def test_nominates_each_pod_the_node_filter_would_choose_in_turn() -> None:
+    h, nominator = nominating([*NODES, make_policy("web").strategy("Spread").obj()])
+    for i in range(3):
+        h.store.apply_pod(pending(f"web-{i}"))
+    planned = plan_queued(nominator)
+    assert planned == {"web-0": "a", "web-1": "b", "web-2": "c"}
+    entry = h.store.assumed["uid-shop-web-1"]
+    assert entry.nominated and entry.pod.node_name == "b"  # counted there until bound or renominated
+    # kube-scheduler tries each nominated node alone: berth passes it (a hit) and binds there
+    for i, node in enumerate("abc"):
+        pod = pending(f"web-{i}", nominated=node)
+        assert h.filter(pod, [node])["NodeNames"] == [node]
+        assert h.bind(pod, node) == ""
+    assert counted(h, "hit") == 3
+    assert counted(h, "missed") == 0
+
+
+SKIPPED = [
+    # (name, pod, policy objects)
+    ("a pod no policy selects", {"labels": {"app": "other"}}, [make_policy("web").obj()]),
+    ("a pod of another scheduler", {"scheduler": "default-scheduler"}, [make_policy("web").obj()]),
+    ("a pod already nominated", {"nominated": "b"}, [make_policy("web").obj()]),
+    ("a bound pod", {"on": "b"}, [make_policy("web").obj()]),
+]
+
+
+@pytest.mark.parametrize(("pod_kw", "objects"), [r[1:] for r in SKIPPED], ids=[r[0] for r in SKIPPED])
+def test_skips_pods_berth_may_not_nominate(pod_kw: dict[str, Any], objects: list[dict[str, Any]]) -> None:
+    h, nominator = nominating([*NODES, *objects])
+    h.store.apply_pod(pending("web-0", **pod_kw))
+    assert plan_queued(nominator) == {}
+
+
+def test_skips_a_pod_bound_while_it_waited_in_the_queue() -> None:
+    h, nominator = nominating([*NODES, make_policy("web").obj()])
+    h.store.apply_pod(pending("web-0"))
+    h.store.apply_pod(pending("web-0", on="c"))
+    assert nominator.queued() == 1
+    assert plan_queued(nominator) == {}
+
+
+def test_skips_a_pod_whose_filter_already_came() -> None:
+    h, nominator = nominating([*NODES, make_policy("web").strategy("Spread").obj()])
+    pod = pending("web-0")
+    h.store.apply_pod(pod)
+    h.filter(pod)  # kube-scheduler's cycle came first: berth's winner counts there already
+    assert plan_queued(nominator) == {}
+
+
+def test_a_full_queue_drops_and_counts() -> None:
+    h, nominator = nominating([*NODES, make_policy("web").obj()], nominate_queue=2)
+    for i in range(5):
+        h.store.apply_pod(pending(f"web-{i}"))
+    assert nominator.queued() == 2
+    assert counted(h, "dropped") == 3
+    assert set(plan_queued(nominator)) == {"web-0", "web-1"}
+
+
+def test_a_stale_nomination_is_refused_and_the_pod_placed_where_berth_decides() -> None:
+    h, nominator = nominating([*NODES, make_policy("web").strategy("Spread").obj()])
+    h.store.apply_pod(pending("web-0"))
+    assert plan_queued(nominator) == {"web-0": "a"}
+    h.store.apply_node(make_node("a").cpu("4").cordoned().obj())  # the nominated node is cordoned meanwhile
+    pod = pending("web-0", nominated="a")
+    first = h.filter(pod, ["a"])
+    assert first["NodeNames"] == []
+    assert counted(h, "missed") == 1
+    # kube-scheduler falls back to filtering every node: berth's winner is placed
+    assert h.schedule(pod, ["a", "b", "c"]) == "b"
+
+
+def test_a_filter_sent_every_node_for_a_nominated_pod_counts_late() -> None:
+    h, nominator = nominating([*NODES, make_policy("web").strategy("Spread").obj()])
+    h.store.apply_pod(pending("web-0"))
+    plan_queued(nominator)
+    assert h.schedule(pending("web-0"), ["a", "b", "c"]) == "a"
+    assert counted(h, "late") == 1
+
+
+def test_rounds_are_planned_within_the_round() -> None:
+    h, nominator = nominating([*NODES, make_policy("web").strategy("Fill").count(2).obj()])
+    for i in range(4):
+        h.store.apply_pod(pending(f"web-{i}"))
+    planned = plan_queued(nominator)
+    assert sorted(planned.values()).count(planned["web-0"]) == 2  # Fill: two on a node, as the round plans
+    assert len(set(planned.values())) == 2
+    for name, node in planned.items():
+        pod = pending(name, nominated=node)
+        assert h.filter(pod, [node])["NodeNames"] == [node]
+        assert h.bind(pod, node) == ""
+    assert counted(h, "hit") == 4
+
+
+def test_the_task_writes_nominations_and_a_failed_write_releases_the_place() -> None:
+    h, nominator = nominating([*NODES, make_policy("web").strategy("Spread").obj()])
+    written: dict[str, str] = {}
+
+    async def write(pod: Any, node: str) -> None:
+        if pod.name == "web-1":
+            raise RuntimeError("409 Conflict")
+        written[pod.name] = node
+
+    nominator.write = write
+
+    async def run() -> None:
+        nominator.start()
+        try:
+            for i in range(3):
+                h.store.apply_pod(pending(f"web-{i}"))
+            for _ in range(200):
+                if counted(h, "made") + counted(h, "failed") >= 3:
+                    break
+                await asyncio.sleep(0.01)
+        finally:
+            await nominator.stop()
+
+    asyncio.run(run())
+    assert written == {"web-0": "a", "web-2": "c"}
+    assert counted(h, "made") == 2
+    assert counted(h, "failed") == 1
+    assert "uid-shop-web-1" not in h.store.assumed  # its place on b is free again
+    assert h.store.assumed["uid-shop-web-2"].pod.node_name == "c"

@@ -1,0 +1,188 @@
+"""End to end: berth nominates a governed pending pod's node (``status.nominatedNodeName``) and a
+real kube-scheduler (v1.37) tries that node alone first, through berth's filter, and binds it;
+a nomination berth no longer stands by is refused and the pod lands where berth decides.
+
+Run: ``bash hack/build-k8s.sh && pytest -m e2e tests/extender/test_nominate_e2e.py``.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from kubernetes import client as k8s
+from prometheus_client.parser import text_string_to_metric_families
+
+from berth.extender.app import create_app
+from berth.extender.binder import KubeBinder
+from berth.extender.live_view import KubeSource, LiveView
+from berth.extender.metrics import Metrics
+from berth.extender.scheduler_config import scheduler_config
+from berth.extender.settings import ExtenderSettings
+from berth.extender.store import ClusterStore
+from tests.e2e.harness import ControlPlane, NodeSpec, Scheduler, simple_pod, wait_for
+from tests.e2e.harness.fixtures import (  # noqa: F401  (pytest fixtures)
+    control_plane,
+    e2e_namespace,
+    kube_api,
+    make_nodes,
+    node_leases,
+    start_scheduler,
+)
+from tests.e2e.harness.process import free_port
+from tests.extender.test_e2e import CRD
+
+pytestmark = pytest.mark.e2e
+
+SCHEDULER = "berth-nominate-e2e"
+
+
+@pytest.fixture(scope="module")
+def crd(control_plane: ControlPlane) -> None:  # noqa: F811
+    control_plane.apply_crds(CRD)
+
+
+@pytest.fixture
+def extender(control_plane: ControlPlane, crd: None) -> Iterator[str]:  # noqa: F811
+    """berth's extender with the nominate profile's settings, nominating the pods of :data:`SCHEDULER`."""
+    api = control_plane.api_client()
+    settings = ExtenderSettings(api_anonymous=True, filter_winner_only=True, nominate=True,
+                                nominate_schedulers=SCHEDULER)
+    store = ClusterStore(leases_tracked=True)
+    metrics = Metrics(store)
+    live = LiveView(store, KubeSource(api), metrics=metrics, watch_timeout_seconds=60, settle_heap=False)
+    app = create_app(store, settings, binder=KubeBinder(api), source=live, metrics=metrics)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                           access_log=False))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    wait_for(lambda: _ready(url), lambda ok: ok, timeout=60, what="the extender ready")
+    try:
+        yield url
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        api.close()
+
+
+def _ready(url: str) -> bool:
+    try:
+        return httpx.get(url + "/readyz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _nominations(url: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(httpx.get(url + "/metrics", timeout=10).text):
+        if family.name == "berth_nominations":
+            out.update((s.labels["result"], s.value) for s in family.samples if s.name.endswith("_total"))
+    return out
+
+
+def _policy(api: Any, namespace: str, strategy: str, selector: dict[str, str], url: str) -> None:
+    k8s.CustomObjectsApi(api).create_namespaced_custom_object(
+        "berth.dev", "v1alpha1", namespace, "placementpolicies", {
+            "apiVersion": "berth.dev/v1alpha1", "kind": "PlacementPolicy",
+            "metadata": {"name": "web", "namespace": namespace},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}, "strategy": strategy,
+                     "nodeFilter": {"labels": selector}}})
+    wait_for(lambda: httpx.get(url + "/api/v1/nodes/allocations").json()["policies"],
+             lambda policies: f"{namespace}/web" in policies, timeout=30, what="the policy in berth's view")
+
+
+def _nominated(core: Any, namespace: str, names: list[str]) -> dict[str, str]:
+    def seen() -> dict[str, str]:
+        pods = {p.metadata.name: p for p in core.list_namespaced_pod(namespace).items}
+        return {n: pods[n].status.nominated_node_name for n in names
+                if n in pods and pods[n].status.nominated_node_name}
+
+    return wait_for(seen, lambda got: len(got) == len(names), timeout=30,  # type: ignore[no-any-return]
+                    what=f"{len(names)} pods nominated", describe=lambda got: f"nominated so far: {got}")
+
+
+def _bound(core: Any, namespace: str, names: list[str]) -> dict[str, Any]:
+    def placed() -> dict[str, Any]:
+        pods = {p.metadata.name: p for p in core.list_namespaced_pod(namespace).items}
+        return {n: pods[n] for n in names if n in pods and pods[n].spec.node_name}
+
+    return wait_for(placed, lambda got: len(got) == len(names), timeout=60,  # type: ignore[no-any-return]
+                    what=f"{len(names)} pods bound", describe=lambda got: f"bound so far: {sorted(got)}")
+
+
+def _start(start: Callable[..., Scheduler], url: str) -> Scheduler:
+    config = scheduler_config(url)
+    config["profiles"] = [{"schedulerName": SCHEDULER}]
+    return start(config, name=SCHEDULER)
+
+
+def test_governed_pods_are_nominated_and_land_on_their_nominated_nodes(
+    kube_api: Any,  # noqa: F811
+    make_nodes: Callable[..., list[str]],  # noqa: F811
+    e2e_namespace: str,  # noqa: F811
+    start_scheduler: Callable[..., Scheduler],  # noqa: F811
+    extender: str,
+) -> None:
+    run = "r" + uuid.uuid4().hex[:6]
+    selector = {"berth.e2e/nominate": run}
+    nodes = make_nodes(*(NodeSpec(f"nom-{run}-{i}", cpu="4", memory="8Gi", labels=selector) for i in range(3)))
+    _policy(kube_api, e2e_namespace, "Spread", selector, extender)
+    core: Any = k8s.CoreV1Api(kube_api)
+    web = [f"web-{i}" for i in range(3)]
+    for name in web:  # pending before kube-scheduler runs: berth nominates them first
+        core.create_namespaced_pod(e2e_namespace, k8s.V1Pod.model_validate(
+            simple_pod(name, cpu="1", memory="256Mi", labels={"app": "web"}, scheduler_name=SCHEDULER)))
+    nominated = _nominated(core, e2e_namespace, web)
+    assert sorted(nominated.values()) == sorted(nodes)  # Spread: one a node, planned in turn
+
+    _start(start_scheduler, extender)
+    placed = _bound(core, e2e_namespace, web)
+    assert {n: p.spec.node_name for n, p in placed.items()} == nominated
+    counts = _nominations(extender)
+    assert counts.get("made") == 3
+    assert counts.get("hit") == 3, counts  # berth's filter was sent each nominated node alone and passed it
+    # the API server clears the nomination when it binds the pod (ClearingNominatedNodeNameAfterBinding)
+    assert all(p.status.nominated_node_name is None for p in placed.values())
+
+
+def test_a_stale_nomination_still_lands_where_berth_decides(
+    kube_api: Any,  # noqa: F811
+    make_nodes: Callable[..., list[str]],  # noqa: F811
+    e2e_namespace: str,  # noqa: F811
+    start_scheduler: Callable[..., Scheduler],  # noqa: F811
+    extender: str,
+) -> None:
+    run = "r" + uuid.uuid4().hex[:6]
+    selector = {"berth.e2e/nominate": run}
+    first, second = make_nodes(NodeSpec(f"nom-{run}-a", cpu="4", memory="8Gi", labels=selector),
+                               NodeSpec(f"nom-{run}-b", cpu="4", memory="8Gi", labels=selector))
+    _policy(kube_api, e2e_namespace, "Spread", selector, extender)
+    core: Any = k8s.CoreV1Api(kube_api)
+    core.create_namespaced_pod(e2e_namespace, k8s.V1Pod.model_validate(
+        simple_pod("web-0", cpu="1", memory="256Mi", labels={"app": "web"}, scheduler_name=SCHEDULER)))
+    nominated = _nominated(core, e2e_namespace, ["web-0"])["web-0"]
+    assert nominated == first
+    # The nominated node fills up before kube-scheduler comes: it still fits the pod (kube-scheduler's
+    # own filters pass it), but Spread now ranks the other node first.
+    def requested_cpu() -> int:
+        return int(httpx.get(extender + "/api/v1/nodes/allocations").json()["nodes"][first]["requested"]["cpu"])
+
+    before = requested_cpu()  # the nominated pod counts there already
+    filler = simple_pod("filler", cpu="2", memory="256Mi", labels={"app": "filler"})
+    filler["spec"]["nodeName"] = first  # bound directly, as a pod of another scheduler would be
+    core.create_namespaced_pod(e2e_namespace, k8s.V1Pod.model_validate(filler))
+    wait_for(requested_cpu, lambda cpu: cpu > before, timeout=30, what="the filler in berth's view")
+
+    _start(start_scheduler, extender)
+    placed = _bound(core, e2e_namespace, ["web-0"])
+    assert placed["web-0"].spec.node_name == second  # berth's decision, not the stale nomination
+    counts = _nominations(extender)
+    assert counts.get("missed") == 1, counts
+    assert not counts.get("hit"), counts
