@@ -61,11 +61,13 @@ RECOMMENDED_WEIGHT = 30
 
 RECOMMENDED_PROFILE = "throughput"
 FULL_PROFILE = "full"
-PROFILES = (RECOMMENDED_PROFILE, FULL_PROFILE)
+NOMINATE_PROFILE = "nominate"
+PROFILES = (RECOMMENDED_PROFILE, FULL_PROFILE, NOMINATE_PROFILE)
 
 PROFILE_EXTENDER_ENV: dict[str, dict[str, str]] = {
-    RECOMMENDED_PROFILE: {"BERTH_FILTER_WINNER_ONLY": "true"},
-    FULL_PROFILE: {"BERTH_FILTER_WINNER_ONLY": "false"},
+    RECOMMENDED_PROFILE: {"BERTH_FILTER_WINNER_ONLY": "true", "BERTH_NOMINATE": "false"},
+    FULL_PROFILE: {"BERTH_FILTER_WINNER_ONLY": "false", "BERTH_NOMINATE": "false"},
+    NOMINATE_PROFILE: {"BERTH_FILTER_WINNER_ONLY": "true", "BERTH_NOMINATE": "true"},
 }
 """The extender settings each profile needs (the chart sets them from ``scheduler.profile``)."""
 

@@ -228,6 +228,39 @@ def test_extender_rbac_is_exactly_what_it_uses(default: Rendered) -> None:
     assert crb["subjects"] == [{"kind": "ServiceAccount", "name": "berth-extender", "namespace": NS}]
 
 
+NOMINATE_RBAC = [
+    # (name, values, the extender's cluster rules)
+    ("throughput: no pods/status", {"scheduler.profile": "throughput"}, expected.EXTENDER_CLUSTER),
+    ("full: no pods/status", {"scheduler.profile": "full"}, expected.EXTENDER_CLUSTER),
+    ("nominate: patch pods/status", {"scheduler.profile": "nominate"},
+     expected.EXTENDER_CLUSTER | expected.EXTENDER_NOMINATE),
+]
+
+
+@pytest.mark.parametrize(("values", "rules"), [c[1:] for c in NOMINATE_RBAC], ids=[c[0] for c in NOMINATE_RBAC])
+def test_extender_may_patch_pod_status_only_when_it_nominates(helm: Path, values: dict[str, Any],
+                                                              rules: set[tuple[str, str, str, str]]) -> None:
+    assert rules_of(render(helm, values).get("ClusterRole", "berth-extender")) == rules
+
+
+NOMINATE_SCHEDULERS = [
+    # (name, values, BERTH_NOMINATE_SCHEDULERS)
+    ("the chart's scheduler's pods", {"scheduler.enabled": True, "scheduler.profile": "nominate",
+                                      "scheduler.schedulerName": "placement"}, "placement"),
+    ("the cluster's own scheduler's pods", {"scheduler.profile": "nominate"}, "default-scheduler"),
+]
+
+
+@pytest.mark.parametrize(("values", "schedulers"), [c[1:] for c in NOMINATE_SCHEDULERS],
+                         ids=[c[0] for c in NOMINATE_SCHEDULERS])
+def test_nominate_profile_names_the_schedulers_whose_pods_berth_nominates(helm: Path, values: dict[str, Any],
+                                                                         schedulers: str) -> None:
+    container = _container(render(helm, values).get("Deployment", "berth-extender"))
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["BERTH_NOMINATE"] == "true"
+    assert env["BERTH_NOMINATE_SCHEDULERS"] == schedulers
+
+
 def test_operator_rbac_is_exactly_what_it_uses(default: Rendered, helm: Path) -> None:
     assert rules_of(default.get("ClusterRole", "berth-operator")) == expected.OPERATOR_CLUSTER
     two = render(helm, {"operator.replicas": 2})
@@ -556,6 +589,7 @@ PROFILE_CASES = [
     ("default-is-throughput", {"scheduler.enabled": True}, "throughput"),
     ("throughput", {"scheduler.enabled": True, "scheduler.profile": "throughput"}, "throughput"),
     ("full", {"scheduler.enabled": True, "scheduler.profile": "full"}, "full"),
+    ("nominate", {"scheduler.enabled": True, "scheduler.profile": "nominate"}, "nominate"),
 ]
 
 
