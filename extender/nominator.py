@@ -50,6 +50,9 @@ BATCH = 32
 IN_FLIGHT = 16
 """Nominations being written at once."""
 
+RETRY_SECONDS = 0.1
+"""How soon pods waiting for their policy's next round are planned again."""
+
 Write = Callable[[PodInfo, str], Awaitable[None]]
 """Writes a pod's ``status.nominatedNodeName`` (:meth:`berth.extender.binder.KubeBinder.nominate`)."""
 
@@ -71,6 +74,7 @@ class Nominator:
         self._task: asyncio.Task[None] | None = None
         self._writes: set[asyncio.Task[None]] = set()
         self._next_write = 0.0
+        self._deferred: list[PodInfo] = []
 
     # -- the queue (any thread) ------------------------------------------------------------
 
@@ -132,18 +136,23 @@ class Nominator:
         while True:
             await self._wake.wait()
             self._wake.clear()
+            waiting: list[PodInfo] = []
             while batch := self.take(BATCH):
                 try:
                     planned = self.plan(batch)
                 except Exception:  # a fault of one batch must not end the nominator
                     log.exception("cannot plan the nominations of %d pods", len(batch))
                     continue
+                waiting += self._deferred
                 for pod, node in planned:
                     await slots.acquire()
                     await self._pace()
                     task = asyncio.get_running_loop().create_task(self._nominate(pod, node, slots))
                     self._writes.add(task)
                     task.add_done_callback(self._writes.discard)
+            if waiting:  # tried again once kube-scheduler has had time to place the round's pods
+                self.requeue(waiting)
+                asyncio.get_running_loop().call_later(RETRY_SECONDS, self._wake.set)
 
     async def _pace(self) -> None:
         """At most ``per_second`` writes a second."""
@@ -178,10 +187,14 @@ class Nominator:
 
     def plan(self, pods: list[PodInfo]) -> list[tuple[PodInfo, str]]:
         """The node of each of ``pods`` berth still governs and may nominate, planned in turn and
-        counted there as nominated: runs of pods of one policy go through the core's placer together."""
+        counted there as nominated: runs of pods of one policy go through the core's placer together.
+        Pods of a Fill or Each policy whose round is used up while pods placed in it are not bound yet
+        wait in the queue (:meth:`deferred`): filter and bind judge each pod within the round in
+        force, so the next round opens only once the last one's pods are bound."""
         engine = self.engine
         store = engine.store
         planned: list[tuple[PodInfo, str]] = []
+        self._deferred = []
         with store.lock:
             now = engine.clock()
             engine._expire(now)
@@ -217,7 +230,11 @@ class Nominator:
         round_key = None
         quota = None
         if policy is not None and policy.strategy in ROUND_STRATEGIES:
-            rnd, quota, failed = engine._round(store.view, pods[0], policy, now, eval_now)
+            waiting = self._round_nominated(policy.key)
+            rnd, quota, failed = engine._round(store.view, pods[0], policy, now, eval_now, open_new=not waiting)
+            if rnd is None and failed is None and waiting:
+                self._deferred += pods  # the round in force is used up by pods not bound yet
+                return []
             if failed is not None or rnd is None:
                 return []  # no round can open: filter tells each pod why
             round_key = rnd.policy
@@ -226,4 +243,23 @@ class Nominator:
 
         # the cluster's settings (a pod no policy selects gets its default strategy from them)
         placed = place_in_turn(store.view, pods, policy, engine.core_settings, eval_now, put=put, quota=quota)
+        if round_key is not None:  # the pods beyond the round's places wait for the next round
+            self._deferred += [pod for pod, node in zip(pods, placed.nodes, strict=False) if node is None]
         return [(pod, node) for pod, node in zip(pods, placed.nodes, strict=False) if node is not None]
+
+    def _round_nominated(self, round_key: str) -> bool:
+        """Whether a pod placed in the round of ``round_key`` is not bound yet (nominated, or
+        chosen by its filter and waiting for its bind)."""
+        return any(entry.round_key == round_key and not entry.bound for entry in self.engine.store.assumed.values())
+
+    def deferred(self) -> list[PodInfo]:
+        """The pods the last :meth:`plan` left waiting for their policy's next round."""
+        return list(self._deferred)
+
+    def requeue(self, pods: list[PodInfo]) -> None:
+        """Put ``pods`` back at the head of the queue, in their order."""
+        with self._queue_lock:
+            for pod in reversed(pods):
+                if pod.uid not in self._queue:
+                    self._queue[pod.uid] = pod
+                    self._queue.move_to_end(pod.uid, last=False)

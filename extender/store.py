@@ -322,9 +322,11 @@ class ClusterStore(DrainHolds):
         return self._pending_by_ns.get(namespace, {}).values()
 
     def pending_governed(self, policy: PlacementPolicy) -> int:
-        """Pending pods the policy selects that berth has not placed yet."""
+        """Pending pods the policy selects that berth has not placed yet (a preemptor on its
+        nominated node is waiting; a pod berth nominated within a round is placed in it)."""
+        assumed = self.assumed
         return sum(1 for uid, pod in self._pending_by_ns.get(policy.namespace, {}).items()
-                   if (uid not in self.assumed or self.assumed[uid].nominated)
+                   if (uid not in assumed or (assumed[uid].nominated and assumed[uid].round_key is None))
                    and policy.governs(pod.namespace, pod.labels))
 
     def remember_pod(self, pod: PodInfo) -> None:

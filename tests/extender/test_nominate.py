@@ -170,3 +170,27 @@ def test_the_task_writes_nominations_and_a_failed_write_releases_the_place() -> 
     assert counted(h, "failed") == 1
     assert "uid-shop-web-1" not in h.store.assumed  # its place on b is free again
     assert h.store.assumed["uid-shop-web-2"].pod.node_name == "c"
+
+
+def test_pods_beyond_a_used_up_round_wait_until_its_pods_are_bound() -> None:
+    h, nominator = nominating([*NODES, make_policy("web").strategy("Fill").count(2).obj()])
+    for i in range(2):
+        h.store.apply_pod(pending(f"web-{i}"))
+    first = plan_queued(nominator)
+    assert len(first) == 2
+    for i in range(2, 4):
+        h.store.apply_pod(pending(f"web-{i}"))
+    assert plan_queued(nominator) == {}  # the round in force is used up and its pods are not bound
+    assert [p.name for p in nominator.deferred()] == ["web-2", "web-3"]
+    nominator.requeue(nominator.deferred())
+    for name, node in first.items():  # kube-scheduler places the round's pods
+        pod = pending(name, nominated=node)
+        assert h.filter(pod, [node])["NodeNames"] == [node]
+        assert h.bind(pod, node) == ""
+        h.store.apply_pod(make_pod(name).on(node).obj())  # the watch shows it bound
+    second = plan_queued(nominator)
+    assert set(second) == {"web-2", "web-3"}  # the next round
+    for name, node in second.items():
+        pod = pending(name, nominated=node)
+        assert h.filter(pod, [node])["NodeNames"] == [node]
+    assert counted(h, "hit") == 4
