@@ -23,6 +23,10 @@ of row run (default: all, in this order):
   extender/scheduler_config.py gives it, in a second extender process): filter answers a governed
   pod with its strategy's winner alone, so kube-scheduler skips scoring and prioritize; one row per
   strategy.
+* ``nominate`` (``berth-<strategy>-nominate``): the ``nominate`` profile: ``throughput``, and berth
+  nominates each governed pending pod's node (``status.nominatedNodeName``, extender/nominator.py)
+  before kube-scheduler's cycle, which tries that node alone first; one row per strategy, each
+  with its nominations (made, hit, missed, late) and hit rate.
 
 The summary prints each row's ratio to kube-scheduler alone (``default``) and to the no-op
 extender, the machine reference (a fixed CPU workload, before and after) with the load average,
@@ -80,6 +84,7 @@ import httpx  # noqa: E402
 import orjson  # noqa: E402
 import yaml  # noqa: E402
 from kubernetes import client as k8s  # noqa: E402
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from bench.bench_extender import (  # noqa: E402
     machine_reference_ms,
@@ -88,7 +93,12 @@ from bench.bench_extender import (  # noqa: E402
     server_side,
 )
 from bench.noop_extender import noop_scheduler_config  # noqa: E402
-from berth.extender.scheduler_config import FULL_PROFILE, PROFILE_EXTENDER_ENV, RECOMMENDED_PROFILE  # noqa: E402
+from berth.extender.scheduler_config import (  # noqa: E402
+    FULL_PROFILE,
+    NOMINATE_PROFILE,
+    PROFILE_EXTENDER_ENV,
+    RECOMMENDED_PROFILE,
+)
 from tests.e2e.harness import (  # noqa: E402
     ControlPlane,
     NodeSpec,
@@ -204,6 +214,7 @@ def run_one(cp: ControlPlane, api: Any, label: str, config: dict[str, Any], pods
         wait_for(lambda: extender.get("/api/v1/nodes/allocations")["policies"],
                  lambda got: f"{namespace}/bench" in got, timeout=60, what="the policy in berth's view")
     verbs_before = server_histogram(extender.url) if extender is not None else {}
+    nominations_before = nominations(extender.url) if extender is not None else {}
     calls_before = server_histogram(extender.url, API_CALLS, "call") if extender is not None else {}
     cpu_before = process_cpu_seconds(extender_pid(extender)) if extender is not None else 0.0
     watch = BindWatch(cp, namespace)  # opened before the pods exist: it sees every change
@@ -237,6 +248,11 @@ def run_one(cp: ControlPlane, api: Any, label: str, config: dict[str, Any], pods
             if calls:  # p99 as the histogram's buckets bound it (the bind target is read there)
                 log(f"{label}: extender {verb}: {calls:.0f} calls, {server_side(verbs_before, verbs_after, verb)}, "
                     f"{spent:.1f} s in all")
+        made = {k: v - nominations_before.get(k, 0.0) for k, v in nominations(extender.url).items()}
+        if made:
+            hits = made.get("hit", 0.0)
+            log(f"{label}: nominations " + ", ".join(f"{k} {v:.0f}" for k, v in sorted(made.items()))
+                + f"; hit rate {hits / len(times):.1%} of the pods bound")
         calls_after = server_histogram(extender.url, API_CALLS, "call")
         for call in sorted(calls_after):  # the part of bind the API server took
             log(f"{label}: extender bind's API call {call}: {server_side(calls_before, calls_after, call)}")
@@ -246,11 +262,27 @@ def run_one(cp: ControlPlane, api: Any, label: str, config: dict[str, Any], pods
             f"(bind span {last - first:.1f} s)")
     nodes_used = len({p["spec"]["nodeName"] for p in _pods(cp, namespace)})
     delete_pods(core, namespace)
-    result = {"config": label, "pods": len(times), "pods_per_second": round(rate, 1),
+    hit_rate = None
+    if extender is not None:
+        got = nominations(extender.url)
+        if got:
+            hit_rate = round((got.get("hit", 0.0) - nominations_before.get("hit", 0.0)) / len(times), 3)
+    result = {"config": label, "pods": len(times), "pods_per_second": round(rate, 1), "hit_rate": hit_rate,
               "bind_span_seconds": round(last - first, 2), "first_bind_after_start_seconds": round(first - t_start, 2),
               "nodes_used": nodes_used}
     log(json.dumps(result))
     return result
+
+
+def nominations(url: str) -> dict[str, float]:
+    """berth_nominations_total by result (empty when berth nominates nothing)."""
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(httpx.get(url + "/metrics", timeout=10).text):
+        if family.name == "berth_nominations":
+            for sample in family.samples:
+                if sample.name == "berth_nominations_total":
+                    out[sample.labels["result"]] = sample.value
+    return out
 
 
 def delete_pods(core: Any, namespace: str, attempts: int = 3) -> None:
@@ -297,7 +329,7 @@ def start_noop(cp: ControlPlane) -> tuple[ManagedProcess, str]:
     return proc, url
 
 
-ROWS = ("default", "default-100", "noop", "berth-none", "berth", "profile")
+ROWS = ("default", "default-100", "noop", "berth-none", "berth", "profile", "nominate")
 """The kinds of row ``--rows`` chooses from (module docstring: what each measures)."""
 
 
@@ -369,6 +401,18 @@ def main(argv: list[str] | None = None) -> int:
                     for strategy in strategies:
                         results.append(run_one(cp, api, f"berth-{strategy.lower()}-profile", berth, args.pods,
                                                extender, strategy, args.timeout, specs.get(strategy)))
+            if "nominate" in rows and strategies:
+                # the nominate profile: throughput, and berth nominates pending pods' nodes for the
+                # schedulers of these rows
+                labels = {s: f"berth-{s.lower()}-nominate" for s in strategies}
+                schedulers = ",".join(f"bench-{label}" for label in labels.values())
+                with running_extender(cp, {**env, **PROFILE_EXTENDER_ENV[NOMINATE_PROFILE],
+                                           "BERTH_NOMINATE_SCHEDULERS": schedulers},
+                                      "berth-extender-nominate", args.nodes) as extender:
+                    berth = {**berth_scheduler_config(extender.url, "bench-nominate"), **plain}
+                    for strategy in strategies:
+                        results.append(run_one(cp, api, labels[strategy], berth, args.pods, extender, strategy,
+                                               args.timeout, specs.get(strategy)))
         finally:
             api.close()
 
@@ -390,13 +434,15 @@ def main(argv: list[str] | None = None) -> int:
           f"whole run {elapsed / 60:.1f} min")
     print(machine_reference(reference_before))
     print(f"profile rows: {profile_summary()}")
-    print(f"{'config':<22} {'pods/s':>8} {'vs default':>11} {'vs noop':>8} {'bind span s':>12} "
-          f"{'first bind after s':>19} {'nodes used':>11}")
+    print(f"{'config':<24} {'pods/s':>8} {'vs default':>11} {'vs noop':>8} {'bind span s':>12} "
+          f"{'first bind after s':>19} {'nodes used':>11} {'hit rate':>9}")
     for r in results:
         vs_default = "-" if r["vs_default"] is None else r["vs_default"]
         vs_noop = "-" if r["vs_noop"] is None else r["vs_noop"]
-        print(f"{r['config']:<22} {r['pods_per_second']:>8} {vs_default:>11} {vs_noop:>8} "
-              f"{r['bind_span_seconds']:>12} {r['first_bind_after_start_seconds']:>19} {r['nodes_used']:>11}")
+        hit_rate = "-" if r["hit_rate"] is None else r["hit_rate"]
+        print(f"{r['config']:<24} {r['pods_per_second']:>8} {vs_default:>11} {vs_noop:>8} "
+              f"{r['bind_span_seconds']:>12} {r['first_bind_after_start_seconds']:>19} {r['nodes_used']:>11} "
+              f"{hit_rate:>9}")
     return 0
 
 
