@@ -14,6 +14,7 @@ from berth.extender.scheduler_config import (
     DEFAULT_SCORE_PLUGIN_WEIGHTS,
     FULL_PROFILE,
     MAX_NODE_SCORE,
+    NOMINATE_PROFILE,
     PROFILE_EXTENDER_ENV,
     PROFILES,
     RECOMMENDED_PROFILE,
@@ -95,12 +96,15 @@ def test_the_scheduler_configuration() -> None:
     assert second["extenders"][0]["enableHTTPS"] is True
 
 
-@pytest.mark.parametrize(("profile", "winner_only"), [(RECOMMENDED_PROFILE, True), (FULL_PROFILE, False)])
+@pytest.mark.parametrize(("profile", "winner_only", "nominate"),
+                         [(RECOMMENDED_PROFILE, True, False), (FULL_PROFILE, False, False),
+                          (NOMINATE_PROFILE, True, True)])
 def test_each_profiles_extender_settings_are_read_by_the_extender(monkeypatch: pytest.MonkeyPatch, profile: str,
-                                                                  winner_only: bool) -> None:
+                                                                  winner_only: bool, nominate: bool) -> None:
     """The settings a profile names (the chart sets them) are the extender's own, with the value
     the profile needs: a misspelt variable would be ignored and the profile silently lost."""
     for name, value in PROFILE_EXTENDER_ENV[profile].items():
         monkeypatch.setenv(name, value)
     assert ExtenderSettings().filter_winner_only is winner_only
+    assert ExtenderSettings().nominate is nominate
     assert set(PROFILES) == set(PROFILE_EXTENDER_ENV)
