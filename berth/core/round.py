@@ -51,10 +51,11 @@ from berth.core.candidates import CandidateSet
 from berth.core.decision import DECISION_ANNOTATION, Decision, DecisionRecord, Refusal, Refused
 from berth.core.errors import ErrorCode, PlacementError
 from berth.core.framework import collect_candidates
+from berth.core.index import rounds as kept_rounds
 from berth.core.kube import ObjectError, parse_time
 from berth.core.model import PodInfo
 from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy
-from berth.core.settings import Settings
+from berth.core.settings import Settings, index_from_environment
 from berth.core.strategies import each, fill
 from berth.core.view import ClusterState
 
@@ -82,10 +83,9 @@ class Round:
     placed: Mapping[str, str] = field(default_factory=dict)  # pod uid -> node
     closed: bool = False  # its policy changed: it takes no more pods
     carrier: str | None = None  # the pod whose decision records the plan (None: the next bind records it)
-    # node -> the plan's count minus the pods placed there, for every node of the plan, in its order:
-    # kept by consume and release from the round they change (a dict copy and one count), so that
-    # asking for a pod's places left costs no walk over the round's pods (two per pod at a bind)
-    _left: dict[str, int] = field(init=False, repr=False, compare=False)
+    # what the index keeps on the round (berth.core.index.rounds): its places left; always None with
+    # the index off
+    index: dict[str, int] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def id(self) -> str:
@@ -215,29 +215,28 @@ def quota(rnd: Round, exclude_uid: str = "") -> dict[str, int]:
     return {node: n for node, n in left.items() if n > 0}
 
 
+def counted_left(rnd: Round) -> dict[str, int]:
+    """Node -> the plan's count minus the round's pods placed there, for every node of the plan,
+    in its order: counted from the round's pods."""
+    used: dict[str, int] = {}
+    for node in rnd.placed.values():
+        used[node] = used.get(node, 0) + 1
+    return {node: count - used.get(node, 0) for node, count in rnd.plan.items()}
+
+
 def _left_of(rnd: Round) -> dict[str, int]:
-    """The round's counts left (:attr:`Round._left`), counted from its pods once when no change
-    of an earlier round gave them."""
-    try:
-        return rnd._left
-    except AttributeError:
-        used: dict[str, int] = {}
-        for node in rnd.placed.values():
-            used[node] = used.get(node, 0) + 1
-        left = {node: count - used.get(node, 0) for node, count in rnd.plan.items()}
-        object.__setattr__(rnd, "_left", left)
-        return left
+    """:func:`counted_left`, kept on the round by the index (read only). The round's functions take
+    no settings, so the index's switch is read from the environment (``BERTH_INDEX``)."""
+    if index_from_environment():
+        return kept_rounds.places_left(rnd, counted_left)
+    return counted_left(rnd)
 
 
 def _moved(rnd: Round, changed: Round, took: str | None, gave: str | None) -> Round:
-    """``changed`` (``rnd`` with one pod's place changed) with its counts left derived from
-    ``rnd``'s: a place taken on ``took`` and given back on ``gave``."""
-    left = dict(_left_of(rnd))
-    if gave is not None and gave in left:
-        left[gave] += 1
-    if took is not None and took in left:
-        left[took] -= 1
-    object.__setattr__(changed, "_left", left)
+    """``changed``: ``rnd`` with one pod's place taken on ``took`` and one given back on ``gave``;
+    with the index on, its counts left are kept, derived from ``rnd``'s."""
+    if index_from_environment():
+        kept_rounds.moved(rnd, changed, took, gave, counted_left)
     return changed
 
 

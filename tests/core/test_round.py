@@ -7,11 +7,13 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from berth.core import round as rounds
 from berth.core.decision import DECISION_ANNOTATION, Decision
 from berth.core.round import ROUND_ANNOTATION, Round, RoundMark
-from berth.core.settings import Settings
+from berth.core.settings import INDEX_VARIABLE, Settings
 from tests.builders import make_node, make_pod, make_policy
 from tests.core.builders import NOW, cluster
 
@@ -128,6 +130,47 @@ def test_sequence_is_what_next_node_and_consume_give_pod_after_pod() -> None:
         taken.append(where)
         rnd = rounds.consume(rnd, f"p{i}", where, NOW + i)
     assert taken == rounds.sequence(opened()) == ["b", "b", "a"]
+
+
+# A pod takes a place on a node (of the plan or not), gives its place back, or is seen recorded in
+# the round (as a restarted extender sees it).
+CHANGES = st.lists(st.tuples(st.sampled_from(["consume", "release", "note"]), st.sampled_from(["p0", "p1", "p2", "p3"]),
+                             st.sampled_from(["a", "b", "c"])), max_size=12)
+
+
+def _places_left_pod_by_pod(changes: list[tuple[str, str, str]], index: str) -> list[dict[str, dict[str, int]]]:
+    """Each pod's places left after each change, with ``BERTH_INDEX`` set to ``index``."""
+    seen = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(INDEX_VARIABLE, index)
+        rnd: Round | None = opened()
+        mark = RoundMark(opened().id, None, None)
+        for i, (change, uid, node) in enumerate(changes):
+            assert rnd is not None
+            if change == "consume":
+                rnd = rounds.consume(rnd, uid, node, NOW + i)
+            elif change == "release":
+                rnd = rounds.release(rnd, uid)
+            else:
+                rnd = rounds.note(rnd, mark, uid, node)
+            assert rnd is not None
+            seen.append({pod: rounds.quota(rnd, pod) for pod in ("", "p0", "p1", "p2", "p3")})
+    return seen
+
+
+@given(CHANGES)
+def test_places_left_kept_by_the_index_are_those_counted_from_the_pods(changes: list[tuple[str, str, str]]) -> None:
+    """With the index on, a round's places left are kept as its pods take and give them back;
+    with it off, counted from its pods at every ask: the same, whatever the changes."""
+    assert _places_left_pod_by_pod(changes, "on") == _places_left_pod_by_pod(changes, "off")
+
+
+def test_a_round_keeps_its_places_left_with_the_index_on_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    for index, kept in (("on", {"b": 1, "a": 1}), ("off", None)):
+        monkeypatch.setenv(INDEX_VARIABLE, index)
+        rnd = rounds.consume(opened(), "p0", "b", NOW + 1)
+        assert rounds.quota(rnd) == {"b": 1, "a": 1}
+        assert rnd.index == kept
 
 
 # -- expire at now ------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ the same.
 - topology spread's domain counts, caught up from the view's node log (:mod:`.spread`);
 - placement rules as node sets, the node-label ones kept until a node changes (:mod:`.rules`);
 - a round's nodes left standing between its pods (:mod:`.standing`, for
-  :func:`berth.core.plan.place_in_turn`).
+  :func:`berth.core.plan.place_in_turn`);
+- a Fill or Each round's places left, kept as its pods take and give them back (:mod:`.rounds`).
 
 The plain path never calls into this package, so with the index off no state gets an index and
 nothing beyond the plain data is kept.
