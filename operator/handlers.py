@@ -571,6 +571,10 @@ class OperatorState:
                     self._bodies[uid] = {**seen, "status": outcome.status}
         finally:
             self._computing.discard(uid)
+            with self._marks:
+                marked = uid in self._dirty
+            if marked:  # a pod change came meanwhile: the loop skipped it and waits for no other wake
+                self._wake()
         self._memo[uid] = _Memo(meta.get("generation"), changes, outcome.status,
                                 bool(outcome.status.get("pending")), cluster, now, includes, outcome.round_expires,
                                 mine)

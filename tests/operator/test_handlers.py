@@ -856,6 +856,41 @@ def test_no_second_holds_more_of_the_loops_writes_than_the_bound_however_slow_th
         assert sum(1 for sent, answered in spans if sent < start + 1.0 and answered > start) <= rate
 
 
+def test_a_pod_change_made_while_a_handler_computes_the_policy_is_served_at_once(
+        monkeypatch: pytest.MonkeyPatch, events: list[tuple[str, str, str]]) -> None:
+    """The loop leaves a policy a Kopf handler is computing marked; once the handler is done, the
+    loop serves the mark at once rather than at the next periodic pass (an hour away here)."""
+    state, store, uids, written = _loop_state(["a"], plan_period=3600.0, coalesce_seconds=0.0)
+    entered, release = threading.Event(), threading.Event()
+    compute = state.compute
+
+    def held(body: Any, now: float | None = None, drains: Any = ()) -> Any:
+        outcome = compute(body, now, drains)
+        entered.set()
+        release.wait(5)  # the status is computed: a pod change now is not in it
+        return outcome
+
+    monkeypatch.setattr(state, "compute", held)
+    body = state._bodies[uids["a"]]
+    changed = {**body, "metadata": {**body["metadata"], "generation": 2}}  # its spec changed: Kopf's handler
+
+    async def run() -> None:
+        state._follow()
+        handler = asyncio.create_task(state.refresh(kopf.Body(changed), kopf.Patch()))
+        assert await asyncio.to_thread(entered.wait, 5)
+        _placed(store, "a-1", "a")  # a pod change while the handler computes
+        await asyncio.sleep(0.1)  # the loop woke, found the policy computing and went back to sleep
+        release.set()
+        await handler
+        while not any(diff.get("placedTotal") == 1 for _, _, diff in written):
+            await asyncio.sleep(0.01)
+        assert state._follower is not None
+        state._follower.cancel()
+
+    state.seen(changed)
+    asyncio.run(asyncio.wait_for(run(), 5))
+
+
 def test_a_pod_change_wakes_the_loop_at_once(events: list[tuple[str, str, str]]) -> None:
     state, store, _, written = _loop_state(["a"], plan_period=3600.0)
 
