@@ -46,7 +46,7 @@ from berth.core import (
     plan_round,
     policy_from_manifest,
     rounds,
-    unknown_includes,
+    unknown_includes_warning,
 )
 from berth.operator import conditions as cond
 from berth.operator.records import PodRecord
@@ -204,7 +204,7 @@ def compute_status(body: Mapping[str, Any], pods: Iterable[PodRecord], view: Cal
 
     valid = cond.ConditionUpdate(CONDITION_VALID, "True", "Validated", "the spec is valid")
     if policy.node_filter.includes:
-        unknown = unknown_includes(policy.node_filter, view().nodes if nodes is None else nodes)
+        unknown = unknown_includes_warning(policy.node_filter, view().nodes if nodes is None else nodes)
         if unknown is not None:
             valid = cond.ConditionUpdate(CONDITION_VALID, "True", INCLUDES_UNKNOWN_NODES,
                                          f"the spec is valid; {unknown}")

@@ -74,7 +74,7 @@ from berth.core.placement_rules import RULE_LIMITS
 from berth.core.placement_rules import Operator as RuleOperator
 from berth.core.placement_rules import Resource as RuleResource
 from berth.core.plan import place_in_turn, plan_round, replicas, shared_plan_key
-from berth.core.plugins.node_filter import unknown_includes
+from berth.core.plugins.node_filter import unknown_includes_warning
 from berth.core.policy import (
     API_GROUP,
     API_VERSION,
@@ -198,5 +198,5 @@ __all__ = [
     "shared_plan_key",
     "spec_from_dict",
     "steer",
-    "unknown_includes",
+    "unknown_includes_warning",
 ]

@@ -123,7 +123,7 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
     def refuse_unknown() -> None:
         refused.group(considered.difference(state.nodes), UNKNOWN, False)
 
-    if nf is not None and nf.includes and (unknown := node_filter.unknown_includes(nf, state.nodes)):
+    if nf is not None and nf.includes and (unknown := node_filter.unknown_includes_warning(nf, state.nodes)):
         result.warnings.append(unknown)
     verdicts.refuse_alone(considered, refused)
     if quota is not None:

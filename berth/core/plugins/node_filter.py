@@ -42,7 +42,7 @@ def in_node_filter(nf: NodeFilter, node: NodeInfo) -> bool:
     return node_filter_refusal(nf, node) is None
 
 
-def unknown_includes(nf: NodeFilter, known: Container[str]) -> str | None:
+def unknown_includes_warning(nf: NodeFilter, known: Container[str]) -> str | None:
     """What to say when ``includes`` names nodes that are not ``known``: a typo or a node gone
     silently narrows where the policy's pods may go."""
     missing = [name for name in dict.fromkeys(nf.includes) if name not in known]
