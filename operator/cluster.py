@@ -10,7 +10,7 @@ touched, so that only the policies selecting them are recomputed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from berth.core import DECISION_ANNOTATION, ROUND_ANNOTATION, PodInfo
@@ -122,13 +122,3 @@ def live_view(store: OperatorStore, source: WatchSource, *, watch_timeout_second
     """The extender's list-and-watch loop, for the kinds the operator reads."""
     return LiveView(store, source, track_leases=store.track_leases, kinds=WATCHED,
                     watch_timeout_seconds=watch_timeout_seconds, settle_heap=settle_heap)
-
-
-def store_of(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]],
-             leases: Iterable[Mapping[str, Any]] | None = None) -> OperatorStore:
-    """A store listed once from plain objects (no Lease tracking when ``leases`` is None)."""
-    store = OperatorStore(leases_tracked=leases is not None)
-    store.replace("nodes", nodes)
-    store.replace("pods", pods)
-    store.replace("leases", leases or ())
-    return store

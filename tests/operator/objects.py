@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from berth.core.decision import Decision, Refusal, Refused
+from berth.operator.cluster import OperatorStore
 
 NAMESPACE = "shop"
 
@@ -34,3 +36,13 @@ def unversioned_decision(pod_name: str, time: str, winner: str | None = "node-a"
     return {"pod": f"{NAMESPACE}/{pod_name}", "policy": policy_key, "strategy": "Auto", "trigger": "bind",
             "time": time, "considered": considered, "refused": refused or {}, "winner": winner,
             "ranking": [winner] if winner else [], "warnings": [], "error": None, "plan": None}
+
+
+def store_of(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]],
+             leases: Iterable[Mapping[str, Any]] | None = None) -> OperatorStore:
+    """A store listed once from plain objects (no Lease tracking when ``leases`` is None)."""
+    store = OperatorStore(leases_tracked=leases is not None)
+    store.replace("nodes", nodes)
+    store.replace("pods", pods)
+    store.replace("leases", leases or ())
+    return store

@@ -6,10 +6,11 @@ from __future__ import annotations
 import threading
 import time
 
-from berth.operator.cluster import WATCHED, OperatorStore, live_view, store_of
+from berth.operator.cluster import WATCHED, OperatorStore, live_view
 from tests.builders import make_node, make_pod
 from tests.extender.test_live_view import FakeSource, event
 from tests.operator import objects as o
+from tests.operator.objects import store_of
 
 
 def test_the_operator_watches_nodes_pods_and_leases_and_is_ready_without_policies() -> None:

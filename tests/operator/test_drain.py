@@ -16,11 +16,11 @@ from berth.core.settings import Settings
 from berth.core.view import ClusterView
 from berth.operator import drain
 from berth.operator.admission import REFUSAL_CODE
-from berth.operator.cluster import store_of
 from berth.operator.drain_status import REFUSED_LIMIT
 from berth.operator.handlers import OperatorConfig, build_registry
 from berth.operator.webhook import WebhookOptions
 from tests.builders import make_node, make_pod, make_policy
+from tests.operator.objects import store_of
 
 NOW = 1767225600.0
 RS = ("ReplicaSet", "web-7d9f")

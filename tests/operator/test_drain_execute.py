@@ -14,11 +14,12 @@ import pytest
 from berth.core.settings import Settings
 from berth.core.view import ClusterView
 from berth.operator import drain, drain_execute
-from berth.operator.cluster import OperatorStore, store_of
+from berth.operator.cluster import OperatorStore
 from berth.operator.drain_execute import Evicted, EvictionResult
 from berth.operator.handlers import OperatorConfig, build_registry
 from berth.operator.patches import apply_merge_patch
 from tests.builders import make_node, make_pod
+from tests.operator.objects import store_of
 from tests.operator.test_drain import NOW, RS, no_policy, nodedrain, view
 
 PDB = "Cannot evict pod as it would violate the pod's disruption budget."

@@ -15,7 +15,7 @@ import pytest
 
 from berth.core.settings import INDEX_VARIABLE
 from berth.operator import drain
-from berth.operator.cluster import OperatorStore, store_of
+from berth.operator.cluster import OperatorStore
 from berth.operator.handlers import (
     TIMER_ID,
     TIMER_SECONDS,
@@ -32,6 +32,7 @@ from berth.operator.patches import apply_merge_patch
 from berth.operator.reconcile import parsed_policy, plan_waiting
 from tests.builders import make_node, make_pod, make_policy
 from tests.operator import objects as o
+from tests.operator.objects import store_of
 
 
 def test_registered_handlers() -> None:

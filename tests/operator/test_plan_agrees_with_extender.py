@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from berth.core.settings import Settings
-from berth.operator.cluster import store_of
 from berth.operator.reconcile import Outcome, compute_status
 from tests.builders import make_node, make_pod, make_policy
 from tests.extender.helpers import Harness, harness
+from tests.operator.objects import store_of
 
 WEB = {"app": "web"}
 

@@ -14,7 +14,6 @@ import yaml
 from berth.core import InvalidPolicy, format_time, policy_from_manifest
 from berth.core.decision import DecisionRecord, Winner
 from berth.core.settings import Settings
-from berth.operator.cluster import store_of
 from berth.operator.patches import apply_merge_patch, merge_patch
 from berth.operator.reconcile import Outcome, compute_status, parsed_policy
 from berth.operator.status_model import LIST_LIMIT, PolicyStatus
@@ -22,6 +21,7 @@ from tests.builders import make_node, make_pod, make_policy
 from tests.crd.schema_check import check
 from tests.decision_schema import valid_record
 from tests.operator import objects as o
+from tests.operator.objects import store_of
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = 1_800_000_000.0
