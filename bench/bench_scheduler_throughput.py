@@ -18,12 +18,13 @@ of row run (default: all, in this order):
   (berth passes them through);
 * ``berth`` (``berth-<strategy>``): the same, the pods governed by a PlacementPolicy of that
   strategy, one row per ``--strategies`` entry (default Auto);
-* ``profile`` (``berth-<strategy>-profile``): berth's recommended profile, ``throughput`` (the
-  chart's default: the same kube-scheduler configuration, and the extender settings
+* ``profile`` (``berth-<strategy>-profile``): berth's ``throughput`` profile (the same
+  kube-scheduler configuration, and the extender settings
   extender/scheduler_config.py gives it, in a second extender process): filter answers a governed
   pod with its strategy's winner alone, so kube-scheduler skips scoring and prioritize; one row per
   strategy.
-* ``nominate`` (``berth-<strategy>-nominate``): the ``nominate`` profile: ``throughput``, and berth
+* ``nominate`` (``berth-<strategy>-nominate``): berth's recommended profile, ``nominate`` (the
+  chart's default): ``throughput``, and berth
   nominates each governed pending pod's node (``status.nominatedNodeName``, extender/nominator.py)
   before kube-scheduler's cycle, which tries that node alone first; one row per strategy, each
   with its nominations (made, hit, missed, late) and hit rate.
@@ -97,7 +98,7 @@ from berth.extender.scheduler_config import (  # noqa: E402
     FULL_PROFILE,
     NOMINATE_PROFILE,
     PROFILE_EXTENDER_ENV,
-    RECOMMENDED_PROFILE,
+    THROUGHPUT_PROFILE,
 )
 from tests.e2e.harness import (  # noqa: E402
     ControlPlane,
@@ -395,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
             if "profile" in rows and strategies:
                 # berth's recommended profile: the same kube-scheduler configuration, and the
                 # extender settings the chart gives berth with it (a second extender process)
-                with running_extender(cp, {**env, **PROFILE_EXTENDER_ENV[RECOMMENDED_PROFILE]},
+                with running_extender(cp, {**env, **PROFILE_EXTENDER_ENV[THROUGHPUT_PROFILE]},
                                       "berth-extender-profile", args.nodes) as extender:
                     berth = {**berth_scheduler_config(extender.url, "bench-profile"), **plain}
                     for strategy in strategies:
@@ -461,9 +462,9 @@ def running_extender(cp: ControlPlane, env: dict[str, str], name: str, nodes: in
 
 def profile_summary() -> str:
     """How the profile rows differ from the berth rows, in one line."""
-    full, throughput = PROFILE_EXTENDER_ENV[FULL_PROFILE], PROFILE_EXTENDER_ENV[RECOMMENDED_PROFILE]
+    full, throughput = PROFILE_EXTENDER_ENV[FULL_PROFILE], PROFILE_EXTENDER_ENV[THROUGHPUT_PROFILE]
     changed = ", ".join(f"{k}={v}" for k, v in throughput.items() if full.get(k) != v)
-    return (f"{RECOMMENDED_PROFILE}: the berth rows' kube-scheduler configuration (percentageOfNodesToScore 100, "
+    return (f"{THROUGHPUT_PROFILE}: the berth rows' kube-scheduler configuration (percentageOfNodesToScore 100, "
             f"default plugins), extender {changed}")
 
 

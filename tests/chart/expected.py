@@ -20,7 +20,7 @@ EXTENDER_CLUSTER = {
     ("authentication.k8s.io", "tokenreviews", "create", ""),
     ("authorization.k8s.io", "subjectaccessreviews", "create", ""),
 }
-EXTENDER_NOMINATE = {("", "pods/status", "patch", "")}  # scheduler.profile nominate only
+EXTENDER_NOMINATE = {("", "pods/status", "patch", "")}  # scheduler.profile nominate (the default) only
 PLACEMENT_READER_CLUSTER = {  # the page, the explain API and kubectl berth, with a person's own rights
     ("", "pods", "get", ""), ("", "pods", "list", ""), ("", "nodes", "list", ""),
     ("berth.dev", "placementpolicies", "get", ""), ("berth.dev", "placementpolicies", "list", ""),

@@ -216,7 +216,9 @@ def test_security_contexts(helm: Path, label: str, values: dict[str, Any]) -> No
 
 
 def test_extender_rbac_is_exactly_what_it_uses(default: Rendered) -> None:
-    assert rules_of(default.get("ClusterRole", "berth-extender")) == expected.EXTENDER_CLUSTER
+    # the default profile, nominate, patches pods/status
+    rules = expected.EXTENDER_CLUSTER | expected.EXTENDER_NOMINATE
+    assert rules_of(default.get("ClusterRole", "berth-extender")) == rules
     role = default.get("Role", "berth-extender-node-leases")
     assert role["metadata"]["namespace"] == expected.NODE_LEASES
     assert rules_of(role) == expected.EXTENDER_NODE_LEASES
@@ -586,7 +588,7 @@ def test_scheduler_values(helm: Path) -> None:
 
 
 PROFILE_CASES = [
-    ("default-is-throughput", {"scheduler.enabled": True}, "throughput"),
+    ("default-is-nominate", {"scheduler.enabled": True}, "nominate"),
     ("throughput", {"scheduler.enabled": True, "scheduler.profile": "throughput"}, "throughput"),
     ("full", {"scheduler.enabled": True, "scheduler.profile": "full"}, "full"),
     ("nominate", {"scheduler.enabled": True, "scheduler.profile": "nominate"}, "nominate"),
@@ -619,7 +621,7 @@ def test_an_unknown_scheduler_profile_is_refused_naming_the_choices(helm: Path) 
     proc = run_helm(helm, "template", "berth", str(CHART),
                     *set_args({"scheduler.enabled": True, "scheduler.profile": "fast"}), check=False)
     assert proc.returncode != 0
-    assert "/scheduler/profile" in proc.stderr and "'throughput', 'full'" in proc.stderr, proc.stderr
+    assert "/scheduler/profile" in proc.stderr and "'nominate', 'throughput', 'full'" in proc.stderr, proc.stderr
 
 
 def test_scheduler_image_drops_a_vendor_suffix(helm: Path) -> None:

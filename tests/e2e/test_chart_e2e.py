@@ -404,7 +404,7 @@ def _resource(group: str, resource: str) -> tuple[str, str | None]:
 def test_service_accounts_may_do_exactly_what_their_component_uses(installed: Installed, component: str) -> None:
     sa = f"{installed.fullname}-{component}"
     if component == "extender":
-        checks = [(rule, "default") for rule in expected.EXTENDER_CLUSTER]
+        checks = [(rule, "default") for rule in expected.EXTENDER_CLUSTER | expected.EXTENDER_NOMINATE]
         checks += [(rule, expected.NODE_LEASES) for rule in expected.EXTENDER_NODE_LEASES]
     else:
         checks = [(rule, "default") for rule in expected.OPERATOR_CLUSTER]

@@ -19,6 +19,7 @@ from berth.extender.scheduler_config import (
     PROFILES,
     RECOMMENDED_PROFILE,
     RECOMMENDED_WEIGHT,
+    THROUGHPUT_PROFILE,
     minimum_weight,
     scheduler_config_yaml,
 )
@@ -97,7 +98,7 @@ def test_the_scheduler_configuration() -> None:
 
 
 @pytest.mark.parametrize(("profile", "winner_only", "nominate"),
-                         [(RECOMMENDED_PROFILE, True, False), (FULL_PROFILE, False, False),
+                         [(THROUGHPUT_PROFILE, True, False), (FULL_PROFILE, False, False),
                           (NOMINATE_PROFILE, True, True)])
 def test_each_profiles_extender_settings_are_read_by_the_extender(monkeypatch: pytest.MonkeyPatch, profile: str,
                                                                   winner_only: bool, nominate: bool) -> None:
@@ -108,3 +109,4 @@ def test_each_profiles_extender_settings_are_read_by_the_extender(monkeypatch: p
     assert ExtenderSettings().filter_winner_only is winner_only
     assert ExtenderSettings().nominate is nominate
     assert set(PROFILES) == set(PROFILE_EXTENDER_ENV)
+    assert RECOMMENDED_PROFILE == NOMINATE_PROFILE == PROFILES[0]
