@@ -138,7 +138,7 @@ class Replicas(Sequence[PodInfo]):
         if not -self.size <= i < self.size:
             raise IndexError(i)
         i %= self.size
-        return self.pod if i == 0 else replace(self.pod, uid=f"{self.pod.uid}~{i}", name=f"{self.pod.name}~{i}")
+        return self.pod if i == 0 else self.pod.with_identity(f"{self.pod.uid}~{i}", f"{self.pod.name}~{i}")
 
 
 def replicas(pod: PodInfo, count: int) -> Replicas:

@@ -14,7 +14,6 @@ slot stays empty and nothing beyond the plain data is kept.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from dataclasses import replace
 from typing import Protocol
 
 from berth.core.model import NodeInfo, PodInfo
@@ -197,7 +196,7 @@ class ClusterView:
 
     def assume(self, pod: PodInfo, node: str) -> PodInfo:
         """Count ``pod`` on ``node`` before the API server shows it there (docs/behaviour.md#assumed-pods)."""
-        placed = replace(pod, node_name=node)
+        placed = pod.placed_on(node)
         self.upsert_pod(placed)
         self._assumed.add(pod.uid)
         return placed
@@ -246,7 +245,7 @@ class Overlay:
         return self.under.leases_tracked
 
     def place(self, pod: PodInfo, node: str) -> None:
-        placed = replace(pod, node_name=node)
+        placed = pod.placed_on(node)
         self._placed.setdefault(node, []).append(placed)
         if self.index is not None:
             self.index.pod_changed(placed, +1)
