@@ -177,6 +177,8 @@ def shared_refusals(state: ClusterState, pod: PodInfo, policy: PlacementPolicy |
     """The node sets that the checks reading other nodes' pods hold against ``pod`` now: each
     domain topology spread's DoNotSchedule refuses, and the nodes breaking each placement rule
     (the candidates judged ``room_only`` less these, when one is left, are the full judgement's)."""
+    if policy is None or not (policy.spread_constraints or policy.rules):
+        return []  # neither check: asked for every pod of a round, so told without asking them
     groups: list[AbstractSet[str]] = []
     spread = spread_context(state, pod, policy)
     if spread is not None and spread.hard:
