@@ -155,9 +155,9 @@ def _fit_reading(ctx: PodContext, counts: Mapping[str, int], considered: Abstrac
     workload = ctx.workload
     base = state.base
     kept = index_of(base)
-    table = kept.view.table(("fit", tuple(sorted(need.items())), pod.sleepy, settings, pod.namespace,
-                        tuple(sorted(workload.match_labels.items())), workload.match_expressions),
-                       lambda: VerdictTable(tags, fit_check.DEPENDS))
+    table = kept.view.table(("fit", tuple(sorted(need.items())), pod.sleepy, fit_check.settings_read(settings),
+                             pod.namespace, tuple(sorted(workload.match_labels.items())), workload.match_expressions),
+                            lambda: VerdictTable(tags, fit_check.DEPENDS))
     table.sync(base, judge_in(base, kept.matching_counts(pod.namespace, workload)))
     judge_here = judge_in(state, counts)
     fresh = {n: judge_here(state.nodes[n]) for n in state.local_nodes() if n in considered}

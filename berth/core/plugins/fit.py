@@ -21,6 +21,14 @@ from berth.core.view import ClusterState
 DEPENDS = Depends.NODE | Depends.NODE_PODS
 
 
+def settings_read(settings: Settings) -> tuple[object, ...]:
+    """The settings a fit verdict reads (the overcommit percents and the disk floor of
+    :func:`~berth.core.fit.check_fit`, unknown capacity refused or not, the sleepy memory factor of
+    the candidate's figures): verdicts judged under settings alike in these are alike."""
+    return (settings.cpu_overcommit_percent, settings.memory_overcommit_percent, settings.min_free_disk_percent,
+            settings.reject_unknown_capacity, settings.sleepy_memory_factor)
+
+
 @dataclass(slots=True)
 class Candidate:
     name: str
