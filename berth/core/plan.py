@@ -192,6 +192,8 @@ def place_in_turn(state: ClusterState, pods: Sequence[PodInfo], policy: Placemen
     pods alike are placed through the nodes left standing between them
     (:mod:`berth.core.index.standing`), not judged in full one by one; the answers are the same."""
     settings = settings.for_policy(policy)
+    if settings.index is None:  # the environment's switch, read once for the turn, not at each judgement
+        settings = replace(settings, index=settings.indexed)
     strategy = effective_strategy(policy, settings)
     if strategy in ROUND_STRATEGIES and policy is not None and quota is None:
         raise ValueError(f"{strategy.value} places pods only within a round's plan (quota)")
