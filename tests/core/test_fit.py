@@ -3,6 +3,8 @@ overcommit policy, the default ranking, the capacity query and the allocations v
 
 from __future__ import annotations
 
+from dataclasses import fields, replace
+
 import pytest
 
 from berth.core.capacity import Placeable, capacity_report, capacity_table, node_allocations
@@ -10,6 +12,9 @@ from berth.core.decision import refusal_cause
 from berth.core.errors import ErrorCode
 from berth.core.fit import check_fit, demand
 from berth.core.model import Taint
+from berth.core.plugins import fit as fit_check
+from berth.core.plugins.fit import node_use
+from berth.core.policy import Strategy
 from berth.core.settings import Settings
 from tests.builders import ZONE, make_node, make_pod, make_policy
 
@@ -386,3 +391,27 @@ def test_refusals_of_one_cause_share_one_text(name: str, scenario: Scenario, cau
     refused = {n for n, reason in causes.items() if reason == cause}
     assert len(refused) >= 2, causes
     assert set(causes.values()) == {cause}, causes
+
+
+# Another value for every setting: a fit table is shared by settings alike in what a fit reads
+# (berth.core.plugins.fit.settings_read), so a setting outside those must change no fit.
+ANOTHER_SETTING = {"cpu_overcommit_percent": 150, "memory_overcommit_percent": 130, "min_free_disk_percent": 50,
+                   "reject_unknown_capacity": True, "liveness_threshold_seconds": 5.0, "sleepy_memory_factor": 4.0,
+                   "default_strategy": Strategy.SPREAD, "index": False}
+
+
+@pytest.mark.parametrize("setting", sorted(ANOTHER_SETTING))
+def test_a_setting_changes_a_fit_only_when_the_fit_table_key_names_it(setting: str) -> None:
+    assert set(ANOTHER_SETTING) == {f.name for f in fields(Settings)}  # every setting has another value here
+    base, other = Settings(), replace(Settings(), **{setting: ANOTHER_SETTING[setting]})
+    nodes = [make_node("full").cpu("1").info(), make_node("roomy").cpu("8").memory("64Gi").info(),
+             make_node("unknown").memory(None).info(), make_node("small-disk").disk("4Gi").info()]
+    view = cluster(nodes, [make_pod("p").on("full").cpu("900m").info(),
+                           make_pod("s").on("roomy").sleepy().memory("8Gi").info()])
+    for pod in (make_pod("new").cpu("500m").memory("1Gi").disk("3Gi").info(),
+                make_pod("z").sleepy().memory("2Gi").info()):
+        need = demand(pod)
+        judged = [[fit_check.judge(node, node_use(view, node.name), need, pod, s, 0) for node in nodes]
+                  for s in (base, other)]
+        if fit_check.settings_read(base) == fit_check.settings_read(other):
+            assert judged[0] == judged[1], setting
