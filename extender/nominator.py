@@ -75,6 +75,7 @@ class Nominator:
         self._writes: set[asyncio.Task[None]] = set()
         self._next_write = 0.0
         self._deferred: list[PodInfo] = []
+        self._failures_told: set[str] = set()
 
     # -- the queue (any thread) ------------------------------------------------------------
 
@@ -167,13 +168,24 @@ class Nominator:
         try:
             await self.write(pod, node)
         except Exception as exc:
-            log.info("cannot nominate %s for pod %s: %s", node, pod.key, exc)
+            reason = str(exc).removeprefix(f"cannot nominate {node} for pod {pod.key}: ")
+            self._tell_failure(f"cannot nominate {node} for pod {pod.key}: {reason}",
+                               f"{type(exc).__name__}: {reason.split(':')[0]}")
             self.engine.metrics.nominations.labels("failed").inc()
             self._release(pod, node)
         else:
             self.engine.metrics.nominations.labels("made").inc()
         finally:
             slots.release()
+
+    def _tell_failure(self, message: str, kind: str) -> None:
+        """A failed write logged as a warning the first time its kind of failure is seen (a storm
+        would otherwise flood the log), then at debug level; each is counted."""
+        if kind in self._failures_told or len(self._failures_told) >= 64:
+            log.debug("%s", message)
+            return
+        self._failures_told.add(kind)
+        log.warning("%s (further failures like it are logged at debug level)", message)
 
     def _release(self, pod: PodInfo, node: str) -> None:
         store = self.engine.store

@@ -4,6 +4,7 @@ its filter, sent a pod's nominated node alone, still judges the whole cluster.""
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import pytest
@@ -141,12 +142,12 @@ def test_rounds_are_planned_within_the_round() -> None:
     assert counted(h, "hit") == 4
 
 
-def test_the_task_writes_nominations_and_a_failed_write_releases_the_place() -> None:
+def test_the_task_writes_nominations_and_a_failed_write_releases_the_place(caplog: pytest.LogCaptureFixture) -> None:
     h, nominator = nominating([*NODES, make_policy("web").strategy("Spread").obj()])
     written: dict[str, str] = {}
 
     async def write(pod: Any, node: str) -> None:
-        if pod.name == "web-1":
+        if pod.name in ("web-1", "web-3"):
             raise RuntimeError("409 Conflict")
         written[pod.name] = node
 
@@ -155,19 +156,22 @@ def test_the_task_writes_nominations_and_a_failed_write_releases_the_place() -> 
     async def run() -> None:
         nominator.start()
         try:
-            for i in range(3):
+            for i in range(4):
                 h.store.apply_pod(pending(f"web-{i}"))
             for _ in range(200):
-                if counted(h, "made") + counted(h, "failed") >= 3:
+                if counted(h, "made") + counted(h, "failed") >= 4:
                     break
                 await asyncio.sleep(0.01)
         finally:
             await nominator.stop()
 
-    asyncio.run(run())
+    with caplog.at_level(logging.WARNING, logger="berth.extender.nominator"):
+        asyncio.run(run())
     assert written == {"web-0": "a", "web-2": "c"}
     assert counted(h, "made") == 2
-    assert counted(h, "failed") == 1
+    assert counted(h, "failed") == 2
+    # a kind of failure is logged once as a warning, not once a pod
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == ["cannot nominate b for pod shop/web-1"]
     assert "uid-shop-web-1" not in h.store.assumed  # its place on b is free again
     assert h.store.assumed["uid-shop-web-2"].pod.node_name == "c"
 
