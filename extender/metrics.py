@@ -19,7 +19,7 @@ build many apps in one process).
   (no bind came for filter's choice) or ``bound`` (a bound pod's reservation lapsed before the watch
   showed the pod bound or deleted: a lagging watch);
 - ``berth_nominations_total{result}``: nominations of pending pods (:mod:`berth.extender.nominator`):
-  ``made``, ``hit``, ``missed``, ``late``, ``dropped``, ``failed``;
+  ``made``, ``hit``, ``missed``, ``late``, ``superseded``, ``dropped``, ``failed``;
 - ``berth_cache_entries{cache}``: entries of each bounded cache (counted selectors, verdict tables,
   decisions, binds in flight, Events queued ...), read at scrape time: each stays under its bound whatever clients ask.
 """
@@ -97,8 +97,9 @@ class Metrics:
             "berth_nominations_total",
             "Pods berth nominated to a node before kube-scheduler's cycle (status.nominatedNodeName), by what "
             "became of the nomination: made, hit (filter was sent that node alone and passed it), missed (sent it "
-            "alone, refused it: berth's decision changed), late (filter was sent more nodes), dropped (the queue "
-            "was full), failed (the API server refused the write)",
+            "alone, refused it: berth's decision changed), late (filter was sent more nodes), superseded "
+            "(kube-scheduler's cycle for the pod came before the write), dropped (the queue was full), failed "
+            "(the API server refused the write)",
             ["result"], registry=self.registry)
         self.cache_sizes: Callable[[], Mapping[str, int]] | None = None  # the engine's own caches
         if store is not None:

@@ -22,8 +22,9 @@ releases the pod's place.
 
 kube-scheduler reserves a nominated pod's room on its node for pods of equal or lower priority,
 which is what berth's plan means; the API server clears ``nominatedNodeName`` when it binds the
-pod (v1.35+). ``berth_nominations_total{result}`` counts made, hit, missed, late, dropped and
-failed nominations.
+pod (v1.35+), and refuses a nomination of a pod already bound. ``berth_nominations_total{result}``
+counts made, hit, missed, late, superseded (kube-scheduler's cycle for the pod came before the
+write: not written, or refused because the pod was bound), dropped and failed nominations.
 """
 
 from __future__ import annotations
@@ -165,18 +166,43 @@ class Nominator:
         self._next_write = max(now, self._next_write) + 1.0 / self.per_second
 
     async def _nominate(self, pod: PodInfo, node: str, slots: asyncio.Semaphore) -> None:
+        counted = self.engine.metrics.nominations
         try:
+            if not self._still_nominated(pod, node):
+                counted.labels("superseded").inc()  # its filter came while the write waited its turn
+                return
             await self.write(pod, node)
         except Exception as exc:
+            if self._superseded(pod):  # the API server refuses a nomination of a pod bound meanwhile
+                counted.labels("superseded").inc()
+                return
             reason = str(exc).removeprefix(f"cannot nominate {node} for pod {pod.key}: ")
             self._tell_failure(f"cannot nominate {node} for pod {pod.key}: {reason}",
                                f"{type(exc).__name__}: {reason.split(':')[0]}")
-            self.engine.metrics.nominations.labels("failed").inc()
+            counted.labels("failed").inc()
             self._release(pod, node)
         else:
-            self.engine.metrics.nominations.labels("made").inc()
+            counted.labels("made").inc()
         finally:
             slots.release()
+
+    def _still_nominated(self, pod: PodInfo, node: str) -> bool:
+        """Whether the pod still counts on ``node`` as berth's nomination (no cycle of kube-scheduler
+        has judged it since)."""
+        store = self.engine.store
+        with store.lock:
+            entry = store.assumed.get(pod.uid)
+            return entry is not None and entry.nominated and entry.pod.node_name == node
+
+    def _superseded(self, pod: PodInfo) -> bool:
+        """Whether kube-scheduler's cycle for the pod came first: berth chose or bound its node since,
+        or the view shows it bound."""
+        store = self.engine.store
+        with store.lock:
+            entry = store.assumed.get(pod.uid)
+            shown = store.view.pod(pod.uid)
+            return (entry is not None and not entry.nominated) or (shown is not None and bool(shown.node_name)
+                                                                   and not store.view.is_assumed(pod.uid))
 
     def _tell_failure(self, message: str, kind: str) -> None:
         """A failed write logged as a warning the first time its kind of failure is seen (a storm

@@ -198,3 +198,34 @@ def test_pods_beyond_a_used_up_round_wait_until_its_pods_are_bound() -> None:
         pod = pending(name, nominated=node)
         assert h.filter(pod, [node])["NodeNames"] == [node]
     assert counted(h, "hit") == 4
+
+
+def test_a_write_kube_scheduler_overtook_counts_superseded_and_releases_nothing() -> None:
+    h, nominator = nominating([*NODES, make_policy("web").strategy("Spread").obj()])
+    written: list[str] = []
+
+    async def write(pod: Any, node: str) -> None:
+        if pod.name == "web-0":  # kube-scheduler bound it while the write was on its way
+            h.store.apply_pod(make_pod("web-0").on("c").obj())
+            raise RuntimeError("Invalid: status.nominatedNodeName: Forbidden: may not be set on pods that are "
+                               "already bound to a node")
+        written.append(pod.name)
+
+    nominator.write = write
+    for i in range(2):
+        h.store.apply_pod(pending(f"web-{i}"))
+    planned = nominator.plan(nominator.take(10))
+    assert len(planned) == 2
+    h.filter(pending("web-1"))  # web-1's own cycle came before its write
+
+    async def run() -> None:  # the task's write step, pod after pod
+        slots = asyncio.Semaphore(1)
+        for pod, node in planned:
+            await slots.acquire()
+            await nominator._nominate(pod, node, slots)
+
+    asyncio.run(run())
+    assert written == []  # web-1 is not written: its filter judged it
+    assert counted(h, "superseded") == 2
+    assert counted(h, "failed") == 0
+    assert h.store.view.pod("uid-shop-web-0").node_name == "c"
