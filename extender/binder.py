@@ -40,6 +40,11 @@ class BindError(RuntimeError):
     """The API server refused a step of the bind; the message is what kube-scheduler shows."""
 
 
+class NominationRefused(BindError):
+    """The API server refused a nomination as invalid (422): the pod was bound meanwhile, another
+    node was nominated first (the write tests that none is), or the pod was recreated."""
+
+
 class Binder(Protocol):
     async def bind(self, pod: PodInfo, node: str, annotations: Mapping[str, str]) -> None:
         """Place the pod; BindError (or any failure) means it is not placed."""
@@ -217,14 +222,22 @@ class KubeBinder:
             raise BindError(f"cannot bind pod {pod.key} to {node}: {_api_reason(exc)}") from None
 
     async def nominate(self, pod: PodInfo, node: str) -> None:
-        # A merge patch of the status subresource; metadata.uid makes it a precondition (a pod
-        # recreated under the same name is not touched: the API server refuses a changed uid).
-        body = {"metadata": {"uid": pod.uid}, "status": {"nominatedNodeName": node}}
+        # A JSON patch of the status subresource that tests first that it is the same pod (a pod
+        # recreated under the same name is not touched) and that no node is nominated yet: a
+        # nomination is set only where none is (KEP-5278's rule for components other than
+        # kube-scheduler), so a second extender replica or kube-scheduler's preemption is never
+        # overwritten.
+        body = [
+            {"op": "test", "path": "/metadata/uid", "value": pod.uid},
+            {"op": "test", "path": "/status/nominatedNodeName", "value": None},
+            {"op": "add", "path": "/status/nominatedNodeName", "value": node},
+        ]
         try:
             await self.api.request("PATCH", f"/api/v1/namespaces/{_seg(pod.namespace)}/pods/{_seg(pod.name)}/status",
-                                   body, content_type="application/merge-patch+json")
+                                   body, content_type="application/json-patch+json")
         except ApiError as exc:
-            raise BindError(f"cannot nominate {node} for pod {pod.key}: {_api_reason(exc)}") from None
+            error = NominationRefused if exc.status == 422 else BindError
+            raise error(f"cannot nominate {node} for pod {pod.key}: {_api_reason(exc)}") from None
 
     async def record_event(self, pod: PodInfo, node: str, message: str) -> None:
         if self.record_events and message:

@@ -23,8 +23,10 @@ releases the pod's place.
 kube-scheduler reserves a nominated pod's room on its node for pods of equal or lower priority,
 which is what berth's plan means; the API server clears ``nominatedNodeName`` when it binds the
 pod (v1.35+), and refuses a nomination of a pod already bound. ``berth_nominations_total{result}``
-counts made, hit, missed, late, superseded (kube-scheduler's cycle for the pod came before the
-write: not written, or refused because the pod was bound), dropped and failed nominations.
+counts made, hit, missed, late, superseded (kube-scheduler's cycle for the pod, or another
+nomination, came before the write: not written, or refused because the pod was bound or a node
+was nominated first; the write tests that none is, so extender replicas never overwrite each
+other), dropped and failed nominations.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING
 
 from berth.core import NO_STEER, ROUND_STRATEGIES, PodInfo, place_in_turn
+from berth.extender.binder import NominationRefused
 
 if TYPE_CHECKING:
     from berth.extender.engine import Extender
@@ -173,8 +176,10 @@ class Nominator:
                 return
             await self.write(pod, node)
         except Exception as exc:
-            if self._superseded(pod):  # the API server refuses a nomination of a pod bound meanwhile
+            if isinstance(exc, NominationRefused) or self._superseded(pod):
+                # bound meanwhile, or nominated first by another (a second replica, preemption)
                 counted.labels("superseded").inc()
+                self._release(pod, node)
                 return
             reason = str(exc).removeprefix(f"cannot nominate {node} for pod {pod.key}: ")
             self._tell_failure(f"cannot nominate {node} for pod {pod.key}: {reason}",

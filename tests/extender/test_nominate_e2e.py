@@ -186,3 +186,42 @@ def test_a_stale_nomination_still_lands_where_berth_decides(
     counts = _nominations(extender)
     assert counts.get("missed") == 1, counts
     assert not counts.get("hit"), counts
+
+
+def test_a_nomination_is_written_only_where_none_is(
+    control_plane: ControlPlane,  # noqa: F811
+    kube_api: Any,  # noqa: F811
+    e2e_namespace: str,  # noqa: F811
+) -> None:
+    """The write tests that no node is nominated yet (a second extender replica, or kube-scheduler's
+    preemption, is never overwritten) and that the pod is the one planned (its uid)."""
+    import asyncio
+
+    from berth.core import pod_from_object
+    from berth.extender.binder import NominationRefused
+
+    core: Any = k8s.CoreV1Api(kube_api)
+    made = core.create_namespaced_pod(e2e_namespace, k8s.V1Pod.model_validate(
+        simple_pod("nominated-once", labels={"app": "web"}, scheduler_name="nobody")))
+    pod = pod_from_object(kube_api.sanitize_for_serialization(made))
+    api = control_plane.api_client()
+    binder = KubeBinder(api)
+
+    async def twice() -> list[str]:
+        outcomes = []
+        for node in ("first-node", "second-node"):
+            try:
+                await binder.nominate(pod, node)
+                outcomes.append("written")
+            except NominationRefused as exc:
+                outcomes.append(str(exc))
+        await binder.close()
+        return outcomes
+
+    try:
+        outcomes = asyncio.run(twice())
+    finally:
+        api.close()
+    assert outcomes[0] == "written"
+    assert outcomes[1].startswith("cannot nominate second-node"), outcomes
+    assert core.read_namespaced_pod("nominated-once", e2e_namespace).status.nominated_node_name == "first-node"
