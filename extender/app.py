@@ -87,8 +87,10 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
     nominator = None
     if settings.nominate:
         nominator = Nominator(engine, engine.binder.nominate, schedulers=settings.nominated_schedulers(),
-                              queue_size=settings.nominate_queue, per_second=settings.nominate_per_second)
+                              queue_size=settings.nominate_queue, per_second=settings.nominate_per_second,
+                              withdraw=engine.binder.withdraw_nomination)
         store.on_pending = nominator.offer
+        engine.on_stale_nomination = nominator.withdraw
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

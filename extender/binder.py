@@ -66,6 +66,10 @@ class Binder(Protocol):
         """Set the pending pod's ``status.nominatedNodeName`` (:mod:`berth.extender.nominator`)."""
         ...
 
+    async def withdraw_nomination(self, pod: PodInfo, node: str) -> None:
+        """Clear the pod's ``status.nominatedNodeName`` if it is still ``node``."""
+        ...
+
     async def fetch_drain(self, name: str) -> dict[str, Any] | None:
         """The NodeDrain ``name`` as the API server has it, or None when there is none."""
         ...
@@ -186,6 +190,9 @@ class MemoryBinder:
     async def nominate(self, pod: PodInfo, node: str) -> None:
         """Offline no scheduler reads a nomination: nothing is written."""
 
+    async def withdraw_nomination(self, pod: PodInfo, node: str) -> None:
+        """Offline nothing was written."""
+
     async def fetch_drain(self, name: str) -> dict[str, Any] | None:
         """Offline there is no API server, hence no NodeDrain."""
         return None
@@ -238,6 +245,21 @@ class KubeBinder:
         except ApiError as exc:
             error = NominationRefused if exc.status == 422 else BindError
             raise error(f"cannot nominate {node} for pod {pod.key}: {_api_reason(exc)}") from None
+
+    async def withdraw_nomination(self, pod: PodInfo, node: str) -> None:
+        # Only berth's own nomination is removed: the patch tests that it is still ``node`` (the
+        # pod may have been bound, or nominated anew by kube-scheduler's preemption, meanwhile).
+        body = [
+            {"op": "test", "path": "/metadata/uid", "value": pod.uid},
+            {"op": "test", "path": "/status/nominatedNodeName", "value": node},
+            {"op": "remove", "path": "/status/nominatedNodeName"},
+        ]
+        try:
+            await self.api.request("PATCH", f"/api/v1/namespaces/{_seg(pod.namespace)}/pods/{_seg(pod.name)}/status",
+                                   body, content_type="application/json-patch+json")
+        except ApiError as exc:
+            error = NominationRefused if exc.status in (404, 422) else BindError
+            raise error(f"cannot withdraw the nomination of {node} for pod {pod.key}: {_api_reason(exc)}") from None
 
     async def record_event(self, pod: PodInfo, node: str, message: str) -> None:
         if self.record_events and message:

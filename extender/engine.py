@@ -150,6 +150,7 @@ class Extender:
         self._echo = NodeEcho(store, kept=self._reuses)
         self._refusals_told: OrderedDict[str, str] = OrderedDict()  # pod uid -> its last BerthRefused message
         self.nominations: OrderedDict[str, str] = OrderedDict()  # pod uid -> the node berth nominated
+        self.on_stale_nomination: Callable[[PodInfo, str], None] | None = None  # the nominator withdraws it
         self._tasks: set[asyncio.Task[None]] = set()
         self.metrics.cache_sizes = lambda: {"binds_in_flight": len(self.bindings),
                                             "events_queued": self.events.queued(),
@@ -286,7 +287,7 @@ class Extender:
                 failed, unresolvable = failed_nodes(decision.refused)
                 passing = ev.passing
             else:
-                failed, unresolvable, passing = self._judge_nominated(nominated, decision, pod.uid)
+                failed, unresolvable, passing = self._judge_nominated(nominated, decision, pod)
             unresolvable.update((n, scheduler_text(r)) for n, r in bad_nodes.items())
             unresolvable.update(kept_off)
             if winner is not None:  # a candidate, so among the passing nodes
@@ -310,20 +311,24 @@ class Extender:
             passing = [winner]
         return filter_reply(cache_capable, passing, failed, unresolvable, raw_nodes, self._echo)
 
-    def _judge_nominated(self, node: str, decision: Decision, uid: str
+    def _judge_nominated(self, node: str, decision: Decision, pod: PodInfo
                          ) -> tuple[dict[str, str], dict[str, str], list[str]]:
         """filter's answer, (FailedNodes, FailedAndUnresolvableNodes, passing), when kube-scheduler
         sent the pod's nominated node alone and ``decision`` judged the whole cluster: the node
         passes only if it is the one berth's strategy ranks first; otherwise it is refused (for
         its own refusal, or because berth now prefers another node), and kube-scheduler goes on to
-        filter every node, so a stale nomination costs a round trip and never a placement."""
-        berths = self.nominations.pop(uid, None) == node
+        filter every node, so a stale nomination costs a round trip and never a placement. A
+        nomination of berth's it no longer stands by is withdrawn (:attr:`on_stale_nomination`):
+        kube-scheduler keeps a nomination of a pod it cannot place, and reserves its room there."""
+        berths = self.nominations.pop(pod.uid, None) == node
         if decision.winner == node:
             if berths:
                 self.metrics.nominations.labels("hit").inc()
             return {}, {}, [node]
         if berths:
             self.metrics.nominations.labels("missed").inc()
+            if self.on_stale_nomination is not None:
+                self.on_stale_nomination(pod, node)
         refusal = decision.refused.get(node)
         if refusal is not None:
             failed, unresolvable = failed_nodes(Refused({node: refusal}))

@@ -99,7 +99,7 @@ class Metrics:
             "became of the nomination: made, hit (filter was sent that node alone and passed it), missed (sent it "
             "alone, refused it: berth's decision changed), late (filter was sent more nodes), superseded "
             "(kube-scheduler's cycle for the pod, or another nomination, came before the write), dropped (the "
-            "queue was full), failed (the API server refused the write)",
+            "queue was full), failed (the API server refused the write), withdrawn (a missed nomination cleared)",
             ["result"], registry=self.registry)
         self.cache_sizes: Callable[[], Mapping[str, int]] | None = None  # the engine's own caches
         if store is not None:

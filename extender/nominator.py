@@ -26,7 +26,8 @@ pod (v1.35+), and refuses a nomination of a pod already bound. ``berth_nominatio
 counts made, hit, missed, late, superseded (kube-scheduler's cycle for the pod, or another
 nomination, came before the write: not written, or refused because the pod was bound or a node
 was nominated first; the write tests that none is, so extender replicas never overwrite each
-other), dropped and failed nominations.
+other), dropped, failed and withdrawn nominations (filter refused it: berth clears it, as the
+component that set it, since kube-scheduler keeps the nomination of a pod it cannot place).
 """
 
 from __future__ import annotations
@@ -65,9 +66,10 @@ class Nominator:
     """The queue of pods to nominate and the task that plans and writes their nominations."""
 
     def __init__(self, engine: Extender, write: Write, *, schedulers: Iterable[str], queue_size: int,
-                 per_second: float) -> None:
+                 per_second: float, withdraw: Write | None = None) -> None:
         self.engine = engine
         self.write = write
+        self.withdraw_write = withdraw
         self.schedulers = frozenset(schedulers)
         self.queue_size = queue_size
         self.per_second = per_second
@@ -208,6 +210,30 @@ class Nominator:
             shown = store.view.pod(pod.uid)
             return (entry is not None and not entry.nominated) or (shown is not None and bool(shown.node_name)
                                                                    and not store.view.is_assumed(pod.uid))
+
+    def withdraw(self, pod: PodInfo, node: str) -> None:
+        """berth no longer stands by its nomination of ``node`` for the pod (its filter refused it):
+        clear it in the background, as KEP-5278 asks of the component that set it, so that a pod
+        kube-scheduler cannot place does not keep room reserved there. A pod bound or nominated
+        anew meanwhile is left alone."""
+        loop = self._loop
+        if self.withdraw_write is None or loop is None or loop.is_closed():
+            return
+        task = loop.create_task(self._withdraw(pod, node))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def _withdraw(self, pod: PodInfo, node: str) -> None:
+        assert self.withdraw_write is not None
+        try:
+            await self.withdraw_write(pod, node)
+        except NominationRefused:
+            return  # bound, or nominated anew: nothing of berth's to clear
+        except Exception as exc:
+            self._tell_failure(f"cannot withdraw the nomination of {node} for pod {pod.key}: {exc}",
+                               f"withdraw {type(exc).__name__}")
+            return
+        self.engine.metrics.nominations.labels("withdrawn").inc()
 
     def _tell_failure(self, message: str, kind: str) -> None:
         """A failed write logged as a warning the first time its kind of failure is seen (a storm

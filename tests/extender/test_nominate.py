@@ -229,3 +229,40 @@ def test_a_write_kube_scheduler_overtook_counts_superseded_and_releases_nothing(
     assert counted(h, "superseded") == 2
     assert counted(h, "failed") == 0
     assert h.store.view.pod("uid-shop-web-0").node_name == "c"
+
+
+def test_a_missed_nomination_is_withdrawn() -> None:
+    """kube-scheduler keeps a nomination of a pod it cannot place (and reserves its room there):
+    berth clears a nomination it no longer stands by."""
+    from berth.extender.wire import ExtenderArgs
+
+    h, nominator = nominating([*NODES, make_policy("web").strategy("Spread").obj()])
+    withdrawn: list[tuple[str, str]] = []
+
+    async def withdraw(pod: Any, node: str) -> None:
+        withdrawn.append((pod.name, node))
+
+    nominator.withdraw_write = withdraw
+    engine = h.app.state.engine
+    h.store.apply_pod(pending("web-0"))
+    h.store.apply_pod(pending("web-1"))
+    planned = plan_queued(nominator)
+    assert planned == {"web-0": "a", "web-1": "b"}
+    h.store.apply_node(make_node("b").cpu("4").cordoned().obj())  # web-1's node is cordoned meanwhile
+
+    async def run() -> None:
+        nominator.start()
+        try:
+            for name, node in planned.items():
+                engine.filter(ExtenderArgs.model_validate(
+                    {"Pod": pending(name, nominated=node), "Nodes": None, "NodeNames": [node]}))
+            for _ in range(100):
+                if withdrawn:
+                    break
+                await asyncio.sleep(0.01)
+        finally:
+            await nominator.stop()
+
+    asyncio.run(run())
+    assert withdrawn == [("web-1", "b")]  # web-0's nomination held (a hit): it stays
+    assert counted(h, "withdrawn") == 1

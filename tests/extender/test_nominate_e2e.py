@@ -194,7 +194,8 @@ def test_a_nomination_is_written_only_where_none_is(
     e2e_namespace: str,  # noqa: F811
 ) -> None:
     """The write tests that no node is nominated yet (a second extender replica, or kube-scheduler's
-    preemption, is never overwritten) and that the pod is the one planned (its uid)."""
+    preemption, is never overwritten) and that the pod is the one planned (its uid); a withdrawal
+    removes only berth's own nomination."""
     import asyncio
 
     from berth.core import pod_from_object
@@ -218,10 +219,27 @@ def test_a_nomination_is_written_only_where_none_is(
         await binder.close()
         return outcomes
 
+    async def withdraw(node: str) -> str:
+        try:
+            await binder.withdraw_nomination(pod, node)
+        except NominationRefused as exc:
+            return str(exc)
+        finally:
+            await binder.close()
+        return "withdrawn"
+
+    def nominated() -> str | None:
+        return core.read_namespaced_pod("nominated-once", e2e_namespace).status.nominated_node_name  # type: ignore[no-any-return]
+
     try:
         outcomes = asyncio.run(twice())
+        assert outcomes[0] == "written"
+        assert outcomes[1].startswith("cannot nominate second-node"), outcomes
+        assert nominated() == "first-node"
+        # withdrawn only while it is still the node berth nominated
+        assert asyncio.run(withdraw("second-node")).startswith("cannot withdraw")
+        assert nominated() == "first-node"
+        assert asyncio.run(withdraw("first-node")) == "withdrawn"
+        assert nominated() is None
     finally:
         api.close()
-    assert outcomes[0] == "written"
-    assert outcomes[1].startswith("cannot nominate second-node"), outcomes
-    assert core.read_namespaced_pod("nominated-once", e2e_namespace).status.nominated_node_name == "first-node"
