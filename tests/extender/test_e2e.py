@@ -7,6 +7,7 @@ Run: ``bash hack/build-k8s.sh && pytest -m e2e tests/extender/test_e2e.py``.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -53,8 +54,15 @@ def crd(control_plane: ControlPlane) -> None:  # noqa: F811
 @pytest.fixture
 def extender(control_plane: ControlPlane, crd: None) -> Iterator[str]:  # noqa: F811
     """berth's extender against the control plane, served by uvicorn on 127.0.0.1."""
+    with served_extender(control_plane, ExtenderSettings(api_anonymous=True)) as url:  # explain API without tokens
+        yield url
+
+
+@contextlib.contextmanager
+def served_extender(control_plane: ControlPlane, settings: ExtenderSettings) -> Iterator[str]:  # noqa: F811
+    """An extender with ``settings`` on the control plane's live view, served by uvicorn on
+    127.0.0.1 until the block ends; its URL."""
     api = control_plane.api_client()
-    settings = ExtenderSettings(api_anonymous=True)  # the explain API read without tokens here
     store = ClusterStore(leases_tracked=True)
     metrics = Metrics(store)
     live = LiveView(store, KubeSource(api), metrics=metrics, watch_timeout_seconds=60, settle_heap=False)

@@ -7,24 +7,18 @@ Run: ``bash hack/build-k8s.sh && pytest -m e2e tests/extender/test_nominate_e2e.
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from kubernetes import client as k8s
 from prometheus_client.parser import text_string_to_metric_families
 
-from berth.extender.app import create_app
 from berth.extender.binder import KubeBinder
-from berth.extender.live_view import KubeSource, LiveView
-from berth.extender.metrics import Metrics
 from berth.extender.scheduler_config import scheduler_config
 from berth.extender.settings import ExtenderSettings
-from berth.extender.store import ClusterStore
 from tests.e2e.harness import ControlPlane, NodeSpec, Scheduler, simple_pod, wait_for
 from tests.e2e.harness.fixtures import (  # noqa: F401  (pytest fixtures)
     control_plane,
@@ -34,8 +28,7 @@ from tests.e2e.harness.fixtures import (  # noqa: F401  (pytest fixtures)
     node_leases,
     start_scheduler,
 )
-from tests.e2e.harness.process import free_port
-from tests.extender.test_e2e import CRD
+from tests.extender.test_e2e import CRD, served_extender
 
 pytestmark = pytest.mark.e2e
 
@@ -50,33 +43,9 @@ def crd(control_plane: ControlPlane) -> None:  # noqa: F811
 @pytest.fixture
 def extender(control_plane: ControlPlane, crd: None) -> Iterator[str]:  # noqa: F811
     """berth's extender with the nominate profile's settings, nominating the pods of :data:`SCHEDULER`."""
-    api = control_plane.api_client()
-    settings = ExtenderSettings(api_anonymous=True, filter_winner_only=True, nominate=True,
-                                nominate_schedulers=SCHEDULER)
-    store = ClusterStore(leases_tracked=True)
-    metrics = Metrics(store)
-    live = LiveView(store, KubeSource(api), metrics=metrics, watch_timeout_seconds=60, settle_heap=False)
-    app = create_app(store, settings, binder=KubeBinder(api), source=live, metrics=metrics)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                           access_log=False))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    wait_for(lambda: _ready(url), lambda ok: ok, timeout=60, what="the extender ready")
-    try:
+    with served_extender(control_plane, ExtenderSettings(api_anonymous=True, filter_winner_only=True,
+                                                         nominate=True, nominate_schedulers=SCHEDULER)) as url:
         yield url
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        api.close()
-
-
-def _ready(url: str) -> bool:
-    try:
-        return httpx.get(url + "/readyz", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def _nominations(url: str) -> dict[str, float]:
