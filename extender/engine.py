@@ -176,8 +176,9 @@ class Extender:
             return view
         return RequestNodes(view, overrides)
 
-    def _policy(self, pod: PodInfo) -> tuple[PlacementPolicy | None, Strategy | None, bool]:
-        """(policy, strategy override for evaluate_pod, governed?)."""
+    def governing(self, pod: PodInfo) -> tuple[PlacementPolicy | None, Strategy | None, bool]:
+        """The pod's governing policy, the strategy override for evaluate_pod (the cluster's default
+        strategy when no policy selects the pod), and whether berth governs the pod at all."""
         policy = self.store.policy_for(pod)
         if policy is not None:
             return policy, None, True
@@ -199,7 +200,7 @@ class Extender:
 
     # -- rounds (Fill, Each) ---------------------------------------------------------------
 
-    def _round(self, state: ClusterView | RequestNodes, pod: PodInfo, policy: PlacementPolicy | None,
+    def round_in_force(self, state: ClusterView | RequestNodes, pod: PodInfo, policy: PlacementPolicy | None,
                now: float, eval_now: float, *, open_new: bool = True
                ) -> tuple[Round | None, dict[str, int] | None, Decision | None]:
         """The round in force for the pod's policy (opening one if needed and ``open_new``) and its
@@ -229,7 +230,7 @@ class Extender:
                   sent: Sequence[str] = ()) -> tuple[Evaluation, Round | None]:
         """``names``: the nodes judged (None: every node of the view); ``sent``: the nodes the
         scheduler sent, which a round that cannot be planned refuses (default: ``names``)."""
-        rnd, left, failed_plan = self._round(state, pod, policy, now, eval_now)
+        rnd, left, failed_plan = self.round_in_force(state, pod, policy, now, eval_now)
         if failed_plan is not None:
             return Evaluation(rounds.refused_by_round(failed_plan, sent or names or ())), None
         ev = evaluate_pod(state, pod, policy, self.core_settings, eval_now,
@@ -253,11 +254,11 @@ class Extender:
         store = self.store
         with store.lock:
             now = self.clock()
-            self._expire(now)
+            self.expire_assumptions(now)
             store.release_tentative(pod.uid)  # a new attempt for this pod voids the last one
             store.remember_pod(pod)
             steered = store.drain_steer(pod, now) if store.holds or store.drained_workloads else NO_STEER
-            policy, strategy, governed = self._policy(pod)
+            policy, strategy, governed = self.governing(pod)
             judged = [n for n in names if n not in bad_nodes] if bad_nodes else names
             kept_off: dict[str, str] = {}
             if steered is not NO_STEER:
@@ -397,10 +398,10 @@ class Extender:
         store = self.store
         with store.lock:
             now = self.clock()
-            self._expire(now)
+            self.expire_assumptions(now)
             store.remember_pod(pod)
             steered = store.drain_steer(pod, now) if store.holds or store.drained_workloads else NO_STEER
-            policy, strategy, governed = self._policy(pod)
+            policy, strategy, governed = self.governing(pod)
             if not governed:
                 self.metrics.observe("prioritize", time.perf_counter() - started, "passthrough")
                 return priorities(names, steered.nodes(names) if steered.hold is not None else ())
@@ -447,20 +448,20 @@ class Extender:
         store = self.store
         with store.lock:
             now = self.clock()
-            self._expire(now)
+            self.expire_assumptions(now)
             shown = store.view.pod(pod.uid)
             if shown is not None and shown.node_name and not store.view.is_assumed(pod.uid):
                 # The watch shows the pod bound already (a retried or a second scheduler's bind): it
                 # keeps its room there, and the API server would refuse the Binding anyway.
                 return f"berth: pod {pod.key} is already bound to node {shown.node_name}"
             store.release(pod.uid)  # its tentative place (maybe on another node) must not count twice
-            policy, strategy, governed = self._policy(pod)
+            policy, strategy, governed = self.governing(pod)
             if not governed:
                 store.assume(pod, node, bound=True, deadline=now + self.settings.assume_ttl_seconds)
                 return {}, ""
             eval_now = self.eval_clock()
             state = self._state(self._known_request_node(node))
-            rnd, left, failed_plan = self._round(state, pod, policy, now, eval_now)
+            rnd, left, failed_plan = self.round_in_force(state, pod, policy, now, eval_now)
             if failed_plan is not None:
                 message = failed_plan.error.message if failed_plan.error else "the round cannot be planned"
                 return f"berth: {node}: {message}"
@@ -524,15 +525,15 @@ class Extender:
         store = self.store
         with store.lock:
             now = self.clock()
-            self._expire(now)
-            policy, strategy, governed = self._policy(pod)
+            self.expire_assumptions(now)
+            policy, strategy, governed = self.governing(pod)
             if not governed:
                 self.metrics.observe("preempt", time.perf_counter() - started, "as_given")
                 return {"NodeNameToMetaVictims": given}
             view = store.view
             eval_now = self.eval_clock()
             # The round in force (Fill, Each) limits where the pod may go; preemption never opens one.
-            _, left, _ = self._round(view, pod, policy, now, eval_now, open_new=False)
+            _, left, _ = self.round_in_force(view, pod, policy, now, eval_now, open_new=False)
             kept: dict[str, dict[str, Any]] = {}
             for node, chosen in given.items():
                 ev = evaluate_pod(self._without(view, pod.uid, node, chosen), pod, policy, self.core_settings,
@@ -562,7 +563,8 @@ class Extender:
 
     # -- assumptions -----------------------------------------------------------------------
 
-    def _expire(self, now: float) -> None:
+    def expire_assumptions(self, now: float) -> None:
+        """Forget the assumptions whose deadline has passed (each counted), before a verb judges."""
         for entry in self.store.expire(now):
             self.metrics.assumptions_expired.labels("bound" if entry.bound else "tentative").inc()
 

@@ -266,7 +266,7 @@ class Nominator:
         self._deferred = []
         with store.lock:
             now = engine.clock()
-            engine._expire(now)
+            engine.expire_assumptions(now)
             eval_now = engine.eval_clock()
             run: list[PodInfo] = []
             run_key: object = None
@@ -276,7 +276,7 @@ class Nominator:
                     continue  # bound, gone, or already counted somewhere (filter's winner, a nomination)
                 if (store.holds or store.drained_workloads) and store.drain_steer(current, now) is not NO_STEER:
                     continue  # a drain's replacement: its filter steers it
-                policy, strategy, governed = engine._policy(current)
+                policy, strategy, governed = engine.governing(current)
                 if not governed:
                     continue
                 key = (policy.key if policy is not None else None, strategy)
@@ -295,12 +295,12 @@ class Nominator:
         """Place ``pods`` (one policy) in turn over the whole view, each counted as nominated."""
         engine = self.engine
         store = engine.store
-        policy, _, _ = engine._policy(pods[0])
+        policy, _, _ = engine.governing(pods[0])
         round_key = None
         quota = None
         if policy is not None and policy.strategy in ROUND_STRATEGIES:
             waiting = self._round_nominated(policy.key)
-            rnd, quota, failed = engine._round(store.view, pods[0], policy, now, eval_now, open_new=not waiting)
+            rnd, quota, failed = engine.round_in_force(store.view, pods[0], policy, now, eval_now, open_new=not waiting)
             if rnd is None and failed is None and waiting:
                 self._deferred += pods  # the round in force is used up by pods not bound yet
                 return []
