@@ -62,7 +62,7 @@ from berth.extender.metrics import Metrics
 from berth.extender.replies import failed_nodes, filter_reply, priorities
 from berth.extender.request_nodes import NodeEcho, RequestNodes, read_request_nodes
 from berth.extender.settings import ExtenderSettings
-from berth.extender.store import ClusterStore
+from berth.extender.store import ClusterStore, nominated_node
 from berth.extender.wire import (
     ExtenderArgs,
     ExtenderBindingArgs,
@@ -273,7 +273,7 @@ class Extender:
             # kube-scheduler tries a pod's nominated node alone first: berth still judges the whole
             # cluster and passes that node only if it is the one its strategy ranks first
             nominated = (judged[0] if len(judged) == 1 and not overrides and steered is NO_STEER
-                         and judged[0] == _nominated_node_name(args.Pod) else None)
+                         and judged[0] == nominated_node(args.Pod) else None)
             if nominated is None and pod.uid in self.nominations:
                 # kube-scheduler's cycle began before it saw berth's nomination, or its own filters refused the node
                 del self.nominations[pod.uid]
@@ -588,13 +588,6 @@ def _bind_record(node: str, earlier: DecisionRecord | None, recheck: Decision, *
         "trigger": "bind", "time": recheck.time, "winner": winner, "warnings": warnings, "error": None,
         "round": round_plan(recheck.round_id, plan, node, whole=whole_plan) if plan is not None else base.round,
     }).cut(ANNOTATION_LIMIT)
-
-
-def _nominated_node_name(raw: Mapping[str, Any]) -> str | None:
-    """The request's pod's ``status.nominatedNodeName``."""
-    status = raw.get("status")
-    node = status.get("nominatedNodeName") if isinstance(status, Mapping) else None
-    return node if isinstance(node, str) and node else None
 
 
 def _resource_version(raw: Mapping[str, Any]) -> str:

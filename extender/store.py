@@ -258,7 +258,7 @@ class ClusterStore(DrainHolds):
             return None
         if pod.node_name:
             return pod, _round_mark(obj), None, _annotation(obj, HOLD_ANNOTATION), None
-        return pod, None, _nominated_node(obj), None, _scheduler_name(obj)
+        return pod, None, nominated_node(obj), None, _scheduler_name(obj)
 
     def _apply_pod_locked(self, pod: PodInfo, nominated: str | None = None, scheduler: str | None = None) -> None:
         uid = pod.uid
@@ -616,7 +616,9 @@ def _identity(kind: str, obj: Mapping[str, Any]) -> str:
     return _name(obj)
 
 
-def _nominated_node(obj: Mapping[str, Any]) -> str | None:
+def nominated_node(obj: Mapping[str, Any]) -> str | None:
+    """The pod's ``status.nominatedNodeName`` (the raw object, as the API server or kube-scheduler
+    sends it), None when it has none."""
     status = obj.get("status")
     node = status.get("nominatedNodeName") if isinstance(status, Mapping) else None
     return node if isinstance(node, str) and node else None
