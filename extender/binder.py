@@ -229,37 +229,33 @@ class KubeBinder:
             raise BindError(f"cannot bind pod {pod.key} to {node}: {_api_reason(exc)}") from None
 
     async def nominate(self, pod: PodInfo, node: str) -> None:
-        # A JSON patch of the status subresource that tests first that it is the same pod (a pod
-        # recreated under the same name is not touched) and that no node is nominated yet: a
-        # nomination is set only where none is (KEP-5278's rule for components other than
+        # A nomination is set only where none is (KEP-5278's rule for components other than
         # kube-scheduler), so a second extender replica or kube-scheduler's preemption is never
         # overwritten.
-        body = [
-            {"op": "test", "path": "/metadata/uid", "value": pod.uid},
-            {"op": "test", "path": "/status/nominatedNodeName", "value": None},
-            {"op": "add", "path": "/status/nominatedNodeName", "value": node},
-        ]
-        try:
-            await self.api.request("PATCH", f"/api/v1/namespaces/{_seg(pod.namespace)}/pods/{_seg(pod.name)}/status",
-                                   body, content_type="application/json-patch+json")
-        except ApiError as exc:
-            error = NominationRefused if exc.status == 422 else BindError
-            raise error(f"cannot nominate {node} for pod {pod.key}: {_api_reason(exc)}") from None
+        await self._patch_nomination(pod, [{"op": "test", "path": "/status/nominatedNodeName", "value": None},
+                                           {"op": "add", "path": "/status/nominatedNodeName", "value": node}],
+                                     f"cannot nominate {node} for pod {pod.key}", refused=(422,))
 
     async def withdraw_nomination(self, pod: PodInfo, node: str) -> None:
-        # Only berth's own nomination is removed: the patch tests that it is still ``node`` (the
-        # pod may have been bound, or nominated anew by kube-scheduler's preemption, meanwhile).
-        body = [
-            {"op": "test", "path": "/metadata/uid", "value": pod.uid},
-            {"op": "test", "path": "/status/nominatedNodeName", "value": node},
-            {"op": "remove", "path": "/status/nominatedNodeName"},
-        ]
+        # Only berth's own nomination is removed: the pod may have been bound, or nominated anew by
+        # kube-scheduler's preemption, meanwhile.
+        await self._patch_nomination(pod, [{"op": "test", "path": "/status/nominatedNodeName", "value": node},
+                                           {"op": "remove", "path": "/status/nominatedNodeName"}],
+                                     f"cannot withdraw the nomination of {node} for pod {pod.key}",
+                                     refused=(404, 422))
+
+    async def _patch_nomination(self, pod: PodInfo, ops: list[dict[str, Any]], failure: str,
+                                refused: tuple[int, ...]) -> None:
+        """A JSON patch of the pod's status subresource that tests first that it is the same pod (a
+        pod recreated under the same name is not touched), then ``ops``: the API server's refusals
+        with a status in ``refused`` raise NominationRefused, any other failure BindError."""
+        body = [{"op": "test", "path": "/metadata/uid", "value": pod.uid}, *ops]
         try:
             await self.api.request("PATCH", f"/api/v1/namespaces/{_seg(pod.namespace)}/pods/{_seg(pod.name)}/status",
                                    body, content_type="application/json-patch+json")
         except ApiError as exc:
-            error = NominationRefused if exc.status in (404, 422) else BindError
-            raise error(f"cannot withdraw the nomination of {node} for pod {pod.key}: {_api_reason(exc)}") from None
+            error = NominationRefused if exc.status in refused else BindError
+            raise error(f"{failure}: {_api_reason(exc)}") from None
 
     async def record_event(self, pod: PodInfo, node: str, message: str) -> None:
         if self.record_events and message:
