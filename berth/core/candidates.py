@@ -38,6 +38,10 @@ class CandidateSet:
     order: Callable[[SortKey], Sequence[str] | None] | None = field(default=None, repr=False)
     """Every node of the view sorted by a strategy's sort key (kept between cycles), when the
     candidates are the view's own; ranking them is then a filter of that order."""
+    rest_of: AbstractSet[str] | None = field(default=None, repr=False)
+    """When not None (with ``order``): the candidates are exactly every node of the view not in this
+    set, in the order considered, none of unknown capacity and none scored by spread, so that
+    ranking them is that order less this set."""
 
 
 class FitReading(Protocol):

@@ -77,7 +77,8 @@ def rank(result: CandidateSet, pod: PodInfo, strategy: Strategy | None,
     filtered to the candidates."""
     if quota is not None or result.order is None:
         return strategy_score.rank(result.candidates, strategy, pod, quota)
-    return ranked(result.candidates, strategy if strategy not in ROUND_STRATEGIES else None, pod, result.order)
+    return ranked(result.candidates, strategy if strategy not in ROUND_STRATEGIES else None, pod, result.order,
+                  rest_of=result.rest_of)
 
 
 def score_runs(ranking: Sequence[str]) -> list[tuple[int, Sequence[str]]]:

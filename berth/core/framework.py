@@ -156,7 +156,13 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
         scores = spread.scores(state.nodes[c.name] for c in passing)
         passing = [c.with_spread_score(scores.get(c.name, 0)) for c in passing]
     result.candidates = passing
-    result.warnings.extend(unverified_warning(c.name, c.unverified) for c in filter(is_unverified, passing))
+    # a candidate's capacity is unverified only where its node's fit is
+    unverified = bool(fit.among("unverified", considered))
+    if unverified:
+        result.warnings.extend(unverified_warning(c.name, c.unverified) for c in filter(is_unverified, passing))
+    if result.order is not None and nodes is None and not broken and not unverified and (
+            spread is None or not spread.soft):
+        result.rest_of = out
     if not result.candidates and result.error is None:
         result.error = no_node_error(result, held, failing, fit)
     return result
@@ -271,8 +277,10 @@ class PlainVerdicts:
 
     def among(self, tag: str, nodes: Collection[str]) -> set[str]:
         """The nodes the fit refuses (``refused``), or refuses even where the caller judges room
-        itself (``refused-anyway``)."""
+        itself (``refused-anyway``), or whose capacity it could not verify (``unverified``)."""
+        known = self._ctx.state.nodes
+        if tag == "unverified":
+            return {n for n in nodes if n in known and self[n].fit.unverified}
         require_fit = tag == "refused"
         reject = self._ctx.settings.reject_unknown_capacity
-        known = self._ctx.state.nodes
         return {n for n in nodes if n in known and fit_check.refuses(self[n], require_fit, reject)}

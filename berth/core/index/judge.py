@@ -138,10 +138,12 @@ def _fit_reading(ctx: PodContext, counts: Mapping[str, int], considered: Abstrac
     reject_unknown = settings.reject_unknown_capacity
 
     def tags(v: Fitted) -> tuple[str, ...]:
-        if v.fit.refusal is None:
-            return ()
-        if v.fit.unverified and reject_unknown:
-            return ("refused", "refused-anyway")  # refused even where the caller judges capacity itself
+        fit = v.fit
+        if fit.refusal is None:
+            return ("unverified",) if fit.unverified else ()
+        if fit.unverified:
+            # refused even where the caller judges capacity itself, when unknown capacity is refused
+            return ("refused", "refused-anyway", "unverified") if reject_unknown else ("refused", "unverified")
         return ("refused",)
 
     def judge_in(where: ClusterState, where_counts: Mapping[str, int]) -> Callable[[NodeInfo], Fitted]:

@@ -1,0 +1,77 @@
+"""A judgement of the whole view ranks its candidates as the view's kept order less the nodes
+refused (``CandidateSet.rest_of``) only when the candidates are exactly those, and then ranks
+and warns exactly as the plain path; otherwise it ranks as before."""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest import mock
+
+import pytest
+
+from berth.core import strategies
+from berth.core.evaluate import evaluate_pod
+from berth.core.framework import collect_candidates
+from berth.core.model import NodeInfo, PodInfo
+from berth.core.policy import PlacementPolicy
+from berth.core.settings import Settings
+from tests.builders import make_node, make_pod
+
+from .builders import NOW, cluster, judged, scenario_policy
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def zoned(name: str, zone: str) -> NodeInfo:
+    return make_node(name).labels({ZONE: zone}).info()
+
+
+NODES = (zoned("a", "z1"), zoned("b", "z2"), zoned("c", "z1"), zoned("d", "z2"))
+WEB = make_pod("web-0").info()
+
+WHOLE_VIEW = [
+    # (name, nodes, running pods, policy spec, judged nodes, the nodes left out of the order, or None)
+    ("every node a candidate: the whole order", NODES, (), {"strategy": "Spread"}, None, set()),
+    ("refused nodes are left out of the order",
+     (*NODES, make_node("e").cordoned().info(), make_node("f").cpu("50m").info()), (),
+     {"strategy": "Auto"}, None, {"e", "f"}),
+    ("pods of the workload change the order, not the candidates",
+     NODES, (make_pod("w1").on("a").info(), make_pod("w2").on("a").info(), make_pod("w3").on("d").info()),
+     {"strategy": "Auto"}, None, set()),
+    ("a node of unknown capacity warns: ranked by sorting", (*NODES, make_node("u").memory(None).info()), (),
+     {"strategy": "Spread"}, None, None),
+    ("ScheduleAnyway spread scores the candidates: ranked by sorting", NODES, (make_pod("w1").on("a").info(),),
+     {"strategy": "Spread", "topologySpreadConstraints": [
+         {"topologyKey": ZONE, "maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}]}, None, None),
+    ("DoNotSchedule spread refuses nodes: left out", NODES, (make_pod("w1").on("a").info(),),
+     {"strategy": "Spread", "topologySpreadConstraints": [
+         {"topologyKey": ZONE, "maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}]}, None, {"a", "c"}),
+    ("a placement rule that breaks on some nodes: ranked by sorting",
+     (*NODES, make_node("s").labels({"disk": "ssd"}).info()), (),
+     {"strategy": "Spread", "placementRules": [{"resource": "Node", "operator": "Has", "labels": {"disk": "ssd"}}]},
+     None, None),
+    ("nodes named by the caller: ranked by sorting", NODES, (), {"strategy": "Spread"}, ["d", "b", "a"], None),
+]
+
+
+def evaluated(nodes: tuple[NodeInfo, ...], pods: tuple[PodInfo, ...], pol: PlacementPolicy, indexed: bool,
+              names: list[str] | None) -> dict[str, Any]:
+    settings = Settings(index=indexed)
+    with mock.patch.object(strategies, "_ORDER_WORTH_IT", 0):  # rank through the kept order at any size
+        decision = evaluate_pod(cluster(nodes, pods), WEB, pol, settings, NOW, nodes=names).decision
+    return judged(decision, ranking_limit=100)
+
+
+@pytest.mark.parametrize(("nodes", "pods", "spec", "names", "left_out"), [c[1:] for c in WHOLE_VIEW],
+                         ids=[c[0] for c in WHOLE_VIEW])
+def test_whole_view_ranking_is_the_kept_order_less_the_refused_only_when_exact(
+        nodes: tuple[NodeInfo, ...], pods: tuple[PodInfo, ...], spec: dict[str, Any], names: list[str] | None,
+        left_out: set[str] | None, index_path: str) -> None:
+    pol = scenario_policy(spec)
+    view = cluster(nodes, pods)
+    indexed = index_path == "indexed"
+    result = collect_candidates(view, WEB, pol, Settings(index=indexed).for_policy(pol), NOW, nodes=names,
+                                strategy=pol.strategy)
+    # the plain path keeps no order, so never ranks through one
+    assert result.rest_of == (left_out if indexed else None)
+    assert evaluated(nodes, pods, pol, indexed, names) == evaluated(nodes, pods, pol, False, names)
