@@ -201,36 +201,39 @@ class Extender:
     # -- rounds (Fill, Each) ---------------------------------------------------------------
 
     def round_in_force(self, state: ClusterView | RequestNodes, pod: PodInfo, policy: PlacementPolicy | None,
-               now: float, eval_now: float, *, open_new: bool = True
+               now: float, eval_now: float, *, open_new: bool = True, placed_in: str | None = None
                ) -> tuple[Round | None, dict[str, int] | None, Decision | None]:
-        """The round in force for the pod's policy (opening one if needed and ``open_new``) and its
-        places left for the pod (:func:`berth.core.round.quota`), or the decision of a round that
-        cannot open."""
+        """The round the pod is judged in (:func:`berth.core.round.judged_in`: ``placed_in``, the id
+        of the round it held a place in before this judgement, else the one in force for its policy,
+        opening one if needed and ``open_new``) and its places left for the pod
+        (:func:`berth.core.round.quota`), or the decision of a round that cannot open."""
         if policy is None or policy.strategy not in ROUND_STRATEGIES:
             return None, None, None
         store = self.store
-        rnd = store.rounds.get(policy.key)
-        left = rounds.places_left(rnd, now, self.settings.round_timeout_seconds, pod.uid)
-        if left is not None:
-            return rnd, left, None
+        judged = rounds.judged_in(store.round_of(placed_in) if placed_in is not None else None,
+                                  store.rounds.get(policy.key), now, self.settings.round_timeout_seconds, pod.uid)
+        if judged is not None:
+            return judged[0], judged[1], None
         if not open_new:
             return None, None, None
         # the pods waiting: the policy's pending pods not placed yet, this one included
         waiting = store.pending_governed(policy) + (0 if pod.uid in store.pending else 1)
-        opening = rounds.open_round(state, pod, policy, self.core_settings, now, waiting, judged_at=eval_now)
+        opened = rounds.opening_time(store.rounds.get(policy.key), now)
+        opening = rounds.open_round(state, pod, policy, self.core_settings, opened, waiting, judged_at=eval_now)
         if opening.round is None:
             return None, None, opening.decision
-        store.rounds[policy.key] = opening.round
+        store.open_round(opening.round)
         log.info("opened round %s of %s for %d waiting pods: plan %s", opening.round.id, policy.key, waiting,
                  dict(opening.round.plan))
         return opening.round, rounds.quota(opening.round, pod.uid), None
 
     def _evaluate(self, state: ClusterView | RequestNodes, pod: PodInfo, policy: PlacementPolicy | None,
                   strategy: Strategy | None, names: Sequence[str] | None, now: float, eval_now: float,
-                  sent: Sequence[str] = ()) -> tuple[Evaluation, Round | None]:
+                  sent: Sequence[str] = (), placed_in: str | None = None) -> tuple[Evaluation, Round | None]:
         """``names``: the nodes judged (None: every node of the view); ``sent``: the nodes the
-        scheduler sent, which a round that cannot be planned refuses (default: ``names``)."""
-        rnd, left, failed_plan = self.round_in_force(state, pod, policy, now, eval_now)
+        scheduler sent, which a round that cannot be planned refuses (default: ``names``);
+        ``placed_in``: the round the pod held a place in (:meth:`round_in_force`)."""
+        rnd, left, failed_plan = self.round_in_force(state, pod, policy, now, eval_now, placed_in=placed_in)
         if failed_plan is not None:
             return Evaluation(rounds.refused_by_round(failed_plan, sent or names or ())), None
         ev = evaluate_pod(state, pod, policy, self.core_settings, eval_now,
@@ -255,6 +258,7 @@ class Extender:
         with store.lock:
             now = self.clock()
             self.expire_assumptions(now)
+            placed_in = store.placed_round(pod.uid)  # its place in a round is its own: judged there again
             store.release_tentative(pod.uid)  # a new attempt for this pod voids the last one
             store.remember_pod(pod)
             steered = store.drain_steer(pod, now) if store.holds or store.drained_workloads else NO_STEER
@@ -279,7 +283,7 @@ class Extender:
                 del self.nominations[pod.uid]
                 self.metrics.nominations.labels("late").inc()
             ev, rnd = self._evaluate(state, pod, policy, strategy, judged if nominated is None else None, now,
-                                     eval_now, names)
+                                     eval_now, names, placed_in)
             if steered.hold is not None:
                 honour_target(state, pod, steered.hold, ev)  # type: ignore[arg-type]
             decision = self._stamp(ev.decision, "filter")
@@ -293,7 +297,7 @@ class Extender:
             unresolvable.update(kept_off)
             if winner is not None:  # a candidate, so among the passing nodes
                 store.assume(pod, winner, bound=False, deadline=now + self.settings.tentative_ttl_seconds,
-                             round_key=rnd.policy if rnd is not None else None)
+                             round_id=rnd.id if rnd is not None else None)
             if self._reuses:
                 self._recent = _Recent(pod.uid, _resource_version(args.Pod), tuple(passing), ev.decision.ranking,
                                        time.monotonic())
@@ -415,17 +419,18 @@ class Extender:
                 ranking = recent.ranking
                 result = "reused"
             else:
+                placed_in = store.placed_round(pod.uid)
                 store.release_tentative(pod.uid)
                 eval_now = self.eval_clock()
                 state = self._state(overrides)
-                ev, rnd = self._evaluate(state, pod, policy, strategy, judged, now, eval_now)
+                ev, rnd = self._evaluate(state, pod, policy, strategy, judged, now, eval_now, placed_in=placed_in)
                 if steered.hold is not None:
                     honour_target(state, pod, steered.hold, ev)  # type: ignore[arg-type]
                 ranking = ev.decision.ranking
                 winner = ev.decision.winner
                 if winner is not None:  # a candidate, so among the judged nodes
                     store.assume(pod, winner, bound=False, deadline=now + self.settings.tentative_ttl_seconds,
-                                 round_key=rnd.policy if rnd is not None else None)
+                                 round_id=rnd.id if rnd is not None else None)
                 if self._reuses:
                     self._recent = _Recent(pod.uid, _resource_version(args.Pod), judged, ranking, time.monotonic())
                 record = self._stamp(ev.decision, "prioritize").record_data(limit=RECORD_LIMIT, whole_plan=False)
@@ -454,6 +459,7 @@ class Extender:
                 # The watch shows the pod bound already (a retried or a second scheduler's bind): it
                 # keeps its room there, and the API server would refuse the Binding anyway.
                 return f"berth: pod {pod.key} is already bound to node {shown.node_name}"
+            placed_in = store.placed_round(pod.uid)  # the round its filter placed it in
             store.release(pod.uid)  # its tentative place (maybe on another node) must not count twice
             policy, strategy, governed = self.governing(pod)
             if not governed:
@@ -461,7 +467,7 @@ class Extender:
                 return {}, ""
             eval_now = self.eval_clock()
             state = self._state(self._known_request_node(node))
-            rnd, left, failed_plan = self.round_in_force(state, pod, policy, now, eval_now)
+            rnd, left, failed_plan = self.round_in_force(state, pod, policy, now, eval_now, placed_in=placed_in)
             if failed_plan is not None:
                 message = failed_plan.error.message if failed_plan.error else "the round cannot be planned"
                 return f"berth: {node}: {message}"
@@ -484,9 +490,9 @@ class Extender:
                 store.record_decision(pod.key, decision.record(limit=RECORD_LIMIT, whole_plan=False))
                 return f"berth: {node}: {reason}"
             store.assume(pod, node, bound=True, deadline=now + self.settings.assume_ttl_seconds,
-                         round_key=rnd.policy if rnd is not None else None)
+                         round_id=rnd.id if rnd is not None else None)
             # one pod of the round records its whole plan (berth.core.round: the carrier)
-            whole_plan = rnd is not None and store.carry_plan(rnd.policy, pod.uid)
+            whole_plan = rnd is not None and store.carry_plan(rnd.id, pod.uid)
             record = _bind_record(node, earlier, decision, whole_plan=whole_plan)
             encoded = store.record_decision(pod.key, record)
         annotations = {DECISION_ANNOTATION: encoded.decode()}

@@ -296,7 +296,7 @@ class Nominator:
         engine = self.engine
         store = engine.store
         policy, _, _ = engine.governing(pods[0])
-        round_key = None
+        round_id = None
         quota = None
         if policy is not None and policy.strategy in ROUND_STRATEGIES:
             waiting = self._round_nominated(policy.key)
@@ -306,20 +306,21 @@ class Nominator:
                 return []
             if failed is not None or rnd is None:
                 return []  # no round can open: filter tells each pod why
-            round_key = rnd.policy
+            round_id = rnd.id
         def put(pod: PodInfo, node: str) -> None:
-            store.assume(pod, node, bound=False, deadline=float("inf"), round_key=round_key, nominated=True)
+            store.assume(pod, node, bound=False, deadline=float("inf"), round_id=round_id, nominated=True)
 
         # the cluster's settings (a pod no policy selects gets its default strategy from them)
         placed = place_in_turn(store.view, pods, policy, engine.core_settings, eval_now, put=put, quota=quota)
-        if round_key is not None:  # the pods beyond the round's places wait for the next round
+        if round_id is not None:  # the pods beyond the round's places wait for the next round
             self._deferred += [pod for pod, node in zip(pods, placed.nodes, strict=False) if node is None]
         return [(pod, node) for pod, node in zip(pods, placed.nodes, strict=False) if node is not None]
 
-    def _round_nominated(self, round_key: str) -> bool:
-        """Whether a pod placed in the round of ``round_key`` is not bound yet (nominated, or
+    def _round_nominated(self, policy_key: str) -> bool:
+        """Whether a pod placed in the round of ``policy_key`` is not bound yet (nominated, or
         chosen by its filter and waiting for its bind)."""
-        return any(entry.round_key == round_key and not entry.bound for entry in self.engine.store.assumed.values())
+        return any(entry.round_id is not None and entry.round_id.rpartition("@")[0] == policy_key and not entry.bound
+                   for entry in self.engine.store.assumed.values())
 
     def deferred(self) -> list[PodInfo]:
         """The pods the last :meth:`plan` left waiting for their policy's next round."""

@@ -80,7 +80,7 @@ class Assumption:
     pod: PodInfo  # as placed: node_name is the node
     bound: bool  # False: tentative (filter/prioritize winner); True: bind done or in flight
     deadline: float  # wall-clock seconds; released after it unless the watch confirmed it
-    round_key: str | None = None
+    round_id: str | None = None  # the round the pod holds a place in (berth.core.round)
     nominated: bool = False  # a preemptor on the node kube-scheduler nominated (status.nominatedNodeName)
     made: float = 0.0  # the store's clock when it was made
 
@@ -106,6 +106,9 @@ class ClusterStore(DrainHolds):
         self._deadlines: list[tuple[float, int, str, Assumption]] = []  # min-heap; stale entries skipped
         self._assumptions_made = 0
         self.rounds: dict[str, Round] = {}  # policy key -> its latest round (the book; berth.core.round)
+        # round id -> a round the book has moved past whose places pods not bound yet still hold
+        # (berth.core.round.judged_in): their filter and bind judge them within it
+        self._superseded: OrderedDict[str, Round] = OrderedDict()
         # round id -> uid -> (node, mark): pods recorded in a round newer than the book's whose
         # carrier (the pod recording its plan) the list or watch has not shown yet
         self._parked: OrderedDict[str, dict[str, tuple[str, RoundMark]]] = OrderedDict()
@@ -326,7 +329,7 @@ class ClusterStore(DrainHolds):
         nominated node is waiting; a pod berth nominated within a round is placed in it)."""
         assumed = self.assumed
         return sum(1 for uid, pod in self._pending_by_ns.get(policy.namespace, {}).items()
-                   if (uid not in assumed or (assumed[uid].nominated and assumed[uid].round_key is None))
+                   if (uid not in assumed or (assumed[uid].nominated and assumed[uid].round_id is None))
                    and policy.governs(pod.namespace, pod.labels))
 
     def remember_pod(self, pod: PodInfo) -> None:
@@ -346,20 +349,21 @@ class ClusterStore(DrainHolds):
     # -- assumptions -------------------------------------------------------------------
 
     def assume(self, pod: PodInfo, node: str, *, bound: bool, deadline: float,
-               round_key: str | None = None, nominated: bool = False) -> None:
-        """Count ``pod`` on ``node`` now (replacing an earlier assumption of it)."""
+               round_id: str | None = None, nominated: bool = False) -> None:
+        """Count ``pod`` on ``node`` now (replacing an earlier assumption of it), and in round
+        ``round_id`` when it has one."""
         self.release(pod.uid)
         placed = self.view.assume(pod, node)
-        entry = self.assumed[pod.uid] = Assumption(placed, bound, deadline, round_key, nominated, self.clock())
+        entry = self.assumed[pod.uid] = Assumption(placed, bound, deadline, round_id, nominated, self.clock())
         self._assumptions_made += 1
         heapq.heappush(self._deadlines, (deadline, self._assumptions_made, pod.uid, entry))
         if len(self._deadlines) > 2 * len(self.assumed) + 1024:  # drop entries of assumptions gone
             self._deadlines = [item for item in self._deadlines if self.assumed.get(item[2]) is item[3]]
             heapq.heapify(self._deadlines)
-        if round_key is not None:
-            rnd = self.rounds.get(round_key)
+        if round_id is not None:
+            rnd = self.round_of(round_id)
             if rnd is not None:
-                self.rounds[round_key] = rounds.consume(rnd, pod.uid, node, self.clock())
+                self._keep_round(rounds.consume(rnd, pod.uid, node, self.clock()))
 
     def release(self, uid: str) -> Assumption | None:
         """Stop counting an assumed pod (and free its slot in its round)."""
@@ -368,17 +372,17 @@ class ClusterStore(DrainHolds):
             return None
         if self.view.is_assumed(uid):
             self.view.remove_pod(uid)
-        if entry.round_key is not None:
-            rnd = self.rounds.get(entry.round_key)
+        if entry.round_id is not None:
+            rnd = self.round_of(entry.round_id)
             if rnd is not None:
-                self.rounds[entry.round_key] = rounds.release(rnd, uid)
+                self._keep_round(rounds.release(rnd, uid))
         return entry
 
     def restore(self, entry: Assumption) -> None:
         """Count a released assumption again, as it was (its node, kind, deadline and round)."""
         if entry.pod.node_name:
             self.assume(entry.pod, entry.pod.node_name, bound=entry.bound, deadline=entry.deadline,
-                        round_key=entry.round_key, nominated=entry.nominated)
+                        round_id=entry.round_id, nominated=entry.nominated)
 
     def release_tentative(self, uid: str) -> Assumption | None:
         entry = self.assumed.get(uid)
@@ -409,16 +413,57 @@ class ClusterStore(DrainHolds):
 
     def confirm_placed(self, pod: PodInfo) -> None:
         """Offline mode: the bind is the truth; the pod counts as bound, not assumed."""
-        round_key = None
+        round_id = None
         entry = self.assumed.pop(pod.uid, None)
         if entry is not None:
-            round_key = entry.round_key
+            round_id = entry.round_id
         self._pending_remove(pod.uid)
         self.view.upsert_pod(pod)
-        if round_key is not None and pod.node_name and (rnd := self.rounds.get(round_key)) is not None:
-            self.rounds[round_key] = rounds.consume(rnd, pod.uid, pod.node_name, rnd.active)
+        if round_id is not None and pod.node_name and (rnd := self.round_of(round_id)) is not None:
+            self._keep_round(rounds.consume(rnd, pod.uid, pod.node_name, rnd.active))
 
     # -- rounds ------------------------------------------------------------------------
+
+    def round_of(self, round_id: str) -> Round | None:
+        """The round of id ``round_id``: the book's, or one it has moved past that pods not bound
+        yet hold places in; None when neither is kept."""
+        rnd = self.rounds.get(round_id.rpartition("@")[0])
+        if rnd is not None and rnd.id == round_id:
+            return rnd
+        return self._superseded.get(round_id)
+
+    def placed_round(self, uid: str) -> str | None:
+        """The id of the round pod ``uid`` holds a place in (berth.core.round.judged_in)."""
+        entry = self.assumed.get(uid)
+        return entry.round_id if entry is not None else None
+
+    def _keep_round(self, rnd: Round) -> None:
+        """Keep ``rnd``, changed, where its earlier state was kept (the book or the superseded)."""
+        book = self.rounds.get(rnd.policy)
+        if book is not None and book.id == rnd.id:
+            self.rounds[rnd.policy] = rnd
+        elif rnd.id in self._superseded:
+            self._superseded[rnd.id] = rnd
+
+    def open_round(self, rnd: Round) -> None:
+        """``rnd`` becomes its policy's round in the book. The round it follows stays kept while
+        pods placed in it are not bound yet (their filter and bind judge them within it); rounds
+        none of whose pods waits any longer are dropped."""
+        old = self.rounds.get(rnd.policy)
+        self.rounds[rnd.policy] = rnd
+        if old is not None and old.id != rnd.id:
+            self._superseded[old.id] = old
+        for rid, kept in list(self._superseded.items()):
+            if not self._holds_places(kept):
+                del self._superseded[rid]
+        while len(self._superseded) > ROUNDS_KEPT:
+            self._superseded.popitem(last=False)
+
+    def _holds_places(self, rnd: Round) -> bool:
+        """Whether a pod not bound yet holds a place in ``rnd``."""
+        assumed = self.assumed
+        return any((entry := assumed.get(uid)) is not None and not entry.bound and entry.round_id == rnd.id
+                   for uid in rnd.placed)
 
     def _note_round(self, pod: PodInfo, mark: RoundMark) -> None:
         """A bound pod recording the round it was placed in: the book counts it in that round,
@@ -438,7 +483,10 @@ class ClusterStore(DrainHolds):
         if old is None or new.id != old.id:
             for uid, (node, parked) in self._parked.pop(new.id, {}).items():
                 new = rounds.note(new, parked, uid, node) or new
-        self.rounds[key] = new
+        if old is not None and new.id != old.id:
+            self.open_round(new)  # the pods placed in the old round keep their places
+        else:
+            self.rounds[key] = new
         if old is None and len(self.rounds) > ROUNDS_KEPT:  # the stalest goes: a round resumes only if recent
             del self.rounds[min(self.rounds, key=lambda k: self.rounds[k].active)]
 
@@ -456,14 +504,13 @@ class ClusterStore(DrainHolds):
         if rnd is not None and rnd.carrier == pod.uid:
             self.rounds[rnd.policy] = rounds.uncarried(rnd, pod.uid)
 
-    def carry_plan(self, round_key: str, uid: str) -> bool:
-        """Whether pod ``uid``, being bound in the round of ``round_key``, records the round's
-        whole plan; if so it is the round's carrier from now (its failed bind or its deletion
-        ends that)."""
-        rnd = self.rounds.get(round_key)
+    def carry_plan(self, round_id: str, uid: str) -> bool:
+        """Whether pod ``uid``, being bound in round ``round_id``, records the round's whole plan;
+        if so it is the round's carrier from now (its failed bind or its deletion ends that)."""
+        rnd = self.round_of(round_id)
         if rnd is None or not rounds.needs_carrier(rnd):
             return rnd is not None and rnd.carrier == uid
-        self.rounds[round_key] = rounds.carried(rnd, uid)
+        self._keep_round(rounds.carried(rnd, uid))
         return True
 
     # -- decisions ---------------------------------------------------------------------

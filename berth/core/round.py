@@ -33,6 +33,9 @@ have no round size of their own, so their round is every waiting pod, placed pod
   its tentative place lapsed);
 - :func:`in_force` / :func:`expired`: a round is in force while it has a place left for the pod
   and was active within ``timeout``; otherwise the next pod opens a new round;
+- :func:`judged_in`: a pod placed in a round (chosen by its filter, or nominated) keeps its place
+  there until it is bound: its filter again and its bind judge it within that round, while the
+  next pods, which found the round used up, are placed in the next one;
 - :func:`note` / :func:`resume`: every pod placed in a round carries the round's id
   (:data:`ROUND_ANNOTATION`) and its decision (with its time), and one of them, the round's
   *carrier*, the whole plan (:func:`carried`, :func:`needs_carrier`), so a restarted extender,
@@ -121,6 +124,16 @@ class Opening:
 
 def round_id(policy: str, opened: float) -> str:
     return f"{policy}@{int(opened * 1000)}"
+
+
+def opening_time(previous: Round | None, now: float) -> float:
+    """When a round of the policy of ``previous`` (its round before) opening at ``now`` is recorded
+    as opened: a round's id names the millisecond it opened in, and a round opened within the
+    millisecond of the one before would share its id (rounds can open pod after pod when each
+    holds one place), so one millisecond after it at least."""
+    if previous is None:
+        return now
+    return max(now, (int(previous.opened * 1000) + 1) / 1000)
 
 
 def parse_round_id(text: str) -> tuple[str, float] | None:
@@ -322,6 +335,23 @@ def places_left(rnd: Round | None, now: float, timeout: float = ROUND_TIMEOUT_SE
     if rnd is None or rnd.closed or expired(rnd, now, timeout):
         return None
     return quota(rnd, uid) or None
+
+
+def judged_in(placed_in: Round | None, book: Round | None, now: float, timeout: float = ROUND_TIMEOUT_SECONDS,
+              uid: str = "") -> tuple[Round, dict[str, int]] | None:
+    """The round pod ``uid`` is judged in at ``now`` and its places left for it: ``placed_in``, the
+    round it holds a place in (not bound yet), while that round is in force for it, even when
+    ``book``, the policy's latest round, has moved on because later pods found ``placed_in`` used
+    up; else ``book`` while in force; None: the pod opens the next round. Why: a round's pods take
+    its places before any of them is bound (kube-scheduler binds a pod while it judges the next,
+    and a nomination takes a place long before); judged within the next round, a pod would find
+    its own place not part of it."""
+    same = placed_in is None or (book is not None and placed_in.id == book.id)
+    for rnd in (book,) if same else (placed_in, book):
+        left = places_left(rnd, now, timeout, uid)
+        if left is not None and rnd is not None:
+            return rnd, left
+    return None
 
 
 # -- resume from recorded decisions -------------------------------------------------------------

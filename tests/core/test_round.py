@@ -208,6 +208,52 @@ def test_no_round_is_not_in_force() -> None:
     assert rounds.places_left(None, NOW) is None
 
 
+NEXT_ROUND = Round("shop/web", NOW + 5, {"c": 2}, NOW + 5, {"p9": "c"})
+
+JUDGED_IN: list[tuple[str, Round | None, Round | None, float, str, str | None]] = [
+    # name, the round the pod holds a place in, the book's round, now, the pod, the round it is judged in
+    ("its_own_round_though_the_next_one_opened", opened({"p0": "b", "p1": "b", "p2": "a"}), NEXT_ROUND, NOW + 6,
+     "p2", "own"),
+    ("its_own_round_with_its_place_given_back_before_the_judgement", opened({"p0": "b", "p1": "b"}), NEXT_ROUND,
+     NOW + 6, "p2", "own"),
+    ("the_books_round_when_it_holds_no_place", None, NEXT_ROUND, NOW + 6, "p2", "book"),
+    ("the_books_round_once_its_own_round_lapsed", opened({"p0": "b", "p1": "b", "p2": "a"}), NEXT_ROUND,
+     NOW + 121, "p2", "book"),
+    ("the_books_round_once_a_policy_change_closed_its_own", rounds.close(opened({"p0": "b", "p1": "b", "p2": "a"})),
+     NEXT_ROUND, NOW + 6, "p2", "book"),
+    ("the_book_is_its_own_round", opened({"p0": "b"}), opened({"p0": "b"}), NOW + 1, "p0", "book"),
+    ("none_when_no_round_has_a_place_for_it", None, opened({"p0": "b", "p1": "b", "p2": "a"}), NOW + 1, "p3", None),
+]
+
+
+@pytest.mark.parametrize(("name", "placed_in", "book", "now", "uid", "want"), JUDGED_IN,
+                         ids=[c[0] for c in JUDGED_IN])
+def test_a_pod_is_judged_in_the_round_it_holds_a_place_in_while_that_is_in_force(
+        name: str, placed_in: Round | None, book: Round | None, now: float, uid: str, want: str | None) -> None:
+    got = rounds.judged_in(placed_in, book, now, 120.0, uid)
+    expected = {"own": placed_in, "book": book, None: None}[want]
+    if expected is None:
+        assert got is None
+    else:
+        assert got is not None and got[0] is expected
+        assert got[1] == rounds.places_left(expected, now, 120.0, uid)
+
+
+@pytest.mark.parametrize(("name", "previous", "now", "want"), [
+    ("the_first_round_opens_now", None, NOW, NOW),
+    ("a_round_after_an_older_one_opens_now", opened(), NOW + 0.5, NOW + 0.5),
+    ("a_round_in_the_millisecond_of_the_one_before_opens_a_millisecond_after_it", opened(), NOW + 0.0004,
+     NOW + 0.001),
+])
+def test_rounds_of_a_policy_open_at_times_their_ids_tell_apart(name: str, previous: Round | None, now: float,
+                                                                 want: float) -> None:
+    got = rounds.opening_time(previous, now)
+    assert got == pytest.approx(want)
+    if previous is not None:
+        assert rounds.round_id("shop/web", got) != previous.id
+        assert rounds.parse_round_id(rounds.round_id("shop/web", got))[1] > previous.opened  # type: ignore[index]
+
+
 # -- resume from recorded decisions ---------------------------------------------------------------
 
 def annotations(opened_at: float, plan: dict[str, int], time: str = "1970-01-12T13:46:50Z", *,

@@ -8,7 +8,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
+import pytest
 
+from berth.core import rounds
 from berth.core.decision import DECISION_ANNOTATION
 from berth.core.round import ROUND_ANNOTATION, parse_round_id
 from tests.builders import make_node, make_pod, make_policy
@@ -207,3 +209,43 @@ def test_the_next_pod_bound_records_the_plan_once_the_carrier_is_gone() -> None:
     h.schedule(pods[2])
     carried = valid_record(orjson.loads(annotations["shop/web-2"][DECISION_ANNOTATION])).round
     assert carried is not None and carried.plan == {"b": 2, "a": 2}
+
+
+def _winner(h: Harness, p: dict[str, Any]) -> str:
+    """The node ``p``'s last filter placed it on (tentatively: its bind has not come)."""
+    return h.store.assumed[p["metadata"]["uid"]].pod.node_name
+
+
+@pytest.mark.parametrize("strategy", ["Fill", "Each"])
+@pytest.mark.parametrize("then", ["bind", "filter again"])
+def test_a_pod_keeps_its_place_in_its_round_after_the_next_round_opened(strategy: str, then: str) -> None:
+    """kube-scheduler judges a pod while it binds the one before, so the pod after a round's last
+    opens the next round before the round's last pods are bound: those are still judged within
+    their own round, and the next round's places stay for the next pods."""
+    pods = pending(4)
+    h = harness([*cluster(), make_policy("web").strategy(strategy).count(2).obj(), *pods[:2]])
+    for p in pods[:2]:
+        assert h.filter(p)["NodeNames"]
+    first = h.store.rounds["shop/web"]
+    placed = {p["metadata"]["name"]: _winner(h, p) for p in pods[:2]}
+    assert sorted(placed.values()) == sorted(n for n, k in first.plan.items() for _ in range(k))
+    for p in pods[2:]:  # two more pods: the next round opens for them
+        h.store.apply_pod(p)
+    h.clock.advance(1)
+    assert h.filter(pods[2])["NodeNames"]
+    second = h.store.rounds["shop/web"]
+    assert second.id != first.id and second.size == 2
+    for p in pods[:2]:
+        name = p["metadata"]["name"]
+        if then == "bind":
+            assert h.bind(p, placed[name]) == ""
+            annotations = h.app.state.engine.binder.annotations[f"shop/{name}"]
+            assert annotations[ROUND_ANNOTATION] == first.id
+        else:
+            assert placed[name] in h.filter(p)["NodeNames"]
+            assert _winner(h, p) == placed[name]
+    book = h.store.rounds["shop/web"]  # the next round holds web-2 alone, and web-3's place is left
+    assert (book.id, dict(book.placed), rounds.quota(book)) == (second.id, dict(second.placed), rounds.quota(second))
+    if then == "bind":  # round one's first pod bound records its plan
+        carried = orjson.loads(h.app.state.engine.binder.annotations["shop/web-0"][DECISION_ANNOTATION])["round"]
+        assert carried["plan"] == dict(first.plan)
