@@ -16,9 +16,10 @@ loop takes the pods in the order they came (kube-scheduler's queue is first in, 
 pods of equal priority), keeps those berth governs that are still pending with no node, no
 nomination and no assumption, plans runs of pods of one policy in turn with the core's placer
 (:func:`berth.core.place_in_turn`, each pod counted on its node before the next is placed, as
-filter counts them), counts each on its node as a nominated pod (as the store counts a preemptor
-on its nominated node), and writes the nominations at a bounded rate. A write that fails
-releases the pod's place.
+filter counts them; a Fill or Each policy's pods within its round, the next round opening as soon
+as they use one up, as it opens for the pod after a round's last in filter), counts each on its
+node as a nominated pod (as the store counts a preemptor on its nominated node), and writes the
+nominations at a bounded rate. A write that fails releases the pod's place.
 
 kube-scheduler reserves a nominated pod's room on its node for pods of equal or lower priority,
 which is what berth's plan means; the API server clears ``nominatedNodeName`` when it binds the
@@ -56,7 +57,7 @@ IN_FLIGHT = 16
 """Nominations being written at once."""
 
 RETRY_SECONDS = 0.1
-"""How soon pods waiting for their policy's next round are planned again."""
+"""How soon pods that no place left in their policy's round takes are planned again."""
 
 Write = Callable[[PodInfo, str], Awaitable[None]]
 """Writes a pod's ``status.nominatedNodeName`` (:meth:`berth.extender.binder.KubeBinder.nominate`)."""
@@ -157,7 +158,7 @@ class Nominator:
                     task = asyncio.get_running_loop().create_task(self._nominate(pod, node, slots))
                     self._writes.add(task)
                     task.add_done_callback(self._writes.discard)
-            if waiting:  # tried again once kube-scheduler has had time to place the round's pods
+            if waiting:  # tried again once places of the round may have come free
                 self.requeue(waiting)
                 asyncio.get_running_loop().call_later(RETRY_SECONDS, self._wake.set)
 
@@ -256,10 +257,10 @@ class Nominator:
 
     def plan(self, pods: list[PodInfo]) -> list[tuple[PodInfo, str]]:
         """The node of each of ``pods`` berth still governs and may nominate, planned in turn and
-        counted there as nominated: runs of pods of one policy go through the core's placer together.
-        Pods of a Fill or Each policy whose round is used up while pods placed in it are not bound yet
-        wait in the queue (:meth:`deferred`): filter and bind judge each pod within the round in
-        force, so the next round opens only once the last one's pods are bound."""
+        counted there as nominated: runs of pods of one policy go through the core's placer together,
+        round after round for a Fill or Each policy (:meth:`_place`). Pods of such a policy whose
+        own checks refuse every place left in the round in force wait in the queue
+        (:meth:`deferred`): places may come free (a nomination that failed) before the round lapses."""
         engine = self.engine
         store = engine.store
         planned: list[tuple[PodInfo, str]] = []
@@ -292,35 +293,41 @@ class Nominator:
         return planned
 
     def _place(self, pods: list[PodInfo], now: float, eval_now: float) -> list[tuple[PodInfo, str]]:
-        """Place ``pods`` (one policy) in turn over the whole view, each counted as nominated."""
+        """Place ``pods`` (one policy) in turn over the whole view, each counted as nominated. A
+        Fill or Each policy's pods take the places of the round in force, and when they use it up
+        the next round opens for the rest at once (:meth:`Extender.round_in_force`, the core's
+        count rule): a nominated pod holds its place in its round as a pod its filter placed does,
+        and its filter judges it there although the next round has opened
+        (:func:`berth.core.round.judged_in`)."""
         engine = self.engine
         store = engine.store
         policy, _, _ = engine.governing(pods[0])
-        round_id = None
-        quota = None
-        if policy is not None and policy.strategy in ROUND_STRATEGIES:
-            waiting = self._round_nominated(policy.key)
-            rnd, quota, failed = engine.round_in_force(store.view, pods[0], policy, now, eval_now, open_new=not waiting)
-            if rnd is None and failed is None and waiting:
-                self._deferred += pods  # the round in force is used up by pods not bound yet
-                return []
-            if failed is not None or rnd is None:
-                return []  # no round can open: filter tells each pod why
-            round_id = rnd.id
-        def put(pod: PodInfo, node: str) -> None:
-            store.assume(pod, node, bound=False, deadline=float("inf"), round_id=round_id, nominated=True)
+        settings = engine.core_settings  # the cluster's (a pod no policy selects gets its default strategy from them)
+        if policy is None or policy.strategy not in ROUND_STRATEGIES:
+            def put(pod: PodInfo, node: str) -> None:
+                store.assume(pod, node, bound=False, deadline=float("inf"), nominated=True)
 
-        # the cluster's settings (a pod no policy selects gets its default strategy from them)
-        placed = place_in_turn(store.view, pods, policy, engine.core_settings, eval_now, put=put, quota=quota)
-        if round_id is not None:  # the pods beyond the round's places wait for the next round
-            self._deferred += [pod for pod, node in zip(pods, placed.nodes, strict=False) if node is None]
-        return [(pod, node) for pod, node in zip(pods, placed.nodes, strict=False) if node is not None]
+            placed = place_in_turn(store.view, pods, policy, settings, eval_now, put=put)
+            return [(pod, node) for pod, node in zip(pods, placed.nodes, strict=False) if node is not None]
+        planned: list[tuple[PodInfo, str]] = []
+        rest = pods
+        while rest:
+            rnd, quota, _ = engine.round_in_force(store.view, rest[0], policy, now, eval_now)
+            if rnd is None or not quota:
+                break  # no round can open: filter tells each pod why
+            size = sum(quota.values())
+            turn, rest = rest[:size], rest[size:]  # the pods the round has places for; the rest try the next
 
-    def _round_nominated(self, policy_key: str) -> bool:
-        """Whether a pod placed in the round of ``policy_key`` is not bound yet (nominated, or
-        chosen by its filter and waiting for its bind)."""
-        return any(entry.round_id is not None and entry.round_id.rpartition("@")[0] == policy_key and not entry.bound
-                   for entry in self.engine.store.assumed.values())
+            def put_in(pod: PodInfo, node: str, round_id: str = rnd.id) -> None:
+                store.assume(pod, node, bound=False, deadline=float("inf"), round_id=round_id, nominated=True)
+
+            placed = place_in_turn(store.view, turn, policy, settings, eval_now, put=put_in, quota=quota)
+            for pod, node in zip(turn, placed.nodes, strict=False):
+                if node is None:  # its own checks refuse the round's places left: tried again later
+                    self._deferred.append(pod)
+                else:
+                    planned.append((pod, node))
+        return planned
 
     def deferred(self) -> list[PodInfo]:
         """The pods the last :meth:`plan` left waiting for their policy's next round."""

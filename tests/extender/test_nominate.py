@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from berth.core.round import ROUND_ANNOTATION
 from berth.extender.nominator import Nominator
 from tests.builders import make_node, make_pod, make_policy
 from tests.extender.helpers import Harness, harness
@@ -176,28 +177,44 @@ def test_the_task_writes_nominations_and_a_failed_write_releases_the_place(caplo
     assert h.store.assumed["uid-shop-web-2"].pod.node_name == "c"
 
 
-def test_pods_beyond_a_used_up_round_wait_until_its_pods_are_bound() -> None:
-    h, nominator = nominating([*NODES, make_policy("web").strategy("Fill").count(2).obj()])
-    for i in range(2):
-        h.store.apply_pod(pending(f"web-{i}"))
-    first = plan_queued(nominator)
-    assert len(first) == 2
-    for i in range(2, 4):
-        h.store.apply_pod(pending(f"web-{i}"))
-    assert plan_queued(nominator) == {}  # the round in force is used up and its pods are not bound
-    assert [p.name for p in nominator.deferred()] == ["web-2", "web-3"]
-    nominator.requeue(nominator.deferred())
-    for name, node in first.items():  # kube-scheduler places the round's pods
-        pod = pending(name, nominated=node)
+WAVES: list[tuple[str, list[int]]] = [
+    # name, how many pods come before the nominator plans, wave after wave
+    ("two_then_two", [2, 2]),
+    ("one_at_a_time", [1, 1, 1, 1]),
+    ("three_then_one", [3, 1]),
+]
+
+
+@pytest.mark.parametrize("strategy", ["Fill", "Each"])
+@pytest.mark.parametrize(("name", "waves"), WAVES, ids=[w[0] for w in WAVES])
+def test_the_next_round_opens_once_nominations_use_one_up_and_every_nomination_hits(strategy: str, name: str,
+                                                                                      waves: list[int]) -> None:
+    """Pods come in waves and each wave's round is cut to the pods waiting then (the count rule):
+    the pods of the next wave open the next round at once, before any pod is bound, and
+    kube-scheduler, trying each nominated node alone and binding a pod while it judges the next,
+    finds every nomination where its filter places the pod."""
+    h, nominator = nominating([*NODES, make_policy("web").strategy(strategy).count(2).obj()])
+    planned: dict[str, str] = {}
+    names: list[str] = []
+    for size in waves:
+        for _ in range(size):
+            names.append(f"web-{len(names)}")
+            h.store.apply_pod(pending(names[-1]))
+        planned |= plan_queued(nominator)
+        assert nominator.deferred() == []
+    assert list(planned) == names  # every pod nominated before kube-scheduler reaches it
+    assert len({entry.round_id for entry in h.store.assumed.values()}) == len(waves)  # a round a wave
+    earlier: tuple[dict[str, Any], str] | None = None
+    for pod_name, node in planned.items():
+        pod = pending(pod_name, nominated=node)
         assert h.filter(pod, [node])["NodeNames"] == [node]
-        assert h.bind(pod, node) == ""
-        h.store.apply_pod(make_pod(name).on(node).obj())  # the watch shows it bound
-    second = plan_queued(nominator)
-    assert set(second) == {"web-2", "web-3"}  # the next round
-    for name, node in second.items():
-        pod = pending(name, nominated=node)
-        assert h.filter(pod, [node])["NodeNames"] == [node]
-    assert counted(h, "hit") == 4
+        if earlier is not None:  # bound while the next pod is judged
+            assert h.bind(*earlier) == ""
+        earlier = (pod, node)
+    assert earlier is not None and h.bind(*earlier) == ""
+    assert (counted(h, "hit"), counted(h, "missed"), counted(h, "late")) == (len(names), 0, 0)
+    bound_rounds = {a[ROUND_ANNOTATION] for a in h.app.state.engine.binder.annotations.values()}
+    assert len(bound_rounds) == len(waves)
 
 
 def test_a_write_kube_scheduler_overtook_counts_superseded_and_releases_nothing() -> None:
