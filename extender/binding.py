@@ -15,6 +15,7 @@ from typing import Any
 
 from berth.core import HOLD_ANNOTATION, ObjectError, PodInfo, pod_from_object
 from berth.extender.binder import Binder, BindError, EventQueue
+from berth.extender.kube_http import CALL_TIMINGS
 from berth.extender.metrics import Metrics
 from berth.extender.store import Assumption, ClusterStore
 from berth.extender.wire import ExtenderBindingArgs, scheduler_text
@@ -56,7 +57,10 @@ class Bindings:
         retries it, and by then the pod is bound or its room is free again). The BerthPlaced Event
         is queued and written in the background (:class:`berth.extender.binder.EventQueue`)."""
         node = args.Node
+        steps = self._metrics.bind_steps
+        begun = time.perf_counter()
         pod = await self._bind_pod(args)
+        steps.labels("pod").observe(time.perf_counter() - begun)
         if pod is None:
             return "unknown_pod", (f"berth: pod {args.PodNamespace}/{args.PodName} ({args.PodUID}) is unknown; "
                                    "it may have been deleted")
@@ -66,9 +70,13 @@ class Bindings:
         self._binding.add(pod.uid)
         self.events.bind_started()
         try:
-            with self._store.lock:
+            waited = time.perf_counter()
+            with self._store.lock:  # held through the recheck, which takes it again (it is reentrant)
+                checking = time.perf_counter()
+                steps.labels("lock_wait").observe(checking - waited)
                 prior = self._store.assumed.get(pod.uid)
-            checked = self._reserve(pod, node)
+                checked = self._reserve(pod, node)
+                steps.labels("recheck").observe(time.perf_counter() - checking)
             if isinstance(checked, str):
                 self._metrics.bind_conflicts.labels("recheck").inc()
                 return "conflict", checked
@@ -78,16 +86,24 @@ class Bindings:
             if hold is not None and hold.destination == node:  # the pod says which hold it took
                 annotations = {**annotations, HOLD_ANNOTATION: hold.pod.uid}
             called = time.perf_counter()
+            waits: dict[str, float] = {}  # where the call waited before its request went out
+            noting = CALL_TIMINGS.set(waits)
+            failed: Exception | None = None
             try:
                 await self._binder.bind(pod, node, annotations)
             except Exception as exc:  # kube-scheduler retries the pod
-                self._metrics.api_calls.labels("binding").observe(time.perf_counter() - called)
-                await self._after_failed_bind(pod, prior)
-                if isinstance(exc, BindError):  # the API server's refusal, already worded
-                    return "bind_failed", str(exc)
-                log.exception("bind of %s to %s failed", pod.key, node)  # the network, or worse
-                return "bind_failed", f"berth: bind of {pod.key} to {node} failed: {exc}"
+                failed = exc
+            finally:
+                CALL_TIMINGS.reset(noting)
             self._metrics.api_calls.labels("binding").observe(time.perf_counter() - called)
+            for step in ("connection_wait", "connect"):
+                steps.labels(step).observe(waits.get(step, 0.0))
+            if failed is not None:
+                await self._after_failed_bind(pod, prior)
+                if isinstance(failed, BindError):  # the API server's refusal, already worded
+                    return "bind_failed", str(failed)
+                log.error("bind of %s to %s failed", pod.key, node, exc_info=failed)  # the network, or worse
+                return "bind_failed", f"berth: bind of {pod.key} to {node} failed: {failed}"
         finally:
             self._binding.discard(pod.uid)
         if message:

@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
+from contextvars import ContextVar
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
@@ -82,6 +85,42 @@ def proxy_of(configuration: Any) -> tuple[str | None, Any]:
     return proxy, getattr(configuration, "proxy_headers", None) or None
 
 
+async def _queued(session: Any, ctx: SimpleNamespace, params: Any) -> None:
+    ctx.queued = time.perf_counter()
+
+
+async def _dequeued(session: Any, ctx: SimpleNamespace, params: Any) -> None:
+    timings = ctx.trace_request_ctx
+    if timings is not None:
+        timings["connection_wait"] = timings.get("connection_wait", 0.0) + time.perf_counter() - ctx.queued
+
+
+async def _connecting(session: Any, ctx: SimpleNamespace, params: Any) -> None:
+    ctx.connecting = time.perf_counter()
+
+
+async def _connected(session: Any, ctx: SimpleNamespace, params: Any) -> None:
+    timings = ctx.trace_request_ctx
+    if timings is not None:
+        timings["connect"] = timings.get("connect", 0.0) + time.perf_counter() - ctx.connecting
+
+
+CALL_TIMINGS: ContextVar[dict[str, float] | None] = ContextVar("berth_api_call_timings", default=None)
+"""Set by a caller (the bind) to a dict that its calls' waits before the request is sent are added
+to, in seconds: for a free connection of the pool (``connection_wait``) and opening a new one, TLS
+included (``connect``). A context variable, so that the Binder protocol's signatures stay as they are."""
+
+
+def _trace() -> aiohttp.TraceConfig:
+    """The hooks that note a call's waits in :data:`CALL_TIMINGS`."""
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_queued_start.append(_queued)
+    trace.on_connection_queued_end.append(_dequeued)
+    trace.on_connection_create_start.append(_connecting)
+    trace.on_connection_create_end.append(_connected)
+    return trace
+
+
 class ApiSession:
     """Requests to the API server of ``configuration`` on a connection pool of the running event loop.
 
@@ -106,7 +145,8 @@ class ApiSession:
             connector = aiohttp.TCPConnector(ssl=self._ssl if self._ssl is not None else False,
                                              limit=self.connections, keepalive_timeout=60)
             self._session = aiohttp.ClientSession(connector=connector, timeout=self.timeout,
-                                                  headers={"User-Agent": USER_AGENT, "Accept": "application/json"})
+                                                  headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
+                                                  trace_configs=[_trace()])
             self._loop = loop
         return self._session
 
@@ -122,7 +162,8 @@ class ApiSession:
                       content_type: str = "application/json") -> bytes:
         """The reply's body to ``method path`` (``body`` sent as JSON, as ``content_type``: a PATCH
         names its kind, e.g. ``application/merge-patch+json``); :class:`ApiError` for an error
-        status, :class:`ApiUnreachable` when no answer came."""
+        status, :class:`ApiUnreachable` when no answer came. Its waits for a connection go to
+        :data:`CALL_TIMINGS` when the caller set it."""
         headers = self._headers()
         data = None
         if body is not None:
@@ -131,8 +172,8 @@ class ApiSession:
         session = self._current()
         try:
             async with session.request(method, self.base + path, data=data, headers=headers, proxy=self._proxy,
-                                       proxy_headers=self._proxy_headers,
-                                       server_hostname=self._server_hostname) as resp:
+                                       proxy_headers=self._proxy_headers, server_hostname=self._server_hostname,
+                                       trace_request_ctx=CALL_TIMINGS.get()) as resp:
                 payload = await resp.read()
                 if resp.status >= 400:
                     raise ApiError(resp.status, resp.reason or "", payload)

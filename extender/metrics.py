@@ -3,6 +3,9 @@ build many apps in one process).
 
 - ``berth_extender_request_seconds{verb}``: latency histogram per verb (filter, prioritize,
   bind, preempt, preview, capacity, allocations, decision);
+- ``berth_bind_step_seconds{step}``: the parts of a bind berth spends itself (``pod``, ``lock_wait``,
+  ``recheck``) and, within its Binding call, before the request goes out (``connection_wait``,
+  ``connect``), beside ``berth_api_call_seconds{call}``, the call as a whole;
 - ``berth_extender_decisions_total{verb,result}``: outcomes (``placed``, ``passthrough``,
   ``no_node``, an error code such as ``already_filled``, ``bound``, ``conflict``,
   ``bad_request`` ...);
@@ -78,6 +81,12 @@ class Metrics:
             "Time the API server took to answer the bind's calls (binding: the Binding), by call: the "
             "rest of the bind latency is the extender's own (its loop, the recheck)",
             ["call"], registry=self.registry, buckets=_BUCKETS)
+        self.bind_steps = Histogram(
+            "berth_bind_step_seconds",
+            "Where a bind's time goes, by step: pod (finding the pod), lock_wait (waiting for the view's lock), "
+            "recheck (the node judged again and reserved), and within the Binding call (berth_api_call_seconds) "
+            "connection_wait (for a free connection to the API server) and connect (opening one, TLS included)",
+            ["step"], registry=self.registry, buckets=_BUCKETS)
         self.decisions = Counter("berth_extender_decisions_total", "Answers by verb and result",
                                  ["verb", "result"], registry=self.registry)
         self.watch_restarts = Counter("berth_watch_restarts_total",

@@ -515,6 +515,15 @@ def test_the_binding_calls_time_is_exported_apart_from_the_binds() -> None:
     assert 'berth_extender_request_seconds_count{verb="bind"} 1.0' in text
 
 
+def test_the_binds_own_steps_are_exported_one_observation_a_bind() -> None:
+    pod = make_pod("web-0").labels(WEB).cpu("100m").obj()
+    h = harness([make_node("a").cpu("2").obj(), make_policy("web").obj(), pod])
+    assert h.schedule(pod) == "a"
+    text = h.client.get("/metrics").text
+    for step in ("pod", "lock_wait", "recheck", "connection_wait", "connect"):
+        assert f'berth_bind_step_seconds_count{{step="{step}"}} 1.0' in text
+
+
 def test_a_failed_event_write_leaves_the_pod_bound() -> None:
     store = make_store([make_node("a").cpu("2").obj(), make_policy("web").obj()])
     binder = RecordingBinder(event_fails=True)

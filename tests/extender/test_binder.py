@@ -19,7 +19,7 @@ import pytest
 from berth.core.model import PodInfo
 from berth.extender.app import create_app
 from berth.extender.binder import BindError, KubeBinder
-from berth.extender.kube_http import ApiSession, ApiUnreachable, proxy_of
+from berth.extender.kube_http import CALL_TIMINGS, ApiSession, ApiUnreachable, proxy_of
 from berth.extender.settings import ExtenderSettings
 from tests.builders import make_node, make_pod, make_policy
 from tests.extender.helpers import Clock, bind_args, make_store
@@ -259,6 +259,34 @@ def test_concurrent_calls_share_a_bounded_pool(api_server: _ApiServer) -> None:
     assert len(api_server.requests) == 24
     assert api_server.peak == 4  # concurrent, up to the pool's size
     assert api_server.connections == 4  # opened once, reused by the second round
+
+
+def test_a_calls_waits_for_a_connection_are_noted_where_its_caller_asked(api_server: _ApiServer) -> None:
+    """The bind tells its own time from the API server's: a call notes how long it waited for a
+    free connection of the pool and how long opening one took, in the caller's dict, and nothing
+    when the caller set none."""
+    api_server.delay = 0.1
+    api = ApiSession(_configuration(api_server.url), connections=1)
+
+    async def calls() -> tuple[dict[str, float], dict[str, float]]:
+        first: dict[str, float] = {}
+        second: dict[str, float] = {}
+
+        async def noted(waits: dict[str, float] | None) -> None:
+            CALL_TIMINGS.set(waits)  # a task's own context: the caller's setting
+            await api.request("POST", "/api/v1/namespaces/shop/events", {})
+
+        try:
+            await noted(first)  # the first call opens the connection
+            await asyncio.gather(noted(None), noted(second))  # one connection: the second waits for it
+        finally:
+            await api.close()
+        return first, second
+
+    first, second = asyncio.run(calls())
+    assert set(first) == {"connect"} and first["connect"] > 0
+    assert set(second) == {"connection_wait"} and second["connection_wait"] >= 0.09
+    assert CALL_TIMINGS.get() is None
 
 
 def test_no_answer_is_api_unreachable_naming_the_call(api_server: _ApiServer) -> None:
