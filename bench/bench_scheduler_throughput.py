@@ -33,6 +33,22 @@ The summary prints each row's ratio to kube-scheduler alone (``default``) and to
 extender, the machine reference (a fixed CPU workload, before and after) with the load average,
 and how long the whole run took.
 
+Bind latency, per row (p50 / p99 and the share within 25 ms, from each component's own histogram
+between a scrape before the row and one after it, interpolated in its buckets): berth's ``bind``
+verb (as kube-scheduler waits for it), berth's Binding call within it, the API server's own time
+for the row's Bindings (``apiserver_request_duration_seconds`` of ``POST pods/binding``, whoever
+creates them: buckets 5, 25, 50, 100 ms ...), and kube-scheduler's Bind plugins
+(``scheduler_framework_extension_point_duration_seconds{extension_point="Bind"}``, every pod: its
+own Binding, in the rows where it binds; an extender's bind is not timed there). berth's rows also
+print the steps of bind that are berth's own (``berth_bind_step_seconds``).
+
+``--pace noop`` measures them at the no-op extender's rate: the noop row binds as fast as it can
+(its pods/s is the floor's rate), then every later row starts its scheduler first and creates its
+pods at that rate, so it binds at it; ``--pace RATE`` paces every row at RATE pods a second. The
+pods are created by this process: on a small machine it may not reach the rate asked (printed as
+``created at``), and the API server's time for a Binding then depends on all the row's writes
+(creations, nominations, Bindings, Events) — which is why its own figure is printed beside berth's.
+
 In every configuration the scheduler's API client is set to ``qps: 1000, burst: 1000``
 (``clientConnection``; the default 50 QPS would cap every configuration at about 50 binds a
 second and hide the difference). berth's extender binds through its own asyncio client, which has
@@ -50,6 +66,7 @@ Usage (from the repository root; builds the Kubernetes binaries on first use, se
     .venv/bin/python bench/bench_scheduler_throughput.py --nodes 500 --pods 1000 --strategies Auto,Spread,Fill
     .venv/bin/python bench/bench_scheduler_throughput.py --nodes 5000 --pods 5000 --strategies Auto,Spread,Fill \
         --rows default,noop,berth,profile
+    .venv/bin/python bench/bench_scheduler_throughput.py --rows noop,nominate --pace noop  # binds at the noop rate
 
 How long: creating 5,000 nodes takes 2-4 minutes; then each row takes its pods' creation plus
 pods / (its pods/s). At 5,000 nodes the rows of the full configuration (noop, berth-*) bind 10-30
@@ -117,6 +134,10 @@ API_CALLS = "berth_api_call_seconds"
 """berth's histogram of its bind's API calls (the Binding): the API server's part of bind's latency."""
 
 
+BIND_TARGET_SECONDS = 0.025
+"""The bind latency the issue asks of berth at p99: each row prints the share of binds within it."""
+
+
 def log(msg: str) -> None:
     print(f"[bench] {msg}", file=sys.stderr, flush=True)
 
@@ -179,6 +200,106 @@ class BindWatch:
         self.client.close()
 
 
+Buckets = dict[float, float]
+"""A histogram's cumulative counts by upper bound (``float("inf")`` included)."""
+
+
+def scraped_histogram(text: str, name: str, **labels: str) -> Buckets:
+    """The histogram ``name`` of a Prometheus text page, its series whose labels include ``labels``
+    summed (e.g. every ``status`` of one extension point): cumulative count by upper bound."""
+    out: Buckets = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != name:
+            continue
+        for sample in family.samples:
+            if sample.name == name + "_bucket" and all(sample.labels.get(k) == v for k, v in labels.items()):
+                bound = float(sample.labels["le"])
+                out[bound] = out.get(bound, 0.0) + sample.value
+    return out
+
+
+def histogram_between(before: Buckets, after: Buckets) -> Buckets:
+    """What a histogram counted between two scrapes."""
+    return {bound: count - before.get(bound, 0.0) for bound, count in after.items()}
+
+
+def quantile_ms(buckets: Buckets, q: float) -> float | None:
+    """The ``q`` quantile in ms, interpolated linearly inside its bucket as Prometheus's
+    ``histogram_quantile`` does (so no finer than the buckets); None when nothing was counted, and
+    ``inf`` when the quantile falls in the ``+Inf`` bucket (above the highest finite bound)."""
+    bounds = sorted(buckets)
+    total = buckets.get(float("inf"), 0.0)
+    if total <= 0:
+        return None
+    rank, lower, below = q * total, 0.0, 0.0
+    for bound in bounds:
+        count = buckets[bound]
+        if count >= rank:
+            if bound == float("inf"):
+                return float("inf")
+            inside = count - below
+            return (lower + (bound - lower) * ((rank - below) / inside if inside else 1.0)) * 1000
+        lower, below = bound, count
+    return lower * 1000
+
+
+def within_share(buckets: Buckets, seconds: float) -> float | None:
+    """The share of the histogram's observations at most ``seconds`` (a bucket bound)."""
+    total = buckets.get(float("inf"), 0.0)
+    return buckets[seconds] / total if total > 0 and seconds in buckets else None
+
+
+def latency_summary(buckets: Buckets) -> dict[str, Any]:
+    """count, p50 and p99 (ms, interpolated in the buckets; a quantile above the highest finite
+    bound is given as ``">bound"``) and the share within the bind target."""
+    top = max((b for b in buckets if b != float("inf")), default=0.0) * 1000
+
+    def shown(ms: float | None) -> float | str | None:
+        return None if ms is None else f">{top:g}" if ms == float("inf") else round(ms, 1)
+
+    share = within_share(buckets, BIND_TARGET_SECONDS)
+    return {"count": int(buckets.get(float("inf"), 0.0)), "p50_ms": shown(quantile_ms(buckets, 0.5)),
+            "p99_ms": shown(quantile_ms(buckets, 0.99)), "within_25ms": None if share is None else round(share, 4)}
+
+
+APISERVER_BINDING = ("apiserver_request_duration_seconds",
+                     {"verb": "POST", "resource": "pods", "subresource": "binding"})
+"""The API server's own time for a Binding (request read to reply written), whoever creates it:
+buckets 5, 25, 50, 100, 200 ms ... (k8s.io/apiserver's endpoints/metrics)."""
+SCHEDULER_BIND = ("scheduler_framework_extension_point_duration_seconds", {"extension_point": "Bind"})
+"""kube-scheduler's time in its Bind plugins (RunBindPlugins: DefaultBinder's Binding call), every
+pod, buckets 0.1 ms x 2^k up to 204.8 ms; not observed when an extender binds (extendersBinding
+is not timed), so berth's rows have none."""
+BERTH_BIND = ("berth_extender_request_seconds", {"verb": "bind"})
+BERTH_BINDING_CALL = (API_CALLS, {"call": "binding"})
+BERTH_BIND_STEPS = tuple((f"berth_{step}", ("berth_bind_step_seconds", {"step": step}))
+                         for step in ("pod", "lock_wait", "recheck", "connection_wait", "connect"))
+"""The parts of berth's bind that are berth's own (extender/binding.py); the rest of a bind is its
+Binding call (BERTH_BINDING_CALL), the event loop's turns between them, and reading the request."""
+
+
+class Scrapes:
+    """The /metrics pages of the API server, kube-scheduler and berth, read with the admin's client
+    certificate (the API server, kube-scheduler) or plainly (berth)."""
+
+    def __init__(self, cp: ControlPlane) -> None:
+        assert cp.pki is not None
+        self.server = cp.server
+        self.apiserver_tls = ssl.create_default_context(cafile=str(cp.pki.ca_cert))
+        self.apiserver_tls.load_cert_chain(str(cp.pki.admin_cert), str(cp.pki.admin_key))
+        # kube-scheduler's serving certificate is self-signed: not verified (127.0.0.1 only)
+        self.scheduler_tls = ssl.create_default_context()
+        self.scheduler_tls.check_hostname = False
+        self.scheduler_tls.verify_mode = ssl.CERT_NONE
+        self.scheduler_tls.load_cert_chain(str(cp.pki.admin_cert), str(cp.pki.admin_key))
+
+    def apiserver(self) -> str:
+        return httpx.get(self.server + "/metrics", verify=self.apiserver_tls, timeout=30).text
+
+    def scheduler(self, port: int) -> str:
+        return httpx.get(f"https://127.0.0.1:{port}/metrics", verify=self.scheduler_tls, timeout=30).text
+
+
 def make_nodes(api: Any, count: int) -> list[str]:
     names = [f"bench-node-{i:04d}" for i in range(count)]
 
@@ -201,9 +322,46 @@ def create_pods(api: Any, namespace: str, count: int, scheduler: str) -> None:
         list(pool.map(lambda b: core.create_namespaced_pod(namespace, b), bodies))
 
 
+def create_pods_paced(cp: ControlPlane, namespace: str, count: int, scheduler: str, rate: float) -> float:
+    """Create the pods one every ``1 / rate`` seconds (each on time, whatever the previous one's
+    reply took); returns the rate they were created at. The bodies are encoded beforehand and
+    posted raw on kept-alive connections: the kubernetes client's models would cost this process
+    more CPU a pod than the rates measured here leave it on a small machine."""
+    assert cp.pki is not None
+    tls = ssl.create_default_context(cafile=str(cp.pki.ca_cert))
+    tls.load_cert_chain(str(cp.pki.admin_cert), str(cp.pki.admin_key))
+    url = f"{cp.server}/api/v1/namespaces/{namespace}/pods"
+    bodies = [orjson.dumps(simple_pod(f"p-{i:05d}", cpu="100m", memory="128Mi", labels={"app": "bench"},
+                                      scheduler_name=scheduler)) for i in range(count)]
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    limits = httpx.Limits(max_connections=16, max_keepalive_connections=16)
+    with httpx.Client(verify=tls, timeout=30, limits=limits) as client, ThreadPoolExecutor(16) as pool:
+
+        def post(body: bytes) -> None:
+            resp = client.post(url, content=body, headers=headers)
+            if resp.status_code != 201:
+                raise RuntimeError(f"creating a pod: HTTP {resp.status_code}: {resp.text[:300]}")
+
+        started = time.monotonic()
+        futures = []
+        for i, body in enumerate(bodies):
+            wait = started + i / rate - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            futures.append(pool.submit(post, body))
+        for future in futures:
+            future.result()
+        spent = time.monotonic() - started
+    return (count - 1) / spent if spent > 0 else float("inf")
+
+
 def run_one(cp: ControlPlane, api: Any, label: str, config: dict[str, Any], pods: int,
             extender: Extender | None, strategy: str | None, timeout: float,
-            spec: dict[str, Any] | None = None) -> dict[str, Any]:
+            spec: dict[str, Any] | None = None, pace: float | None = None,
+            metrics_dir: Path | None = None) -> dict[str, Any]:
+    """One row: ``pods`` pods bound by a kube-scheduler of ``config``. Without ``pace`` the pods
+    exist before the scheduler starts (it binds as fast as it can); with it, the scheduler runs
+    first and the pods are created ``pace`` a second, so that it binds at that rate."""
     core = k8s.CoreV1Api(api)
     namespace = f"bench-{label}-{uuid.uuid4().hex[:4]}"
     create_namespace(api, namespace)
@@ -218,23 +376,55 @@ def run_one(cp: ControlPlane, api: Any, label: str, config: dict[str, Any], pods
     nominations_before = nominations(extender.url) if extender is not None else {}
     calls_before = server_histogram(extender.url, API_CALLS, "call") if extender is not None else {}
     cpu_before = process_cpu_seconds(extender_pid(extender)) if extender is not None else 0.0
+    scrapes = Scrapes(cp)
     watch = BindWatch(cp, namespace)  # opened before the pods exist: it sees every change
-    started = time.monotonic()
-    create_pods(api, namespace, pods, sched_name)
-    log(f"{label}: {pods} pods created in {time.monotonic() - started:.1f}s")
-    if extender is not None:
-        wait_for(lambda: extender.view_count("pending"), lambda n: n >= pods, timeout=120,
-                 what="berth to see every pod pending")
-    time.sleep(0.5)
+    created_rate = None
+    if pace is None:
+        started = time.monotonic()
+        create_pods(api, namespace, pods, sched_name)
+        log(f"{label}: {pods} pods created in {time.monotonic() - started:.1f}s")
+        if extender is not None:
+            wait_for(lambda: extender.view_count("pending"), lambda n: n >= pods, timeout=120,
+                     what="berth to see every pod pending")
+        time.sleep(0.5)
     cpu_created = process_cpu_seconds(extender_pid(extender)) if extender is not None else 0.0
+    apiserver_before = scrapes.apiserver()
+    berth_before = httpx.get(extender.url + "/metrics", timeout=10).text if extender is not None else ""
+    scheduler_before = ""  # a new kube-scheduler: its histograms start empty
     t_start = time.monotonic()
     sched = cp.start_scheduler(config, name=f"kube-scheduler-{label}", verbosity=1)
     try:
+        if pace is not None:
+            created_rate = create_pods_paced(cp, namespace, pods, sched_name, pace)
+            log(f"{label}: {pods} pods created at {created_rate:.1f}/s (paced at {pace:.1f}/s)")
         wait_for(watch.count, lambda n: n >= pods or watch.error is not None, timeout=timeout, interval=0.2,
                  what=f"{pods} pods bound by {label}", describe=lambda n: f"{n} bound")
+        apiserver_after = scrapes.apiserver()
+        scheduler_after = scrapes.scheduler(sched.secure_port)
+        berth_after = httpx.get(extender.url + "/metrics", timeout=10).text if extender is not None else ""
     finally:
         sched.stop()
         watch.stop()
+    if metrics_dir is not None:  # every figure of the row, for what the summary does not print
+        metrics_dir.mkdir(parents=True, exist_ok=True)
+        for component, text in (("apiserver-before", apiserver_before), ("apiserver-after", apiserver_after),
+                                ("scheduler-after", scheduler_after), ("berth-before", berth_before),
+                                ("berth-after", berth_after)):
+            if text:
+                (metrics_dir / f"{label}.{component}.prom").write_text(text)
+    # Each bind's latency, and the API server's own time for the same Bindings, over this row only.
+    latency: dict[str, Any] = {}
+    for key, (name, labels), before, after in (
+            ("apiserver_binding", APISERVER_BINDING, apiserver_before, apiserver_after),
+            ("scheduler_bind", SCHEDULER_BIND, scheduler_before, scheduler_after),
+            ("berth_bind", BERTH_BIND, berth_before, berth_after),
+            ("berth_binding_call", BERTH_BINDING_CALL, berth_before, berth_after),
+            *((key, metric, berth_before, berth_after) for key, metric in BERTH_BIND_STEPS)):
+        buckets = histogram_between(scraped_histogram(before, name, **labels), scraped_histogram(after, name, **labels))
+        summary = latency_summary(buckets)
+        if summary["count"]:
+            latency[key] = summary
+            log(f"{label}: {key}: {summary}")
     if watch.error is not None:
         raise RuntimeError(f"{label}: the watch failed") from watch.error
     times = sorted(watch.bound.values())
@@ -270,7 +460,8 @@ def run_one(cp: ControlPlane, api: Any, label: str, config: dict[str, Any], pods
             hit_rate = round((got.get("hit", 0.0) - nominations_before.get("hit", 0.0)) / len(times), 3)
     result = {"config": label, "pods": len(times), "pods_per_second": round(rate, 1), "hit_rate": hit_rate,
               "bind_span_seconds": round(last - first, 2), "first_bind_after_start_seconds": round(first - t_start, 2),
-              "nodes_used": nodes_used}
+              "nodes_used": nodes_used, "paced": None if pace is None else round(pace, 1),
+              "created_per_second": None if created_rate is None else round(created_rate, 1), "latency": latency}
     log(json.dumps(result))
     return result
 
@@ -348,12 +539,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for one configuration")
     parser.add_argument("--no-events", action="store_true",
                         help="berth writes no BerthPlaced Event at bind (BERTH_RECORD_EVENTS=false): what they cost")
+    parser.add_argument("--pace", default=None, metavar="RATE|noop",
+                        help="create each row's pods at RATE a second with its scheduler already running, so that "
+                        "it binds at that rate (its bind latency at that rate); 'noop': at the rate the noop row of "
+                        "this run measured (the rows before it, and the noop row itself, unpaced). Default: the pods "
+                        "exist before the scheduler starts, and each row binds as fast as it can")
+    parser.add_argument("--metrics-dir", type=Path, default=None,
+                        help="write each row's /metrics pages (the API server's before and after, kube-scheduler's "
+                        "and berth's after) to this folder as <row>.<component>.prom")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
     unknown = sorted(set(rows) - set(ROWS))
     if unknown:
         parser.error(f"--rows: unknown {', '.join(unknown)}; choose from {', '.join(ROWS)}")
+    pace: float | None = None
+    if args.pace is not None and args.pace != "noop":
+        try:
+            pace = float(args.pace)
+        except ValueError:
+            pace = -1.0
+        if not pace > 0 or pace == float("inf"):
+            parser.error(f"--pace: {args.pace!r} is neither a rate of pods a second (a number > 0) nor 'noop'")
+    if args.pace == "noop" and "noop" not in rows:
+        parser.error("--pace noop: paces at the noop row's rate, and --rows has no noop row")
     reference_before = machine_reference_ms()
     run_started = time.monotonic()
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip() and s.strip().lower() != "none"]
@@ -371,19 +580,25 @@ def main(argv: list[str] | None = None) -> int:
         # The nodes' Leases are written once: judge liveness over an hour so that they stay fresh.
         env = {"BERTH_LIVENESS_THRESHOLD_SECONDS": "3600", "BERTH_RECORD_EVENTS": "false" if args.no_events else "true"}
         plain = {"clientConnection": dict(CLIENT)}
+
+        def row(*given: Any) -> dict[str, Any]:  # one row, at the pace in force when it starts
+            return run_one(*given, pace=pace, metrics_dir=args.metrics_dir)
+
         try:
             if "default" in rows:
-                results.append(run_one(cp, api, "default", plain, args.pods, None, None, args.timeout))
+                results.append(row(cp, api, "default", plain, args.pods, None, None, args.timeout))
             if "default-100" in rows:
-                results.append(run_one(cp, api, "default-100", {**plain, "percentageOfNodesToScore": 100}, args.pods,
+                results.append(row(cp, api, "default-100", {**plain, "percentageOfNodesToScore": 100}, args.pods,
                                        None, None, args.timeout))
             if "noop" in rows:
                 noop, noop_url = start_noop(cp)
                 try:
-                    results.append(run_one(cp, api, "noop", {**noop_scheduler_config(noop_url, "bench-noop"), **plain},
+                    results.append(row(cp, api, "noop", {**noop_scheduler_config(noop_url, "bench-noop"), **plain},
                                            args.pods, None, None, args.timeout))
                 finally:
                     noop.stop(grace=5)
+                if args.pace == "noop":  # the rows from here bind at the no-op extender's rate
+                    pace = results[-1]["pods_per_second"]
             berth_rows = ([None] if "berth-none" in rows else []) + (strategies if "berth" in rows else [])
             if berth_rows:  # berth's full profile
                 with running_extender(cp, {**env, **PROFILE_EXTENDER_ENV[FULL_PROFILE]}, "berth-extender",
@@ -391,7 +606,7 @@ def main(argv: list[str] | None = None) -> int:
                     berth = {**berth_scheduler_config(extender.url, "bench-berth"), **plain}
                     for strategy in berth_rows:
                         label = f"berth-{(strategy or 'none').lower()}"
-                        results.append(run_one(cp, api, label, berth, args.pods, extender, strategy, args.timeout,
+                        results.append(row(cp, api, label, berth, args.pods, extender, strategy, args.timeout,
                                                specs.get(strategy or "")))
             if "profile" in rows and strategies:
                 # berth's recommended profile: the same kube-scheduler configuration, and the
@@ -400,7 +615,7 @@ def main(argv: list[str] | None = None) -> int:
                                       "berth-extender-profile", args.nodes) as extender:
                     berth = {**berth_scheduler_config(extender.url, "bench-profile"), **plain}
                     for strategy in strategies:
-                        results.append(run_one(cp, api, f"berth-{strategy.lower()}-profile", berth, args.pods,
+                        results.append(row(cp, api, f"berth-{strategy.lower()}-profile", berth, args.pods,
                                                extender, strategy, args.timeout, specs.get(strategy)))
             if "nominate" in rows and strategies:
                 # the nominate profile: throughput, and berth nominates pending pods' nodes for the
@@ -412,7 +627,7 @@ def main(argv: list[str] | None = None) -> int:
                                       "berth-extender-nominate", args.nodes) as extender:
                     berth = {**berth_scheduler_config(extender.url, "bench-nominate"), **plain}
                     for strategy in strategies:
-                        results.append(run_one(cp, api, labels[strategy], berth, args.pods, extender, strategy,
+                        results.append(row(cp, api, labels[strategy], berth, args.pods, extender, strategy,
                                                args.timeout, specs.get(strategy)))
         finally:
             api.close()
@@ -426,7 +641,7 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.monotonic() - run_started
     if args.json:
         print(json.dumps({"machine": machine_reference(reference_before), "nodes": args.nodes, "pods": args.pods,
-                          "strategies": strategies, "rows": rows, "events": not args.no_events,
+                          "strategies": strategies, "rows": rows, "events": not args.no_events, "pace": args.pace,
                           "profile": profile_summary(), "elapsed_seconds": round(elapsed, 1),
                           "results": results}, indent=1))
         return 0
@@ -444,7 +659,37 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['config']:<24} {r['pods_per_second']:>8} {vs_default:>11} {vs_noop:>8} "
               f"{r['bind_span_seconds']:>12} {r['first_bind_after_start_seconds']:>19} {r['nodes_used']:>11} "
               f"{hit_rate:>9}")
+    print(latency_table(results))
     return 0
+
+
+LATENCY_COLUMNS = (("berth_bind", "berth bind"), ("berth_binding_call", "berth's Binding call"),
+                   ("apiserver_binding", "API server Binding"), ("scheduler_bind", "kube-scheduler Bind"))
+
+
+def latency_table(results: list[dict[str, Any]]) -> str:
+    """Each row's bind latency, p50 / p99 in ms and the share within 25 ms: berth's bind verb (as
+    kube-scheduler waits for it), berth's Binding call within it, the API server's own time for the
+    row's Bindings, and kube-scheduler's Bind plugins (its own Binding, rows where it binds)."""
+    lines = [f"bind latency, ms: p50 / p99 (share within {BIND_TARGET_SECONDS * 1000:g} ms), interpolated in each "
+             "histogram's buckets (the API server's: 5, 25, 50, 100 ms ...)",
+             f"{'config':<24} {'paced /s':>9} " + " ".join(f"{title:>26}" for _, title in LATENCY_COLUMNS)]
+    for r in results:
+        cells = []
+        for key, _ in LATENCY_COLUMNS:
+            got = r["latency"].get(key)
+            if got is None:
+                cells.append(f"{'-':>26}")
+                continue
+            share = "" if got["within_25ms"] is None else f" ({got['within_25ms']:.1%})"
+            cells.append(f"{got['p50_ms']:>7} / {got['p99_ms']:>6}{share:>10}")
+        paced = "-" if r["paced"] is None else r["paced"]
+        lines.append(f"{r['config']:<24} {paced:>9} " + " ".join(cells))
+        steps = [(key.removeprefix("berth_"), r["latency"][key]) for key, _ in BERTH_BIND_STEPS if key in r["latency"]]
+        if steps:
+            lines.append(f"{'':<24} berth's own steps of bind, p50 / p99 ms: "
+                         + ", ".join(f"{step} {got['p50_ms']} / {got['p99_ms']}" for step, got in steps))
+    return "\n".join(lines)
 
 
 @contextlib.contextmanager
