@@ -109,14 +109,19 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
     ctx = PodContext(state, pod, policy, settings, now, workload_selector(pod, policy), demand(pod), strategy,
                      quota, require_fit)
     verdicts: Verdicts = index.verdicts(ctx) if settings.indexed else PlainVerdicts(ctx)
-    names = sorted(state.nodes) if nodes is None else list(nodes)
+    whole = index.whole_view(state) if nodes is None and settings.indexed else None
+    considered: set[str] | frozenset[str]
+    if whole is not None:
+        names, considered = whole  # the view's set, kept: read, never changed
+    else:
+        names = sorted(state.nodes) if nodes is None else list(nodes)
+        considered = set(names)
     result = CandidateSet(considered=names, candidates=[])
     if spread is None and not room_only:
         spread = verdicts.spread()
     checked_rules = policy.rules if policy is not None and not room_only else ()
     nf = ctx.node_filter
 
-    considered = set(names)
     out: set[str] = set()  # refused, or breaking a rule: each check judges only the nodes not yet out
     refused = Refusals(result.refused, out)
 

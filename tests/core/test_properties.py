@@ -321,7 +321,7 @@ def operations(draw: st.DrawFn, world: World) -> list[tuple[str, Any]]:
     names = [n.name for n in world.nodes]
     for i in range(draw(st.integers(1, 12))):
         kind = draw(st.sampled_from(["pod", "move", "remove", "assume", "terminate", "relabel", "resize",
-                                     "down", "lease", "plan"]))
+                                     "down", "lease", "plan", "node gone", "node back"]))
         uid = draw(st.sampled_from([p.uid for p in world.pods] + [f"op-{i}"]))
         ops.append((kind, (uid, draw(st.sampled_from(names)), _requests(draw),
                            draw(st.sampled_from([{"app": "web"}, {"app": "web", "role": "db"}, {"app": "db"}])),
@@ -329,11 +329,18 @@ def operations(draw: st.DrawFn, world: World) -> list[tuple[str, Any]]:
     return ops
 
 
-def _mutate(view: ClusterView, kind: str, arg: Any, p: PodInfo, pol: PlacementPolicy, s: Settings) -> None:
+def _mutate(view: ClusterView, kind: str, arg: Any, p: PodInfo, pol: PlacementPolicy, s: Settings,
+            world: World) -> None:
     uid, where, requests, labels, renewed = arg
     old = view.pod(uid)
-    node = view.nodes[where]
-    if kind == "pod":
+    node = view.nodes.get(where)
+    if kind == "node gone":  # its pods stay in the view until their deletions come
+        if node is not None and len(view.nodes) > 1:
+            view.remove_node(where)
+    elif kind == "node back":
+        if node is None:
+            view.upsert_node(next(n for n in world.nodes if n.name == where))
+    elif kind == "pod":
         view.upsert_pod(PodInfo(uid=uid, name=uid, namespace="shop", labels=labels, requests=requests,
                                 node_name=where))
     elif kind == "move" and old is not None:
@@ -344,15 +351,15 @@ def _mutate(view: ClusterView, kind: str, arg: Any, p: PodInfo, pol: PlacementPo
         view.assume(PodInfo(uid=uid, name=uid, namespace="shop", labels=labels, requests=requests), where)
     elif kind == "terminate" and old is not None:
         view.upsert_pod(replace(old, terminating=True))
-    elif kind == "relabel":
+    elif kind == "relabel" and node is not None:
         flipped = dict(node.labels)
         if flipped.pop("disk", None) is None:
             flipped["disk"] = "ssd"
         flipped["rack"] = "r1" if node.labels.get("rack") != "r1" else "r2"
         view.upsert_node(replace(node, labels=flipped))
-    elif kind == "resize":
+    elif kind == "resize" and node is not None:
         view.upsert_node(replace(node, allocatable={**node.allocatable, CPU: node.allocatable.get(CPU, 1000) * 2}))
-    elif kind == "down":
+    elif kind == "down" and node is not None:
         view.upsert_node(replace(node, ready=not node.ready))
     elif kind == "lease":
         view.leases_tracked = True
@@ -501,7 +508,7 @@ def test_indexed_answers_like_naive(data: st.DataObject, world: World, p: PodInf
     for pol in pols:
         evaluate_pod(view, p, pol, s, NOW)
     for kind, arg in data.draw(operations(world)):
-        _mutate(view, kind, arg, p, pols[0], s)
+        _mutate(view, kind, arg, p, pols[0], s, world)
         fresh = _rebuilt(view)
         at = data.draw(st.sampled_from([NOW, NOW + 30, NOW + 200, NOW - 30]))
         for pol in pols:

@@ -75,3 +75,30 @@ def test_whole_view_ranking_is_the_kept_order_less_the_refused_only_when_exact(
     # the plain path keeps no order, so never ranks through one
     assert result.rest_of == (left_out if indexed else None)
     assert evaluated(nodes, pods, pol, indexed, names) == evaluated(nodes, pods, pol, False, names)
+
+
+NODES_COME_AND_GO = [
+    # (name, change to the view after a first judgement, the nodes the next one considers)
+    ("a node removed", lambda view: view.remove_node("b"), ["a", "c", "d"]),
+    ("a node added", lambda view: view.upsert_node(zoned("e", "z1")), ["a", "b", "c", "d", "e"]),
+    ("a node added before the others in name order", lambda view: view.upsert_node(zoned("0", "z1")),
+     ["0", "a", "b", "c", "d"]),
+    ("a node changed, none added or removed", lambda view: view.upsert_node(make_node("c").cordoned().info()),
+     ["a", "b", "c", "d"]),
+    ("a node removed that was not there", lambda view: view.remove_node("x"), ["a", "b", "c", "d"]),
+]
+
+
+@pytest.mark.parametrize(("change", "considered"), [c[1:] for c in NODES_COME_AND_GO],
+                         ids=[c[0] for c in NODES_COME_AND_GO])
+def test_a_judgement_of_the_whole_view_considers_the_nodes_there_now(
+        change: Any, considered: list[str], index_path: str) -> None:
+    pol = scenario_policy({"strategy": "Spread"})
+    settings = Settings(index=index_path == "indexed")
+    view = cluster(NODES)
+    evaluate_pod(view, WEB, pol, settings, NOW)
+    change(view)
+    decision = evaluate_pod(view, WEB, pol, settings, NOW).decision
+    assert decision.considered == considered
+    assert judged(decision, ranking_limit=100) == judged(
+        evaluate_pod(cluster(view.nodes.values()), WEB, pol, Settings(index=False), NOW).decision, ranking_limit=100)

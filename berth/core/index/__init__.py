@@ -4,7 +4,8 @@ the same.
 
 - :func:`index_of`: what is kept on each state, in its ``index`` slot and told of every change
   (:mod:`.cluster`): the view's per-node totals, counted selectors, label index, change logs and
-  tables; an overlay's simulated pods on top of them;
+  tables, and its node names in order and as a set (:func:`whole_view`); an overlay's simulated
+  pods on top of them;
 - :func:`verdicts`: the framework's questions answered for whole node sets (:mod:`.judge`), with
 - verdict tables per evaluation signature, caught up from the view's change log, and the
   nodes they keep sorted by each strategy's key (:mod:`.verdicts`);
@@ -19,10 +20,10 @@ The plain path never calls into this package, so with the index off no state get
 nothing beyond the plain data is kept.
 """
 
-from berth.core.index.cluster import index_of
+from berth.core.index.cluster import index_of, whole_view
 from berth.core.index.judge import IndexedVerdicts, shared_refusals, verdicts
 from berth.core.index.spread import spread_context
 from berth.core.index.standing import StandingNodes, alike, standing_nodes
 
 __all__ = ["IndexedVerdicts", "StandingNodes", "alike", "index_of", "shared_refusals", "spread_context",
-           "standing_nodes", "verdicts"]
+           "standing_nodes", "verdicts", "whole_view"]

@@ -213,6 +213,16 @@ class StateIndex(ABC):
         pass
 
 
+def whole_view(state: ClusterState) -> tuple[list[str], frozenset[str]] | None:
+    """Every node of ``state`` in name order (a list of its own) and as a set, from what the view
+    beneath keeps, when ``state`` shows the view's nodes (the view, an overlay of it); None when
+    it shows nodes of its own (a request's Node objects)."""
+    if state.nodes is not state.base.nodes:
+        return None
+    names, every = index_of(state).view.node_names()
+    return list(names), every
+
+
 def index_of(state: ClusterState) -> StateIndex:
     """The index kept on ``state``, made (and from then on told of every change) when first asked."""
     hit = state.index
@@ -290,12 +300,15 @@ class ViewIndex(StateIndex):
         self._key_index: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
         self.changes = Changes()
         self._memos: OrderedDict[Hashable, Any] = OrderedDict()
+        self._names: tuple[tuple[str, ...], frozenset[str]] | None = None
         for pod in view.all_pods():
             _add_requests(self._totals.setdefault(pod.node_name or "", _NodeTotals()), pod, +1)
 
     # -- changes ----------------------------------------------------------------------------------
 
     def node_changed(self, name: str, old: NodeInfo | None, new: NodeInfo | None) -> None:
+        if old is None or new is None:
+            self._names = None
         if old is None or new is None or old.labels != new.labels:
             self._label_index = None
         self.changes.node(name)
@@ -325,6 +338,14 @@ class ViewIndex(StateIndex):
                     del counts[node]
 
     # -- reads ------------------------------------------------------------------------------------
+
+    def node_names(self) -> tuple[tuple[str, ...], frozenset[str]]:
+        """Every node of the view in name order, and as a set: what a judgement of the whole view
+        considers, kept until a node comes or goes (not remade for each pod of a large cluster)."""
+        if self._names is None:
+            nodes = self._state.nodes
+            self._names = (tuple(sorted(nodes)), frozenset(nodes))
+        return self._names
 
     def use(self, node: str) -> NodeUse:
         totals = self._totals.get(node)
