@@ -16,6 +16,7 @@ import pytest
 from kubernetes import client as k8s
 from prometheus_client.parser import text_string_to_metric_families
 
+from berth.core.round import ROUND_ANNOTATION
 from berth.extender.binder import KubeBinder
 from berth.extender.scheduler_config import scheduler_config
 from berth.extender.settings import ExtenderSettings
@@ -56,13 +57,13 @@ def _nominations(url: str) -> dict[str, float]:
     return out
 
 
-def _policy(api: Any, namespace: str, strategy: str, selector: dict[str, str], url: str) -> None:
+def _policy(api: Any, namespace: str, strategy: str, selector: dict[str, str], url: str, **spec: Any) -> None:
     k8s.CustomObjectsApi(api).create_namespaced_custom_object(
         "berth.dev", "v1alpha1", namespace, "placementpolicies", {
             "apiVersion": "berth.dev/v1alpha1", "kind": "PlacementPolicy",
             "metadata": {"name": "web", "namespace": namespace},
             "spec": {"selector": {"matchLabels": {"app": "web"}}, "strategy": strategy,
-                     "nodeFilter": {"labels": selector}}})
+                     "nodeFilter": {"labels": selector}, **spec}})
     wait_for(lambda: httpx.get(url + "/api/v1/nodes/allocations").json()["policies"],
              lambda policies: f"{namespace}/web" in policies, timeout=30, what="the policy in berth's view")
 
@@ -119,6 +120,41 @@ def test_governed_pods_are_nominated_and_land_on_their_nominated_nodes(
     assert counts.get("hit") == 3, counts  # berth's filter was sent each nominated node alone and passed it
     # the API server clears the nomination when it binds the pod (ClearingNominatedNodeNameAfterBinding)
     assert all(p.status.nominated_node_name is None for p in placed.values())
+
+
+@pytest.mark.parametrize("strategy", ["Fill", "Each"])
+def test_pods_of_a_round_policy_coming_in_waves_are_all_nominated_round_after_round(
+    kube_api: Any,  # noqa: F811
+    make_nodes: Callable[..., list[str]],  # noqa: F811
+    e2e_namespace: str,  # noqa: F811
+    start_scheduler: Callable[..., Scheduler],  # noqa: F811
+    extender: str,
+    strategy: str,
+) -> None:
+    """A round is cut to the pods waiting when it opens; the next wave opens the next round at
+    once, though no pod of the first is bound yet, and every pod lands on its nominated node."""
+    run = "r" + uuid.uuid4().hex[:6]
+    selector = {"berth.e2e/nominate": run}
+    make_nodes(*(NodeSpec(f"nom-{run}-{i}", cpu="4", memory="8Gi", labels=selector) for i in range(3)))
+    _policy(kube_api, e2e_namespace, strategy, selector, extender, count=2)
+    core: Any = k8s.CoreV1Api(kube_api)
+    waves = [["web-0", "web-1"], ["web-2", "web-3"]]
+    nominated: dict[str, str] = {}
+    for wave in waves:  # pending before kube-scheduler runs: berth nominates them first
+        for name in wave:
+            core.create_namespaced_pod(e2e_namespace, k8s.V1Pod.model_validate(
+                simple_pod(name, cpu="1", memory="256Mi", labels={"app": "web"}, scheduler_name=SCHEDULER)))
+        nominated |= _nominated(core, e2e_namespace, wave)
+
+    _start(start_scheduler, extender)
+    names = [name for wave in waves for name in wave]
+    placed = _bound(core, e2e_namespace, names)
+    assert {n: p.spec.node_name for n, p in placed.items()} == nominated
+    counts = _nominations(extender)
+    assert (counts.get("made"), counts.get("hit")) == (4, 4), counts
+    # the second wave's rounds opened after the first's were used up (by nominations alone)
+    rounds = [{placed[n].metadata.annotations[ROUND_ANNOTATION] for n in wave} for wave in waves]
+    assert not rounds[0] & rounds[1], rounds
 
 
 def test_a_stale_nomination_still_lands_where_berth_decides(
