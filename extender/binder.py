@@ -3,9 +3,10 @@ offline, the view itself; and the Event that tells a pod no node takes why (``Be
 
 :class:`KubeBinder` creates the Binding (``pods/binding``), which carries the decision annotation
 (and the round annotation) onto the pod, and writes the Event on the pod as a separate step. Its
-calls are made on the event loop, on a pool of kept-alive connections
-(:class:`berth.extender.kube_http.ApiSession`): no worker thread, no model classes of the
-kubernetes client, whose configuration (kubeconfig or in-cluster) it is built from.
+calls are made on the event loop, on pools of kept-alive connections
+(:class:`berth.extender.kube_http.ApiSession`; the Bindings on a pool of their own): no worker
+thread, no model classes of the kubernetes client, whose configuration (kubeconfig or in-cluster)
+it is built from.
 
 The BerthPlaced Event is off the bind path: the engine hands it to an :class:`EventQueue`, which
 writes it in the background at a bounded rate, slower while binds keep coming (an Event is a
@@ -198,17 +199,28 @@ class MemoryBinder:
         return None
 
 
+BINDING_CONNECTIONS = 64
+"""Connections the Bindings keep to the API server at most. kube-scheduler binds each pod in a
+goroutine of its own, over HTTP/2 streams it does not bound: a Binding waiting here for a
+connection is time berth adds to the bind, so the pool is large enough for the Bindings in flight
+at a few hundred binds a second while the API server takes ~100 ms a Binding."""
+
+
 class KubeBinder:
     """Creates Bindings and Events, and reads pods and NodeDrains, with berth's own rights, on the
-    event loop through an :class:`~berth.extender.kube_http.ApiSession` built from the kubernetes
-    client's configuration (``api_client.configuration``)."""
+    event loop through two :class:`~berth.extender.kube_http.ApiSession` pools built from the kubernetes
+    client's configuration (``api_client.configuration``): the Bindings on a pool of their own
+    (``bindings_api``), so that no Binding waits for a connection that a nomination, an Event or a
+    read holds; everything else on ``api``."""
 
     def __init__(self, api_client: Any, *, record_events: bool = True) -> None:
         self.api = ApiSession(api_client.configuration)
+        self.bindings_api = ApiSession(api_client.configuration, connections=BINDING_CONNECTIONS)
         self.record_events = record_events
 
     async def close(self) -> None:
         """Close the connections to the API server (the app's shutdown)."""
+        await self.bindings_api.close()
         await self.api.close()
 
     async def bind(self, pod: PodInfo, node: str, annotations: Mapping[str, str]) -> None:
@@ -223,8 +235,8 @@ class KubeBinder:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:
-            await self.api.request("POST", f"/api/v1/namespaces/{_seg(pod.namespace)}/pods/{_seg(pod.name)}/binding",
-                                   body)
+            await self.bindings_api.request(
+                "POST", f"/api/v1/namespaces/{_seg(pod.namespace)}/pods/{_seg(pod.name)}/binding", body)
         except ApiError as exc:
             raise BindError(f"cannot bind pod {pod.key} to {node}: {_api_reason(exc)}") from None
 

@@ -137,9 +137,10 @@ STATUS_CONFLICT = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "r
                               'assigned to node "b"'}
 
 
-def test_binds_events_and_reads_reuse_one_kept_alive_connection(api_server: _ApiServer) -> None:
-    """Every call in turn goes over the one connection the first opened: no connection (and, against
-    a real API server, no TLS handshake) per call."""
+def test_bindings_reuse_one_kept_alive_connection_and_events_and_reads_another(api_server: _ApiServer) -> None:
+    """Every call in turn goes over the one connection its pool's first call opened (the Bindings
+    have a pool of their own): no connection (and, against a real API server, no TLS handshake)
+    per call."""
     binder = _binder(api_server)
 
     async def calls() -> None:
@@ -154,7 +155,35 @@ def test_binds_events_and_reads_reuse_one_kept_alive_connection(api_server: _Api
     assert len(posts) == 40  # a Binding and an Event per pod
     assert posts[0] == "/api/v1/namespaces/shop/pods/web-0/binding"
     assert posts[1] == "/api/v1/namespaces/shop/events"
-    assert api_server.connections == 1
+    assert api_server.connections == 2
+
+
+def test_a_binding_never_waits_for_a_connection_the_other_calls_hold(api_server: _ApiServer) -> None:
+    """Nominations, Events and reads may fill their pool while the API server is slow: a Binding
+    goes out at once on its own, so that kube-scheduler's bind waits for the API server alone."""
+    binder = _binder(api_server)
+    binder.api = ApiSession(binder.api.configuration, connections=1)
+    api_server.delay = 0.3
+    done: list[str] = []
+
+    async def event(i: int) -> None:
+        await binder.record_event(PodInfo(uid=f"u{i}", name=f"web-{i}", namespace="shop"), "node-a", "placed")
+        done.append("event")
+
+    async def bind() -> None:
+        await asyncio.sleep(0.05)  # the Events hold the one connection of their pool, and wait for it
+        await binder.bind(POD, "node-a", {})
+        done.append("binding")
+
+    async def calls() -> None:
+        try:
+            await asyncio.gather(*(event(i) for i in range(3)), bind())
+        finally:
+            await binder.api.close()
+
+    _run(binder, calls)
+    # one Event at a time (0.3 s each); the Binding beside them, not after the three
+    assert done.index("binding") <= 1 and done.count("event") == 3
 
 
 def test_the_binding_carries_the_pods_uid_the_annotations_and_the_node(api_server: _ApiServer) -> None:
@@ -385,6 +414,7 @@ def test_the_apps_shutdown_closes_the_connections_to_the_api_server(api_server: 
     store.remember_pod(PodInfo(uid=p["metadata"]["uid"], name="web-1", namespace="shop"))
     with TestClient(app) as http:
         assert http.post("/bind", content=orjson.dumps(bind_args(p, "a"))).json()["Error"] == ""
-        session = binder.api._session
-        assert session is not None and not session.closed
-    assert session.closed
+        sessions = [session for session in (binder.api._session, binder.bindings_api._session) if session]
+        assert binder.bindings_api._session in sessions  # the Binding's pool
+        assert all(not session.closed for session in sessions)
+    assert all(session.closed for session in sessions)
