@@ -26,6 +26,7 @@ from starlette.types import Receive, Scope, Send
 from berth.extender.authz import ApiGate, Denied, Reviewer
 from berth.extender.binder import Binder, MemoryBinder
 from berth.extender.engine import Extender
+from berth.extender.leader import LeaseElector
 from berth.extender.metrics import Metrics
 from berth.extender.nominator import Nominator
 from berth.extender.questions import Questions
@@ -73,10 +74,13 @@ _REQUEST_MODELS: tuple[type[BaseModel], ...] = (ExtenderArgs, ExtenderBindingArg
 def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *, binder: Binder | None = None,
                source: ViewSource | None = None, metrics: Metrics | None = None,
                clock: Callable[[], float] | None = None,
-               eval_clock: Callable[[], float] | None = None, reviewer: Reviewer | None = None) -> ExtenderApp:
+               eval_clock: Callable[[], float] | None = None, reviewer: Reviewer | None = None,
+               elector: LeaseElector | None = None) -> ExtenderApp:
     """The extender app on ``store``. Without ``binder`` binds are recorded in memory (offline
     mode); ``source`` is started and stopped with the app. ``reviewer`` authenticates and
-    authorizes the explain API's callers (without one, only ``BERTH_API_ANONYMOUS`` opens it)."""
+    authorizes the explain API's callers (without one, only ``BERTH_API_ANONYMOUS`` opens it).
+    ``elector``: with ``BERTH_NOMINATE``, this replica nominates only while it holds the elector's
+    Lease (:func:`berth.extender.leader.nominator_elector`); without one it always nominates."""
     settings = settings or ExtenderSettings()
     gate = ApiGate(reviewer, anonymous=settings.api_anonymous, cache_seconds=settings.api_auth_cache_seconds,
                    cache_entries=settings.api_auth_cache_entries)
@@ -91,11 +95,18 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
                               withdraw=engine.binder.withdraw_nomination)
         store.on_pending = nominator.offer
         engine.on_stale_nomination = nominator.withdraw
+        if elector is not None:
+            nominator.lead(False)
+            elector.on_change = nominator.lead
+    else:
+        elector = None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if nominator is not None:
             nominator.start()
+        if elector is not None:
+            elector.start()
         if source is not None:
             source.start()
         try:
@@ -103,6 +114,8 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
         finally:
             if source is not None:
                 source.stop()
+            if elector is not None:
+                await elector.stop()  # no nomination planned from here on; the Lease released
             if nominator is not None:
                 await nominator.stop()
             if isinstance(engine.binder, Closing):
@@ -115,6 +128,7 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
     # what the dependencies of berth.extender.routes.deps give the routes
     app.state.engine = engine
     app.state.nominator = nominator
+    app.state.elector = elector
     app.state.questions = Questions(store, engine.core_settings, engine.binder,
                                     round_timeout_seconds=settings.round_timeout_seconds, clock=engine.clock,
                                     eval_clock=engine.eval_clock)

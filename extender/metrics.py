@@ -22,7 +22,10 @@ build many apps in one process).
   (no bind came for filter's choice) or ``bound`` (a bound pod's reservation lapsed before the watch
   showed the pod bound or deleted: a lagging watch);
 - ``berth_nominations_total{result}``: nominations of pending pods (:mod:`berth.extender.nominator`):
-  ``made``, ``hit``, ``missed``, ``late``, ``superseded``, ``dropped``, ``failed``;
+  ``made``, ``hit``, ``missed``, ``late``, ``superseded``, ``dropped``, ``failed``, ``withdrawn``,
+  ``abandoned``;
+- ``berth_nominator_leading``: 1 while this replica nominates (it holds the nominator's Lease, or
+  nominates without an election), 0 while another replica does (:mod:`berth.extender.leader`);
 - ``berth_cache_entries{cache}``: entries of each bounded cache (counted selectors, verdict tables,
   decisions, binds in flight, Events queued ...), read at scrape time: each stays under its bound whatever clients ask.
 """
@@ -32,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -108,8 +111,13 @@ class Metrics:
             "became of the nomination: made, hit (filter was sent that node alone and passed it), missed (sent it "
             "alone, refused it: berth's decision changed), late (filter was sent more nodes), superseded "
             "(kube-scheduler's cycle for the pod, or another nomination, came before the write), dropped (the "
-            "queue was full), failed (the API server refused the write), withdrawn (a missed nomination cleared)",
+            "queue was full), failed (the API server refused the write), withdrawn (a missed nomination cleared), "
+            "abandoned (planned, not written: this replica stopped leading)",
             ["result"], registry=self.registry)
+        self.leading = Gauge(
+            "berth_nominator_leading",
+            "1 while this replica nominates (it holds the nominator's Lease, or nominates without an election), "
+            "0 while it does not", registry=self.registry)
         self.cache_sizes: Callable[[], Mapping[str, int]] | None = None  # the engine's own caches
         if store is not None:
             self.registry.register(_ViewCollector(store, self))

@@ -28,7 +28,11 @@ counts made, hit, missed, late, superseded (kube-scheduler's cycle for the pod, 
 nomination, came before the write: not written, or refused because the pod was bound or a node
 was nominated first; the write tests that none is, so extender replicas never overwrite each
 other), dropped, failed and withdrawn nominations (filter refused it: berth clears it, as the
-component that set it, since kube-scheduler keeps the nomination of a pod it cannot place).
+component that set it, since kube-scheduler keeps the nomination of a pod it cannot place), and
+abandoned ones (planned, not written: the replica stopped leading).
+
+With several extender replicas one nominates, the holder of a Lease
+(:mod:`berth.extender.leader`, :meth:`Nominator.lead`); the others plan nothing.
 """
 
 from __future__ import annotations
@@ -83,6 +87,8 @@ class Nominator:
         self._next_write = 0.0
         self._deferred: list[PodInfo] = []
         self._failures_told: set[str] = set()
+        self.leading = True  # False on a replica that does not hold the nominator's Lease (:meth:`lead`)
+        engine.metrics.leading.set(1)
 
     # -- the queue (any thread) ------------------------------------------------------------
 
@@ -97,8 +103,10 @@ class Nominator:
                 queue[pod.uid] = pod
                 return
             if len(queue) >= self.queue_size:
-                self.engine.metrics.nominations.labels("dropped").inc()
-                return
+                if self.leading:
+                    self.engine.metrics.nominations.labels("dropped").inc()
+                    return
+                queue.popitem(last=False)  # a standby keeps the latest pods for when it leads
             was_empty = not queue
             queue[pod.uid] = pod
         if was_empty:
@@ -115,11 +123,26 @@ class Nominator:
             loop.call_soon_threadsafe(wake.set)
 
     def take(self, limit: int) -> list[PodInfo]:
+        if not self.leading:
+            return []
         with self._queue_lock:
             taken: list[PodInfo] = []
             while self._queue and len(taken) < limit:
                 taken.append(self._queue.popitem(last=False)[1])
             return taken
+
+    def lead(self, leading: bool) -> None:
+        """This replica starts or stops nominating (:class:`berth.extender.leader.LeaseElector`).
+
+        A replica that does not lead plans nothing: it keeps the latest pending pods in its queue
+        (the oldest make room, uncounted) and plans those still pending, not nominated meanwhile,
+        when it leads. One that stops leading writes none of the nominations it planned and has not
+        written yet (``abandoned``; a write already sent may still land, and the write's test op
+        keeps it from overwriting another replica's)."""
+        self.leading = leading
+        self.engine.metrics.leading.set(1 if leading else 0)
+        if leading:
+            self._signal()
 
     # -- the task (the event loop) ----------------------------------------------------------
 
@@ -176,6 +199,10 @@ class Nominator:
         try:
             if not self._still_nominated(pod, node):
                 counted.labels("superseded").inc()  # its filter came while the write waited its turn
+                return
+            if not self.leading:
+                counted.labels("abandoned").inc()  # this replica lost the Lease while the write waited
+                self._release(pod, node)
                 return
             await self.write(pod, node)
         except Exception as exc:

@@ -26,6 +26,7 @@ from berth.extender.app import create_app
 from berth.extender.authz import KubeReviewer
 from berth.extender.binder import KubeBinder, MemoryBinder
 from berth.extender.heap import collector_paused, settle
+from berth.extender.leader import nominator_elector
 from berth.extender.limits import ApiGate, bounded_bodies, gated, guarded_protocol
 from berth.extender.live_view import KubeSource, LiveView, kube_api_client
 from berth.extender.metrics import Metrics
@@ -68,7 +69,8 @@ def build_app(snapshot: str | None = None, settings: ExtenderSettings | None = N
                     watch_timeout_seconds=settings.watch_timeout_seconds,
                     backoff_max_seconds=settings.relist_backoff_max_seconds, settle_heap=settle_heap)
     return create_app(store, settings, binder=KubeBinder(api_client, record_events=settings.record_events),
-                      source=live, metrics=metrics, reviewer=KubeReviewer(api_client))
+                      source=live, metrics=metrics, reviewer=KubeReviewer(api_client),
+                      elector=nominator_elector(settings, api_client.configuration))
 
 
 SCHEDULER_PATHS = frozenset({"/filter", "/prioritize", "/bind", "/preempt"})

@@ -8,9 +8,17 @@ placement settings onto the core's :class:`~berth.core.settings.Settings`.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, ValidationInfo, ValidatorFunctionWrapHandler, field_validator
+from pydantic import (
+    Field,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from berth.core import (
@@ -22,6 +30,7 @@ from berth.core import (
     Settings,
     Strategy,
 )
+from berth.extender.leader import LeaseTimes, default_identity, default_namespace
 
 log = logging.getLogger("berth.extender.settings")
 
@@ -65,6 +74,18 @@ class ExtenderSettings(BaseSettings):
     # berth; only their pods are nominated
     nominate_queue: int = Field(default=10000, ge=1, le=1_000_000)  # pods waiting for a nomination; more dropped
     nominate_per_second: float = Field(default=300.0, gt=0, le=10000)  # nominations written a second at most
+    # With BERTH_NOMINATE, one replica nominates: the holder of a coordination.k8s.io/v1 Lease
+    # (extender/leader.py; the others answer filter, prioritize and bind only). Off: every replica
+    # nominates (one replica, or no API server).
+    leader_elect: bool = True
+    leader_lease_name: str = Field(default="berth-extender-nominator", min_length=1, max_length=253)
+    leader_lease_namespace: str = ""  # empty: the pod's (POD_NAMESPACE, or its service account's), else default
+    leader_identity: str = ""  # the holder's name; empty: the pod's (POD_NAME), else host name and a random suffix
+    leader_lease_duration_seconds: int = Field(default=15, ge=1, le=3600)  # a Lease not renewed keeps others
+    # off this long (by each candidate's own clock)
+    leader_renew_deadline_seconds: float = Field(default=10.0, gt=0, le=3600)  # the holder stops nominating
+    # when it could not renew for this long (less than the lease duration)
+    leader_retry_period_seconds: float = Field(default=2.0, gt=0, le=600)  # between tries to take or renew
     decisions_kept: int = Field(default=5000, ge=0, le=1_000_000)  # latest decisions kept in memory
     record_events: bool = True  # an Event on the pod at bind (BerthPlaced) and when no node takes it (BerthRefused)
     watch_timeout_seconds: int = Field(default=300, ge=10, le=3600)  # server-side watch timeout, then re-watch
@@ -120,6 +141,32 @@ class ExtenderSettings(BaseSettings):
             log.warning("setting BERTH_%s=%r is invalid (%s); using the safe default %r",
                         field.upper(), value, exc.errors()[0]["msg"], default)
             return default
+
+    @model_validator(mode="after")
+    def _consistent_lease_times(self) -> ExtenderSettings:
+        """Lease times that cannot work together (a holder must stop before another may take
+        over) are logged and replaced by the defaults, all three."""
+        try:
+            self.lease_times()
+        except ValueError as exc:
+            log.warning("%s; using the safe defaults 15s, 10s, 2s", exc)
+            for name in ("leader_lease_duration_seconds", "leader_renew_deadline_seconds",
+                         "leader_retry_period_seconds"):
+                object.__setattr__(self, name, type(self).model_fields[name].default)
+        return self
+
+    def lease_times(self) -> LeaseTimes:
+        return LeaseTimes(self.leader_lease_duration_seconds, self.leader_renew_deadline_seconds,
+                          self.leader_retry_period_seconds)
+
+    def lease_namespace(self) -> str:
+        """Where the nominator's Lease is: BERTH_LEADER_LEASE_NAMESPACE, else the pod's namespace."""
+        return (self.leader_lease_namespace.strip() or os.environ.get("POD_NAMESPACE", "").strip()
+                or default_namespace())
+
+    def lease_identity(self) -> str:
+        """The name this replica holds the Lease under: BERTH_LEADER_IDENTITY, else the pod's name."""
+        return self.leader_identity.strip() or os.environ.get("POD_NAME", "").strip() or default_identity()
 
     def nominated_schedulers(self) -> frozenset[str]:
         """The schedulerNames whose pods berth nominates."""

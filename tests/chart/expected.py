@@ -21,6 +21,14 @@ EXTENDER_CLUSTER = {
     ("authorization.k8s.io", "subjectaccessreviews", "create", ""),
 }
 EXTENDER_NOMINATE = {("", "pods/status", "patch", "")}  # scheduler.profile nominate (the default) only
+EXTENDER_NOMINATOR_ELECTION = {("coordination.k8s.io", "leases", "create", "")}  # likewise, in the release namespace
+
+
+def nominator_lease(name: str) -> set[tuple[str, str, str, str]]:
+    """The extender's rights on the Lease that elects the replica that nominates (release namespace)."""
+    return {("coordination.k8s.io", "leases", "get", name), ("coordination.k8s.io", "leases", "update", name)}
+
+
 PLACEMENT_READER_CLUSTER = {  # the page, the explain API and kubectl berth, with a person's own rights
     ("", "pods", "get", ""), ("", "pods", "list", ""), ("", "nodes", "list", ""),
     ("berth.dev", "placementpolicies", "get", ""), ("berth.dev", "placementpolicies", "list", ""),

@@ -118,7 +118,7 @@ def test_default_objects(default: Rendered) -> None:
     assert default.names("Service") == {"berth-extender", "berth-webhook"}
     assert default.names("ServiceAccount") == {"berth-extender", "berth-operator"}
     assert default.names("ClusterRole") == {"berth-extender", "berth-operator"}
-    assert default.names("Role") == {"berth-extender-node-leases"}
+    assert default.names("Role") == {"berth-extender-node-leases", "berth-extender-nominator-lease"}
     assert default.names("Secret") == {"berth-ca", "berth-extender-tls", "berth-scheduler-client-tls",
                                        "berth-webhook-tls"}
     assert default.names("PodDisruptionBudget") == {"berth-extender"}
@@ -243,6 +243,30 @@ NOMINATE_RBAC = [
 def test_extender_may_patch_pod_status_only_when_it_nominates(helm: Path, values: dict[str, Any],
                                                               rules: set[tuple[str, str, str, str]]) -> None:
     assert rules_of(render(helm, values).get("ClusterRole", "berth-extender")) == rules
+
+
+@pytest.mark.parametrize(("values", "rules"), [c[1:] for c in NOMINATE_RBAC], ids=[c[0] for c in NOMINATE_RBAC])
+def test_extender_may_hold_the_nominator_lease_only_when_it_nominates(helm: Path, values: dict[str, Any],
+                                                                      rules: set[tuple[str, str, str, str]]) -> None:
+    r = render(helm, values)
+    role = r.find("Role", "berth-extender-nominator-lease")
+    binding = r.find("RoleBinding", "berth-extender-nominator-lease")
+    env = {e["name"]: e.get("value") for e in _container(r.get("Deployment", "berth-extender"))["env"]}
+    if rules >= expected.EXTENDER_NOMINATE:
+        assert role is not None and binding is not None
+        assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == NS
+        assert rules_of(role) == (expected.EXTENDER_NOMINATOR_ELECTION
+                                  | expected.nominator_lease("berth-extender-nominator"))
+        assert binding["roleRef"]["name"] == role["metadata"]["name"]
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "berth-extender", "namespace": NS}]
+        assert env["BERTH_LEADER_LEASE_NAME"] == "berth-extender-nominator"
+        # held under the pod's name, in the pod's namespace (the settings read POD_NAME, POD_NAMESPACE)
+        fields = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+                  for e in _container(r.get("Deployment", "berth-extender"))["env"]}
+        assert (fields["POD_NAME"], fields["POD_NAMESPACE"]) == ("metadata.name", "metadata.namespace")
+    else:
+        assert role is None and binding is None
+        assert "BERTH_LEADER_LEASE_NAME" not in env
 
 
 NOMINATE_SCHEDULERS = [

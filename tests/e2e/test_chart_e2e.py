@@ -201,6 +201,10 @@ def _policy(api: Any, namespace: str, app: str) -> None:
             "spec": {"selector": {"matchLabels": {"app": app}}, "strategy": "Spread"}})
 
 
+def _as(url: str, token: str) -> urllib.request.Request:
+    return urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+
+
 def _http_status(url: str, token: str) -> int:
     try:
         with urllib.request.urlopen(_as(url, token), timeout=5) as resp:
@@ -406,6 +410,8 @@ def test_service_accounts_may_do_exactly_what_their_component_uses(installed: In
     if component == "extender":
         checks = [(rule, "default") for rule in expected.EXTENDER_CLUSTER | expected.EXTENDER_NOMINATE]
         checks += [(rule, expected.NODE_LEASES) for rule in expected.EXTENDER_NODE_LEASES]
+        checks += [(rule, installed.namespace) for rule in expected.EXTENDER_NOMINATOR_ELECTION
+                   | expected.nominator_lease(f"{installed.fullname}-extender-nominator")]
     else:
         checks = [(rule, "default") for rule in expected.OPERATOR_CLUSTER]
         checks += [(rule, None) for rule in expected.operator_peering(f"{installed.fullname}-operator")]
@@ -422,6 +428,9 @@ def test_service_accounts_may_do_exactly_what_their_component_uses(installed: In
     allowed = [f"{verb} {res} in {ns or 'the cluster'}" for verb, res, ns in expected.FORBIDDEN[component]
                if installed.can_i(sa, verb, res, ns or None)]
     assert not allowed, f"{sa} may do more than {component} uses:\n" + "\n".join(allowed)
+    if component == "extender":  # the Lease that elects the replica that nominates, and no other
+        other = f"leases.coordination.k8s.io/{installed.fullname}-scheduler"
+        assert not installed.can_i(sa, "update", other, installed.namespace), f"{sa} may update {other}"
 
 
 def test_scheduler_service_account(installed: Installed) -> None:
@@ -492,6 +501,11 @@ def test_extender_rbac_is_enough_for_what_it_does(installed: Installed, make_nod
         wait_for(lambda: core.list_namespaced_event(e2e_namespace).items,
                  lambda items: any(e.involved_object.name == "rbac-placed" for e in items),
                  timeout=30, what="the Event on the pod (create events)")
+        # one replica nominates: this one, or the chart's other extender of this module, holds the Lease
+        lease = wait_for(lambda: k8s.CoordinationV1Api(kube_api).read_namespaced_lease(
+            f"{installed.fullname}-extender-nominator", installed.namespace),
+            lambda found: bool(found.spec.holder_identity), timeout=30, what="the nominator's Lease held")
+        assert lease.spec.holder_identity in ("e2e-extender-rbac", "e2e-extender")
         _assert_no_forbidden(proc)
     finally:
         proc.stop()
@@ -831,6 +845,11 @@ def test_operator_runs_under_its_service_account(installed: Installed, e2e_names
                        f"{installed.fullname}-webhook.{installed.namespace}.svc")
         assert answer["response"]["allowed"] is False, answer
         assert "a drained node is never a destination" in json.dumps(answer["response"]), answer
+        # one replica nominates: this one, or the chart's other extender of this module, holds the Lease
+        lease = wait_for(lambda: k8s.CoordinationV1Api(kube_api).read_namespaced_lease(
+            f"{installed.fullname}-extender-nominator", installed.namespace),
+            lambda found: bool(found.spec.holder_identity), timeout=30, what="the nominator's Lease held")
+        assert lease.spec.holder_identity in ("e2e-extender-rbac", "e2e-extender")
         _assert_no_forbidden(proc)
     finally:
         proc.stop()

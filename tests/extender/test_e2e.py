@@ -24,6 +24,7 @@ from kubernetes import client as k8s
 from berth.core.decision import DECISION_ANNOTATION
 from berth.extender.app import create_app
 from berth.extender.binder import KubeBinder
+from berth.extender.leader import nominator_elector
 from berth.extender.live_view import KubeSource, LiveView
 from berth.extender.metrics import Metrics
 from berth.extender.scheduler_config import scheduler_config
@@ -61,12 +62,15 @@ def extender(control_plane: ControlPlane, crd: None) -> Iterator[str]:  # noqa: 
 @contextlib.contextmanager
 def served_extender(control_plane: ControlPlane, settings: ExtenderSettings) -> Iterator[str]:  # noqa: F811
     """An extender with ``settings`` on the control plane's live view, served by uvicorn on
-    127.0.0.1 until the block ends; its URL."""
+    127.0.0.1 until the block ends; its URL. With ``nominate`` it nominates while it holds the
+    nominator's Lease (``leader_*`` settings; in ``default`` unless they say otherwise), as the
+    server does."""
     api = control_plane.api_client()
     store = ClusterStore(leases_tracked=True)
     metrics = Metrics(store)
     live = LiveView(store, KubeSource(api), metrics=metrics, watch_timeout_seconds=60, settle_heap=False)
-    app = create_app(store, settings, binder=KubeBinder(api), source=live, metrics=metrics)
+    app = create_app(store, settings, binder=KubeBinder(api), source=live, metrics=metrics,
+                     elector=nominator_elector(settings, api.configuration))
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
                                            access_log=False))

@@ -7,6 +7,7 @@ Run: ``bash hack/build-k8s.sh && pytest -m e2e tests/extender/test_nominate_e2e.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -248,3 +249,76 @@ def test_a_nomination_is_written_only_where_none_is(
         assert nominated() is None
     finally:
         api.close()
+
+
+def _leading(url: str) -> float | None:
+    for family in text_string_to_metric_families(httpx.get(url + "/metrics", timeout=10).text):
+        if family.name == "berth_nominator_leading":
+            return float(family.samples[0].value)
+    return None
+
+
+def test_of_two_extenders_one_holds_the_lease_and_nominates(
+    control_plane: ControlPlane,  # noqa: F811
+    kube_api: Any,  # noqa: F811
+    make_nodes: Callable[..., list[str]],  # noqa: F811
+    e2e_namespace: str,  # noqa: F811
+    crd: None,
+) -> None:
+    """Two extender replicas against one API server: the holder of the nominator's Lease nominates,
+    the other plans nothing; when the holder stops (releasing the Lease), the other takes over."""
+    run = "r" + uuid.uuid4().hex[:6]
+    lease = f"nominator-{run}"
+    selector = {"berth.e2e/nominate": run}
+    make_nodes(*(NodeSpec(f"nom-{run}-{i}", cpu="8", memory="16Gi", labels=selector) for i in range(3)))
+    coord: Any = k8s.CoordinationV1Api(kube_api)
+    core: Any = k8s.CoreV1Api(kube_api)
+
+    def settings(identity: str) -> ExtenderSettings:
+        return ExtenderSettings(api_anonymous=True, filter_winner_only=True, nominate=True,
+                                nominate_schedulers=SCHEDULER, leader_lease_name=lease,
+                                leader_lease_namespace=e2e_namespace, leader_identity=identity,
+                                leader_lease_duration_seconds=4, leader_renew_deadline_seconds=3,
+                                leader_retry_period_seconds=0.5)
+
+    stacks = {name: contextlib.ExitStack() for name in ("extender-a", "extender-b")}
+    try:
+        urls = {name: stack.enter_context(served_extender(control_plane, settings(name)))
+                for name, stack in stacks.items()}
+        holder = wait_for(lambda: coord.read_namespaced_lease(lease, e2e_namespace).spec.holder_identity,
+                          lambda h: h in urls, timeout=30, what="a holder of the nominator's Lease")
+        standby = next(name for name in urls if name != holder)
+        wait_for(lambda: {n: _leading(u) for n, u in urls.items()}, lambda got: got == {holder: 1, standby: 0},
+                 timeout=30, what="the holder alone leading")
+        _policy(kube_api, e2e_namespace, "Spread", selector, urls[holder])
+        _policy_seen(urls[standby], e2e_namespace)
+
+        first = [f"web-{i}" for i in range(4)]
+        for name in first:
+            core.create_namespaced_pod(e2e_namespace, k8s.V1Pod.model_validate(
+                simple_pod(name, cpu="1", memory="256Mi", labels={"app": "web"}, scheduler_name=SCHEDULER)))
+        _nominated(core, e2e_namespace, first)
+        wait_for(lambda: _nominations(urls[holder]).get("made"), lambda made: made == len(first), timeout=30,
+                 what="the holder's nominations counted")
+        assert not _nominations(urls[standby]), "the replica without the Lease planned nominations"
+
+        stacks[holder].close()  # the holder stops: it releases the Lease, the standby takes it at its next try
+        wait_for(lambda: coord.read_namespaced_lease(lease, e2e_namespace).spec.holder_identity,
+                 lambda h: h == standby, timeout=30, what="the standby holding the Lease")
+        assert _leading(urls[standby]) == 1
+        second = [f"web-{i}" for i in range(4, 6)]
+        for name in second:
+            core.create_namespaced_pod(e2e_namespace, k8s.V1Pod.model_validate(
+                simple_pod(name, cpu="1", memory="256Mi", labels={"app": "web"}, scheduler_name=SCHEDULER)))
+        _nominated(core, e2e_namespace, second)
+        wait_for(lambda: _nominations(urls[standby]).get("made"), lambda made: made == len(second), timeout=30,
+                 what="the new holder's nominations counted")
+        assert coord.read_namespaced_lease(lease, e2e_namespace).spec.lease_transitions == 1
+    finally:
+        for stack in stacks.values():
+            stack.close()
+
+
+def _policy_seen(url: str, namespace: str) -> None:
+    wait_for(lambda: httpx.get(url + "/api/v1/nodes/allocations").json()["policies"],
+             lambda policies: f"{namespace}/web" in policies, timeout=30, what="the policy in the standby's view")

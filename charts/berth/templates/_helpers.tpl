@@ -23,6 +23,8 @@ characters so that "<fullname>-scheduler-client-tls" and the like stay within 63
 {{- define "berth.operator.fullname" -}}{{ include "berth.fullname" . }}-operator{{- end -}}
 {{- define "berth.scheduler.fullname" -}}{{ include "berth.fullname" . }}-scheduler{{- end -}}
 {{- define "berth.webhook.fullname" -}}{{ include "berth.fullname" . }}-webhook{{- end -}}
+{{- /* The Lease that elects the extender replica that nominates (scheduler.profile nominate) */ -}}
+{{- define "berth.extender.nominatorLease" -}}{{ include "berth.extender.fullname" . }}-nominator{{- end -}}
 
 {{/* The Secrets holding the TLS material: the same layout (tls.crt, tls.key, ca.crt) whether
 the chart or cert-manager makes them. */}}
