@@ -276,6 +276,8 @@ BERTH_BIND_STEPS = tuple((f"berth_{step}", ("berth_bind_step_seconds", {"step": 
                          for step in ("pod", "lock_wait", "recheck", "connection_wait", "connect"))
 """The parts of berth's bind that are berth's own (extender/binding.py); the rest of a bind is its
 Binding call (BERTH_BINDING_CALL), the event loop's turns between them, and reading the request."""
+BERTH_LOOP_LAG = ("berth_event_loop_lag_seconds", {})
+"""How late berth's event loop ran a sampled wake-up: what a ready reply waits for the loop."""
 
 
 class Scrapes:
@@ -322,6 +324,11 @@ def create_pods(api: Any, namespace: str, count: int, scheduler: str) -> None:
         list(pool.map(lambda b: core.create_namespaced_pod(namespace, b), bodies))
 
 
+CREATORS = 64
+"""Pod creations in flight at most while pacing: a loaded API server takes a few hundred ms a
+creation, and the pace must not wait for it."""
+
+
 def create_pods_paced(cp: ControlPlane, namespace: str, count: int, scheduler: str, rate: float) -> float:
     """Create the pods one every ``1 / rate`` seconds (each on time, whatever the previous one's
     reply took); returns the rate they were created at. The bodies are encoded beforehand and
@@ -334,8 +341,8 @@ def create_pods_paced(cp: ControlPlane, namespace: str, count: int, scheduler: s
     bodies = [orjson.dumps(simple_pod(f"p-{i:05d}", cpu="100m", memory="128Mi", labels={"app": "bench"},
                                       scheduler_name=scheduler)) for i in range(count)]
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
-    limits = httpx.Limits(max_connections=16, max_keepalive_connections=16)
-    with httpx.Client(verify=tls, timeout=30, limits=limits) as client, ThreadPoolExecutor(16) as pool:
+    limits = httpx.Limits(max_connections=CREATORS, max_keepalive_connections=CREATORS)
+    with httpx.Client(verify=tls, timeout=30, limits=limits) as client, ThreadPoolExecutor(CREATORS) as pool:
 
         def post(body: bytes) -> None:
             resp = client.post(url, content=body, headers=headers)
@@ -419,7 +426,8 @@ def run_one(cp: ControlPlane, api: Any, label: str, config: dict[str, Any], pods
             ("scheduler_bind", SCHEDULER_BIND, scheduler_before, scheduler_after),
             ("berth_bind", BERTH_BIND, berth_before, berth_after),
             ("berth_binding_call", BERTH_BINDING_CALL, berth_before, berth_after),
-            *((key, metric, berth_before, berth_after) for key, metric in BERTH_BIND_STEPS)):
+            *((key, metric, berth_before, berth_after) for key, metric in BERTH_BIND_STEPS),
+            ("berth_loop_lag", BERTH_LOOP_LAG, berth_before, berth_after)):
         buckets = histogram_between(scraped_histogram(before, name, **labels), scraped_histogram(after, name, **labels))
         summary = latency_summary(buckets)
         if summary["count"]:
@@ -685,7 +693,8 @@ def latency_table(results: list[dict[str, Any]]) -> str:
             cells.append(f"{got['p50_ms']:>7} / {got['p99_ms']:>6}{share:>10}")
         paced = "-" if r["paced"] is None else r["paced"]
         lines.append(f"{r['config']:<24} {paced:>9} " + " ".join(cells))
-        steps = [(key.removeprefix("berth_"), r["latency"][key]) for key, _ in BERTH_BIND_STEPS if key in r["latency"]]
+        steps = [(key.removeprefix("berth_"), r["latency"][key])
+                 for key, _ in (*BERTH_BIND_STEPS, ("berth_loop_lag", None)) if key in r["latency"]]
         if steps:
             lines.append(f"{'':<24} berth's own steps of bind, p50 / p99 ms: "
                          + ", ".join(f"{step} {got['p50_ms']} / {got['p99_ms']}" for step, got in steps))

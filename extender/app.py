@@ -27,6 +27,7 @@ from berth.extender.authz import ApiGate, Denied, Reviewer
 from berth.extender.binder import Binder, MemoryBinder
 from berth.extender.engine import Extender
 from berth.extender.leader import LeaseElector
+from berth.extender.loop_lag import LoopLag
 from berth.extender.metrics import Metrics
 from berth.extender.nominator import Nominator
 from berth.extender.questions import Questions
@@ -101,8 +102,11 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
     else:
         elector = None
 
+    loop_lag = LoopLag(metrics.loop_lag.observe)
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        loop_lag.start()
         if nominator is not None:
             nominator.start()
         if elector is not None:
@@ -112,6 +116,7 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
         try:
             yield
         finally:
+            await loop_lag.stop()
             if source is not None:
                 source.stop()
             if elector is not None:

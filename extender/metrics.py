@@ -6,6 +6,8 @@ build many apps in one process).
 - ``berth_bind_step_seconds{step}``: the parts of a bind berth spends itself (``pod``, ``lock_wait``,
   ``recheck``) and, within its Binding call, before the request goes out (``connection_wait``,
   ``connect``), beside ``berth_api_call_seconds{call}``, the call as a whole;
+- ``berth_event_loop_lag_seconds``: how late the event loop runs a sampled wake-up
+  (:mod:`berth.extender.loop_lag`): the part of a call's time spent waiting for the loop;
 - ``berth_extender_decisions_total{verb,result}``: outcomes (``placed``, ``passthrough``,
   ``no_node``, an error code such as ``already_filled``, ``bound``, ``conflict``,
   ``bad_request`` ...);
@@ -90,6 +92,10 @@ class Metrics:
             "recheck (the node judged again and reserved), and within the Binding call (berth_api_call_seconds) "
             "connection_wait (for a free connection to the API server) and connect (opening one, TLS included)",
             ["step"], registry=self.registry, buckets=_BUCKETS)
+        self.loop_lag = Histogram(
+            "berth_event_loop_lag_seconds",
+            "How much later than due the event loop ran a sampled wake-up: the wait a ready reply (a Binding's) "
+            "has before the loop comes round to it", registry=self.registry, buckets=_BUCKETS)
         self.decisions = Counter("berth_extender_decisions_total", "Answers by verb and result",
                                  ["verb", "result"], registry=self.registry)
         self.watch_restarts = Counter("berth_watch_restarts_total",
