@@ -44,10 +44,12 @@ print the steps of bind that are berth's own (``berth_bind_step_seconds``).
 
 ``--pace noop`` measures them at the no-op extender's rate: the noop row binds as fast as it can
 (its pods/s is the floor's rate), then every later row starts its scheduler first and creates its
-pods at that rate, so it binds at it; ``--pace RATE`` paces every row at RATE pods a second. The
-pods are created by this process: on a small machine it may not reach the rate asked (printed as
-``created at``), and the API server's time for a Binding then depends on all the row's writes
-(creations, nominations, Bindings, Events) — which is why its own figure is printed beside berth's.
+pods at that rate, so it binds at it, beginning with a ``noop-paced`` row (kube-scheduler binds:
+the API server's time for a Binding at that rate, the pods created alongside as in berth's rows);
+``--pace RATE`` paces every row at RATE pods a second. The pods are created by this process: on a
+small machine it may not reach the rate asked (printed per row), and the API server's time for a
+Binding depends on all the row's writes (creations, nominations, Bindings, Events) and on the
+machine's load: which is why each row prints the API server's own figure beside berth's.
 
 In every configuration the scheduler's API client is set to ``qps: 1000, burst: 1000``
 (``clientConnection``; the default 50 QPS would cap every configuration at about 50 binds a
@@ -601,12 +603,15 @@ def main(argv: list[str] | None = None) -> int:
             if "noop" in rows:
                 noop, noop_url = start_noop(cp)
                 try:
-                    results.append(row(cp, api, "noop", {**noop_scheduler_config(noop_url, "bench-noop"), **plain},
-                                           args.pods, None, None, args.timeout))
+                    noop_config = {**noop_scheduler_config(noop_url, "bench-noop"), **plain}
+                    results.append(row(cp, api, "noop", noop_config, args.pods, None, None, args.timeout))
+                    if args.pace == "noop":  # the rows from here bind at the no-op extender's rate
+                        pace = results[-1]["pods_per_second"]
+                        # kube-scheduler's own Bindings with the pods created as the later rows' are:
+                        # the API server's time for a Binding at that rate and that load
+                        results.append(row(cp, api, "noop-paced", noop_config, args.pods, None, None, args.timeout))
                 finally:
                     noop.stop(grace=5)
-                if args.pace == "noop":  # the rows from here bind at the no-op extender's rate
-                    pace = results[-1]["pods_per_second"]
             berth_rows = ([None] if "berth-none" in rows else []) + (strategies if "berth" in rows else [])
             if berth_rows:  # berth's full profile
                 with running_extender(cp, {**env, **PROFILE_EXTENDER_ENV[FULL_PROFILE]}, "berth-extender",
@@ -681,7 +686,7 @@ def latency_table(results: list[dict[str, Any]]) -> str:
     row's Bindings, and kube-scheduler's Bind plugins (its own Binding, rows where it binds)."""
     lines = [f"bind latency, ms: p50 / p99 (share within {BIND_TARGET_SECONDS * 1000:g} ms), interpolated in each "
              "histogram's buckets (the API server's: 5, 25, 50, 100 ms ...)",
-             f"{'config':<24} {'paced /s':>9} " + " ".join(f"{title:>26}" for _, title in LATENCY_COLUMNS)]
+             f"{'config':<24} {'paced/created /s':>17} " + " ".join(f"{title:>26}" for _, title in LATENCY_COLUMNS)]
     for r in results:
         cells = []
         for key, _ in LATENCY_COLUMNS:
@@ -691,8 +696,8 @@ def latency_table(results: list[dict[str, Any]]) -> str:
                 continue
             share = "" if got["within_25ms"] is None else f" ({got['within_25ms']:.1%})"
             cells.append(f"{got['p50_ms']:>7} / {got['p99_ms']:>6}{share:>10}")
-        paced = "-" if r["paced"] is None else r["paced"]
-        lines.append(f"{r['config']:<24} {paced:>9} " + " ".join(cells))
+        paced = "-" if r["paced"] is None else f"{r['paced']}/{r['created_per_second']}"
+        lines.append(f"{r['config']:<24} {paced:>17} " + " ".join(cells))
         steps = [(key.removeprefix("berth_"), r["latency"][key])
                  for key, _ in (*BERTH_BIND_STEPS, ("berth_loop_lag", None)) if key in r["latency"]]
         if steps:
