@@ -8,7 +8,10 @@
   store is listed) and a ``timer`` every ``resync_seconds`` compute the policy's status
   (:mod:`.reconcile`) when one of its inputs changed, and patch only what differs from the status
   the object has (a status patch is no essence change for Kopf, so it triggers no handler: the
-  operator never loops on its own writes). The timer is the per-policy debounce: however many
+  operator never loops on its own writes). With a status writer of the operator's own (the loop,
+  :class:`OperatorState`), the handlers' statuses are written through it too, one write of a
+  policy at a time: one writer a policy, so an older status never lands after a newer one. The
+  timer is the per-policy debounce: however many
   pods changed, a policy is recomputed at most once per tick. Status writes of all policies share
   one budget per second (:class:`WriteBudget`).
 - The timer needs no finalizer (deleting a policy must not wait for the operator): it is
@@ -285,6 +288,10 @@ class OperatorState:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wakeup: asyncio.Event | None = None  # set when a policy is marked: the loop may have work
         self._in_flight: set[asyncio.Future[None]] = set()  # the loop's writes not answered yet
+        # uid -> its latest status write not answered yet: the next one is sent once it is (one writer
+        # a policy, its writes in the order their statuses were computed)
+        self._sending: dict[str, asyncio.Future[None]] = {}
+        self._sent: dict[str, dict[str, Any]] = {}  # uid -> the status its latest write sets
         self._answered: collections.deque[float] = collections.deque()  # when its writes were answered (monotonic)
         self.freshness = Freshness()
         self._writer: StatusWriter | None = None
@@ -333,6 +340,7 @@ class OperatorState:
         self._memo.pop(uid, None)
         self._bodies.pop(uid, None)
         self._handled.pop(uid, None)
+        self._sent.pop(uid, None)
         self._plans.pop(uid, None)
         self._planned.pop(uid, None)
         self._deleted[uid] = None
@@ -500,7 +508,14 @@ class OperatorState:
         self._follow()
 
         async def write(diff: dict[str, Any], times: tuple[float, ...]) -> None:
-            patch.status.update(diff)
+            if self._writer is None:
+                patch.status.update(diff)  # no status writer: Kopf's patch is the policy's one writer
+                return
+            # With a status writer, the loop writes statuses too: Kopf's patch, applied once the
+            # handler is done, could land after a newer status the loop wrote and undo it until the
+            # next pass. The handler's status goes the loop's way, in turn with its writes.
+            meta = raw.get("metadata") or {}
+            await self._send(uid, str(meta.get("namespace") or "default"), str(meta.get("name") or ""), diff)
 
         return await self._refresh(raw, write, now, urgent=True)
 
@@ -562,10 +577,18 @@ class OperatorState:
             self.computations += 1
             self._known(uid, namespace, outcome.policy)
             diff = merge_patch(current, outcome.status)
+            sent = self._sent.get(uid)
+            if sent is not None and self._writer is not None:
+                # the status as the API server will hold it once the writes sent are applied, which
+                # ``current`` (a watch event, Kopf's body) may not show yet: the patch makes either one
+                # the new status
+                diff = merged_patches(diff, merge_patch(sent, outcome.status))
             if diff:
                 await self.budget.acquire(urgent, since)
                 await write(diff, (since, asked, computed, time.monotonic()))
                 self.writes += 1
+                if self._writer is not None:
+                    self._sent[uid] = outcome.status
                 seen = self._bodies.get(uid)
                 if seen is not None:  # what the watch will show: the loop does not write it again meanwhile
                     self._bodies[uid] = {**seen, "status": outcome.status}
@@ -729,10 +752,8 @@ class OperatorState:
         budget has already paced it)."""
         meta = raw.get("metadata") or {}
         namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
-        writer = self._writer
-        assert writer is not None
         sent = time.monotonic()
-        done = asyncio.ensure_future(writer(namespace, name, diff))
+        done = self._send(str(meta.get("uid") or ""), namespace, name, diff)
         self._in_flight.add(done)
 
         def answered(future: asyncio.Future[None]) -> None:
@@ -748,6 +769,39 @@ class OperatorState:
                 self.freshness.add(now - since, asked - since, computed - asked, allowed - computed, now - sent)
 
         done.add_done_callback(answered)
+
+    def _send(self, uid: str, namespace: str, name: str, diff: dict[str, Any]) -> asyncio.Future[None]:
+        """Send a status write of the policy once its previous one is answered: its writes reach the
+        API server in the order their statuses were computed, so an older status never lands after
+        a newer one (writes sent at once on two connections may be applied in either order)."""
+        writer = self._writer
+        assert writer is not None
+        previous = self._sending.get(uid)
+
+        async def send() -> None:
+            if previous is not None:
+                await asyncio.wait([previous])  # (its failure is its own: logged by its sender)
+            await writer(namespace, name, diff)
+
+        done = asyncio.ensure_future(send())
+        self._sending[uid] = done
+
+        def settled(future: asyncio.Future[None]) -> None:
+            if self._sending.get(uid) is future:
+                del self._sending[uid]
+
+        done.add_done_callback(settled)
+        return done
+
+
+def merged_patches(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, Any]:
+    """One merge patch doing what two patches towards the same status do (each from its own base):
+    applied to either base, it gives that status."""
+    out = dict(first)
+    for key, value in second.items():
+        mine = out.get(key)
+        out[key] = merged_patches(mine, value) if isinstance(mine, Mapping) and isinstance(value, Mapping) else value
+    return out
 
 
 def _selecting(policy: PlacementPolicy) -> Callable[[PodInfo], bool]:

@@ -28,7 +28,7 @@ from berth.operator.handlers import (
     build_registry,
 )
 from berth.operator.main import PROGRESS_PREFIX, operator_settings
-from berth.operator.patches import apply_merge_patch
+from berth.operator.patches import apply_merge_patch, merge_patch
 from berth.operator.reconcile import parsed_policy, plan_waiting
 from tests.builders import make_node, make_pod, make_policy
 from tests.operator import objects as o
@@ -126,11 +126,15 @@ def events(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
 
 def refresh(state: OperatorState, body: dict[str, Any], now: float | None = None,
             drains: dict[str, Any] | None = None) -> kopf.Patch:
-    """One refresh of ``body``; the patch is applied to it, as the watch would bring it back."""
+    """One refresh of ``body``; the status written (Kopf's patch, or with a status writer the
+    writer's) is applied to it, as the watch would bring it back."""
     patch = kopf.Patch()
     asyncio.run(state.refresh(kopf.Body(body), patch, now=now, drains=drains))
+    sent = state._sent.get(body["metadata"]["uid"])
     if patch:
         body["status"] = apply_merge_patch(body.get("status"), dict(patch["status"]))
+    elif sent is not None:
+        body["status"] = apply_merge_patch(body.get("status"), merge_patch(body.get("status"), sent))
     return patch
 
 
@@ -598,7 +602,9 @@ def test_pod_changes_are_followed_by_one_loop_rather_than_by_the_timers(
         state.seen(body)
         refresh(state, body)  # a Kopf handler: the first status, and the proof that Kopf works here
         state.seen(body)  # the watch brings the status back
-    assert written == []  # Kopf's patches wrote those
+    # the handlers' statuses went the writer's way too (one writer a policy): Kopf patched none
+    assert [(name, diff["placedTotal"]) for _, name, diff in written] == [("web", 1), ("db", 0)]
+    written.clear()
 
     store.apply_pod(make_pod("w2").on("node-a").cpu("1").memory("1Gi").obj())
     assert asyncio.run(state.follow_once(time.monotonic(), sweep=False)) == 1
@@ -680,10 +686,11 @@ def _loop_state(apps: list[str], answered: Callable[[], Awaitable[Any]] | None =
     when sent, and answered once ``answered`` is) and one handled policy per app (``policy-<app>``
     selecting ``app: <app>``): (state, store, app -> uid, the writes made)."""
     written: list[tuple[str, str, dict[str, Any]]] = []
+    set_up: list[bool] = []  # the handlers' first statuses are answered at once
 
     async def write(namespace: str, name: str, diff: dict[str, Any]) -> None:
         written.append((namespace, name, diff))
-        if answered is not None:
+        if answered is not None and set_up:
             await answered()
 
     state = OperatorState(OperatorConfig(track_leases=False, status_api=lambda: write, **config),
@@ -695,6 +702,8 @@ def _loop_state(apps: list[str], answered: Callable[[], Awaitable[Any]] | None =
         refresh(state, body)
         state.seen(body)
         uids[app] = body["metadata"]["uid"]
+    written.clear()  # the handlers' first statuses
+    set_up.append(True)
     return state, state.store, uids, written
 
 
@@ -1020,3 +1029,113 @@ def test_a_plan_shared_by_policies_alike_is_checked_on_the_loop_once_made(events
     assert state.plan_unchanged(uids[0], 111.0) is True  # (the computing thread's check makes it)
     assert state.plan_unchanged(uids[1], 111.0, make=False) is True
     assert state.plans_checked == 2
+
+
+# -- one writer a policy: an older status never lands after a newer one -------------------------------
+
+class StatusServer:
+    """The API server's copy of each policy's status: a write is applied when it is answered, after
+    ``delays`` (one per write, in the order sent; 0 once they run out), so writes sent at once on
+    two connections are applied in the order they are answered."""
+
+    def __init__(self, delays: list[float] | None = None) -> None:
+        self.delays = list(delays or [])
+        self.status: dict[str, dict[str, Any]] = {}
+
+    async def write(self, namespace: str, name: str, diff: dict[str, Any]) -> None:
+        delay = self.delays.pop(0) if self.delays else 0.0
+        if delay:
+            await asyncio.sleep(delay)
+        self.status[name] = apply_merge_patch(self.status.get(name), diff)
+
+
+def _served_state(server: StatusServer) -> tuple[OperatorState, OperatorStore, dict[str, Any]]:
+    """A state whose status writer is ``server``, with one handled policy (``policy-a``, pods
+    ``app: a``) whose first status the server holds; (state, store, the policy as the watch shows it)."""
+    state = OperatorState(OperatorConfig(track_leases=False, status_api=lambda: server.write, coalesce_seconds=0.0),
+                          store_of([make_node("node-a").disk(None).cpu("64").memory("256Gi").obj()], []))
+    body = make_policy("policy-a").whole_spec({"selector": {"matchLabels": {"app": "a"}}}).obj()
+    state.seen(body)
+    refresh(state, body)
+    state.seen(body)
+    assert server.status["policy-a"] == body["status"]
+    return state, state.store, body
+
+
+def test_a_handlers_status_never_lands_after_a_newer_one_the_loop_wrote(events: list[tuple[str, str, str]]) -> None:
+    """A Kopf handler computes the status (one pod placed); a pod change after it has the loop write
+    a newer one (two). Kopf applies a handler's patch once the handler is done, which may be after
+    the loop's write: the handler's status goes the status writer's way instead, in turn."""
+    server = StatusServer()
+    state, store, body = _served_state(server)
+
+    async def run() -> kopf.Patch:
+        state._follow()
+        _placed(store, "a-1", "a")
+        patch = kopf.Patch()
+        await state.refresh(kopf.Body(body), patch)  # the handler (e.g. its spec changed)
+        _placed(store, "a-2", "a")
+        while server.status["policy-a"].get("placedTotal") != 2:
+            await asyncio.sleep(0.005)
+        assert state._follower is not None
+        state._follower.cancel()
+        return patch
+
+    patch = asyncio.run(asyncio.wait_for(run(), 5))
+    if patch:  # Kopf applies the handler's patch after the handler returned: after the loop's write
+        server.status["policy-a"] = apply_merge_patch(server.status["policy-a"], dict(patch["status"]))
+    assert server.status["policy-a"]["placedTotal"] == 2
+
+
+def test_a_policys_writes_are_applied_in_the_order_its_statuses_were_computed(
+        events: list[tuple[str, str, str]]) -> None:
+    """The loop sends a write and computes on: a policy changed again while its first write is slow
+    to be answered is written again, and that write must not overtake the first."""
+    server = StatusServer(delays=[0.3])  # the first write after set-up is answered late
+    state, store, _ = _served_state(server)
+    sent: list[int] = []
+    write = server.write
+
+    async def noted(namespace: str, name: str, diff: dict[str, Any]) -> None:
+        sent.append(diff["placedTotal"])
+        await write(namespace, name, diff)
+
+    state._writer = noted
+
+    async def run() -> None:
+        state._follow()
+        _placed(store, "a-1", "a")
+        while not sent:
+            await asyncio.sleep(0.005)
+        _placed(store, "a-2", "a")  # while placedTotal 1 is on its way
+        await asyncio.sleep(0.5)
+        assert state._follower is not None
+        state._follower.cancel()
+
+    asyncio.run(asyncio.wait_for(run(), 5))
+    assert sent == [1, 2]
+    assert server.status["policy-a"]["placedTotal"] == 2
+
+
+def test_a_late_watch_event_of_an_older_status_does_not_hide_what_the_newer_one_set(
+        events: list[tuple[str, str, str]]) -> None:
+    """The loop wrote placedTotal 1, then 2; the watch then brings the first write back. A status
+    with placedTotal 1 again must still be written: the API server holds 2."""
+    server = StatusServer()
+    state, store, body = _served_state(server)
+    first = dict(body)
+
+    async def step(now: float) -> None:
+        await state.follow_once(now, sweep=False)
+
+    now = time.monotonic()
+    _placed(store, "a-1", "a")
+    asyncio.run(step(now))
+    first = {**body, "status": dict(server.status["policy-a"])}  # placedTotal 1, as its watch event shows it
+    _placed(store, "a-2", "a")
+    asyncio.run(step(now + 1))
+    assert server.status["policy-a"]["placedTotal"] == 2
+    state.seen(first)  # the watch event of the first write, late
+    store.delete_pod(make_pod("a-2").labels({"app": "a"}).on("node-a").obj())
+    asyncio.run(step(now + 2))
+    assert server.status["policy-a"]["placedTotal"] == 1
