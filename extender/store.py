@@ -109,6 +109,7 @@ class ClusterStore(DrainHolds):
         # round id -> a round the book has moved past whose places pods not bound yet still hold
         # (berth.core.round.judged_in): their filter and bind judge them within it
         self._superseded: OrderedDict[str, Round] = OrderedDict()
+        self._holders: dict[str, int] = {}  # superseded round id -> the pods not bound yet placed in it
         # round id -> uid -> (node, mark): pods recorded in a round newer than the book's whose
         # carrier (the pod recording its plan) the list or watch has not shown yet
         self._parked: OrderedDict[str, dict[str, tuple[str, RoundMark]]] = OrderedDict()
@@ -268,8 +269,11 @@ class ClusterStore(DrainHolds):
         if pod.node_name:
             self._pending_remove(uid)
             self.view.upsert_pod(pod)  # replaces an assumption: the API server now shows it
-            if self.assumed.pop(uid, None) is not None and self.on_confirm is not None:
-                self.on_confirm(uid)
+            confirmed = self.assumed.pop(uid, None)
+            if confirmed is not None:
+                self._unhold(confirmed)
+                if self.on_confirm is not None:
+                    self.on_confirm(uid)
             if uid in self._claimant_of:
                 self._hold_fulfilled(uid)
             return
@@ -355,6 +359,8 @@ class ClusterStore(DrainHolds):
         self.release(pod.uid)
         placed = self.view.assume(pod, node)
         entry = self.assumed[pod.uid] = Assumption(placed, bound, deadline, round_id, nominated, self.clock())
+        if not bound and round_id in self._holders:
+            self._holders[round_id] += 1
         self._assumptions_made += 1
         heapq.heappush(self._deadlines, (deadline, self._assumptions_made, pod.uid, entry))
         if len(self._deadlines) > 2 * len(self.assumed) + 1024:  # drop entries of assumptions gone
@@ -370,6 +376,7 @@ class ClusterStore(DrainHolds):
         entry = self.assumed.pop(uid, None)
         if entry is None:
             return None
+        self._unhold(entry)
         if self.view.is_assumed(uid):
             self.view.remove_pod(uid)
         if entry.round_id is not None:
@@ -416,6 +423,7 @@ class ClusterStore(DrainHolds):
         round_id = None
         entry = self.assumed.pop(pod.uid, None)
         if entry is not None:
+            self._unhold(entry)
             round_id = entry.round_id
         self._pending_remove(pod.uid)
         self.view.upsert_pod(pod)
@@ -452,18 +460,21 @@ class ClusterStore(DrainHolds):
         old = self.rounds.get(rnd.policy)
         self.rounds[rnd.policy] = rnd
         if old is not None and old.id != rnd.id:
+            assumed = self.assumed
             self._superseded[old.id] = old
-        for rid, kept in list(self._superseded.items()):
-            if not self._holds_places(kept):
-                del self._superseded[rid]
+            self._holders[old.id] = sum(1 for uid in old.placed if (entry := assumed.get(uid)) is not None
+                                        and not entry.bound and entry.round_id == old.id)
+        # dropped here, not as their last pod is bound: a pod's filter gives its place back before
+        # it is judged within its round again
+        for rid in [rid for rid, n in self._holders.items() if n <= 0]:
+            del self._holders[rid], self._superseded[rid]
         while len(self._superseded) > ROUNDS_KEPT:
-            self._superseded.popitem(last=False)
+            del self._holders[self._superseded.popitem(last=False)[0]]
 
-    def _holds_places(self, rnd: Round) -> bool:
-        """Whether a pod not bound yet holds a place in ``rnd``."""
-        assumed = self.assumed
-        return any((entry := assumed.get(uid)) is not None and not entry.bound and entry.round_id == rnd.id
-                   for uid in rnd.placed)
+    def _unhold(self, entry: Assumption) -> None:
+        """``entry`` no longer holds a place not bound yet in its round."""
+        if not entry.bound and entry.round_id in self._holders:
+            self._holders[entry.round_id] -= 1
 
     def _note_round(self, pod: PodInfo, mark: RoundMark) -> None:
         """A bound pod recording the round it was placed in: the book counts it in that round,

@@ -249,3 +249,25 @@ def test_a_pod_keeps_its_place_in_its_round_after_the_next_round_opened(strategy
     if then == "bind":  # round one's first pod bound records its plan
         carried = orjson.loads(h.app.state.engine.binder.annotations["shop/web-0"][DECISION_ANNOTATION])["round"]
         assert carried["plan"] == dict(first.plan)
+
+
+def test_a_round_past_the_book_is_kept_only_while_a_pod_not_bound_holds_a_place_in_it() -> None:
+    pods = pending(6)
+    h = harness([*cluster(), make_policy("web").strategy("Fill").count(2).obj(), *pods[:2]])
+    opened_ids = []
+    for wave in ([], pods[2:4], pods[4:6]):
+        for p in wave:
+            h.store.apply_pod(p)
+        h.clock.advance(1)
+        for p in (wave or pods[:2]):
+            assert h.filter(p)["NodeNames"]
+        opened_ids.append(h.store.rounds["shop/web"].id)
+        if len(opened_ids) == 2:  # the first round's pods are bound; the second's are not
+            for p in pods[:2]:
+                assert h.bind(p, _winner(h, p)) == ""
+    first, second, third = opened_ids
+    assert len(set(opened_ids)) == 3
+    assert h.store.round_of(first) is None  # its pods are bound: nothing judges them within it again
+    kept = h.store.round_of(second)
+    assert kept is not None and set(kept.placed) == {"uid-web-2", "uid-web-3"}
+    assert h.store.round_of(third) is h.store.rounds["shop/web"]
