@@ -169,7 +169,8 @@ def test_two_candidates_creating_the_lease_at_once_one_holds_it() -> None:
 
 # -- the loop: acquire, renew, lose, release -------------------------------------------------------
 
-FAST = LeaseTimes(lease_duration=1, renew_deadline=0.3, retry_period=0.05)
+FAST = LeaseTimes(lease_duration=5, renew_deadline=0.3, retry_period=0.05)
+PATIENT = LeaseTimes(lease_duration=60, renew_deadline=30.0, retry_period=0.05)  # a deadline never reached here
 
 
 def test_the_loop_leads_renews_loses_when_it_cannot_renew_and_leads_again() -> None:
@@ -181,12 +182,12 @@ def test_the_loop_leads_renews_loses_when_it_cannot_renew_and_leads_again() -> N
         e.start()
         await wait(lambda: e.leading)
         renewals = api.version
-        await asyncio.sleep(0.3)
-        assert api.version > renewals + 2  # renewed every retry period
+        await wait(lambda: api.version > renewals + 2)  # renewed every retry period
         api.down = True  # no renewal gets through: it stops leading within the renew deadline
         down_at = asyncio.get_running_loop().time()
-        await wait(lambda: not e.leading, timeout=2)
-        assert asyncio.get_running_loop().time() - down_at < FAST.renew_deadline + 2 * FAST.retry_period
+        await wait(lambda: not e.leading, timeout=FAST.lease_duration)
+        # before another replica may take the Lease over
+        assert asyncio.get_running_loop().time() - down_at < FAST.lease_duration
         api.down = False
         await wait(lambda: e.leading)  # its own Lease: taken again at once
         await e.stop()
@@ -200,14 +201,14 @@ def test_the_loop_leads_renews_loses_when_it_cannot_renew_and_leads_again() -> N
 
 def test_the_loop_stops_leading_at_once_when_another_holds_the_lease() -> None:
     api = FakeLeases()
-    e = LeaseElector(api, namespace=NS, name=NAME, identity="extender-a", times=FAST)
+    e = LeaseElector(api, namespace=NS, name=NAME, identity="extender-a", times=PATIENT)
 
     async def run() -> None:
         e.start()
         await wait(lambda: e.leading)
         api.put(held_by("extender-b"))  # e.g. this replica's renewals were lost and another took over
-        await wait(lambda: not e.leading, timeout=2 * FAST.retry_period + 0.2)
-        await asyncio.sleep(3 * FAST.retry_period)
+        await wait(lambda: not e.leading, timeout=5)  # at its next renewal, not at the renew deadline (30 s)
+        await asyncio.sleep(3 * PATIENT.retry_period)
         assert not e.leading  # extender-b's Lease has not expired: it stays a candidate
         await e.stop()
 

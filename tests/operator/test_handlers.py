@@ -1094,11 +1094,13 @@ def test_a_policys_writes_are_applied_in_the_order_its_statuses_were_computed(
     server = StatusServer(delays=[0.3])  # the first write after set-up is answered late
     state, store, _ = _served_state(server)
     sent: list[int] = []
+    answered: list[int] = []
     write = server.write
 
     async def noted(namespace: str, name: str, diff: dict[str, Any]) -> None:
         sent.append(diff["placedTotal"])
         await write(namespace, name, diff)
+        answered.append(diff["placedTotal"])
 
     state._writer = noted
 
@@ -1108,7 +1110,8 @@ def test_a_policys_writes_are_applied_in_the_order_its_statuses_were_computed(
         while not sent:
             await asyncio.sleep(0.005)
         _placed(store, "a-2", "a")  # while placedTotal 1 is on its way
-        await asyncio.sleep(0.5)
+        while len(answered) < 2:
+            await asyncio.sleep(0.005)
         assert state._follower is not None
         state._follower.cancel()
 
