@@ -4,7 +4,8 @@ kube-scheduler sends each pending pod's nominated node alone, and berth judges t
 The synthetic cluster is bench/bench_extender.py's (N nodes, 30 running pods each, a Spread
 policy of its own) plus a PlacementPolicy of the benchmarked strategy selecting the new pods.
 For each strategy, pods arrive pending, the nominator plans them (:meth:`Nominator.plan`, in its
-batches), then each pod's filter is sent its nominated node alone and the pod is bound there
+batches), then each pod's filter is sent its nominated node alone (the request's bytes, answered as the
+server answers them: decoded, judged, the reply encoded) and the pod is bound there
 (the watch's view of it), pod after pod, as in a scheduler's serial cycle.
 
 Prints per strategy: the nominator's planning CPU time per pod and its longest batch (what the
@@ -19,6 +20,7 @@ Usage (from the repository root)::
 from __future__ import annotations
 
 import argparse
+import asyncio
 import cProfile
 import os
 import statistics
@@ -34,11 +36,12 @@ from bench.bench_extender import list_pages, machine_reference_ms, make_policy
 from berth.extender.app import create_app
 from berth.extender.heap import collector_paused, settle
 from berth.extender.nominator import BATCH, Nominator
+from berth.extender.routes.scheduler import VERB_AT, answer
 from berth.extender.settings import ExtenderSettings
 from berth.extender.store import ClusterStore
-from berth.extender.wire import ExtenderArgs
 
 SCHEDULER = "berth-bench"
+FILTER = VERB_AT["/filter"]
 
 
 def build_store(nodes: int) -> ClusterStore:
@@ -79,6 +82,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 def run(store: ClusterStore, strategy: str, pods: int, profile: cProfile.Profile | None) -> dict[str, Any]:
+    loop = asyncio.new_event_loop()
     app = create_app(store, ExtenderSettings(track_leases=False, nominate=True, nominate_schedulers=SCHEDULER))
     engine = app.state.engine
     nominator: Nominator = app.state.nominator
@@ -106,15 +110,16 @@ def run(store: ClusterStore, strategy: str, pods: int, profile: cProfile.Profile
             node = nominated
             raw = pending(strategy, k, node)
             store.apply_pod(raw)  # the watch sees the nomination written
-            request = ExtenderArgs.model_validate({"Pod": raw, "Nodes": None, "NodeNames": [node]})
+            body = orjson.dumps({"Pod": raw, "Nodes": None, "NodeNames": [node]})
             if profile is not None:
                 profile.enable()
             t = time.process_time()
-            reply = engine.filter(request)
+            # the whole verb as the server answers it: decoding, the filter, the reply encoded
+            reply = loop.run_until_complete(answer(FILTER, engine, body, time.perf_counter()))
             filter_cpu.append(time.process_time() - t)
             if profile is not None:
                 profile.disable()
-            if reply["NodeNames"] == [node]:
+            if orjson.loads(reply.body)["NodeNames"] == [node]:
                 hits += 1
                 bound = dict(raw)
                 bound["spec"] = {**raw["spec"], "nodeName": node}
@@ -123,6 +128,7 @@ def run(store: ClusterStore, strategy: str, pods: int, profile: cProfile.Profile
                     store.assume(engine.read_pod(raw), node, bound=True, deadline=float("inf"))
                 store.apply_pod(bound)
         i += wave
+    loop.close()
     per_pod_plan = sum(plan_cpu) / max(1, pods)
     return {"strategy": strategy, "pods": pods, "filters": len(filter_cpu), "hits": hits,
             "plan_ms_per_pod": round(per_pod_plan * 1000, 3), "plan_batch_max_ms": round(max(plan_cpu) * 1000, 1),
