@@ -13,6 +13,7 @@ import heapq
 from collections.abc import Callable, Collection, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from itertools import filterfalse
 from operator import attrgetter
 from typing import Protocol
 
@@ -31,7 +32,6 @@ __all__ = ["CONTROLLER_LABELS", "Candidate", "CandidateSet", "SortKey", "weighed
 @dataclass
 class CandidateSet:
     considered: list[str]
-    candidates: list[Candidate]
     refused: Refused = field(default_factory=Refused)
     warnings: list[str] = field(default_factory=list)
     error: PlacementError | None = None
@@ -42,6 +42,40 @@ class CandidateSet:
     """When not None (with ``order``): the candidates are exactly every node of the view not in this
     set, in the order considered, none of unknown capacity and none scored by spread, so that
     ranking them is that order less this set."""
+    _candidates: list[Candidate] | None = field(default=None, repr=False)
+    _make: Callable[[], list[Candidate]] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def candidates(self) -> list[Candidate]:
+        """The nodes not refused, each with its figures, in the order considered (made when first
+        read, when :meth:`defer` put them off)."""
+        if self._candidates is None:
+            make, self._make = self._make, None
+            self._candidates = make() if make is not None else []
+        return self._candidates
+
+    @candidates.setter
+    def candidates(self, value: list[Candidate]) -> None:
+        self._candidates, self._make = value, None
+
+    def defer(self, make: Callable[[], list[Candidate]]) -> None:
+        """The candidates are ``make()``, made only if read (with :attr:`rest_of` set, a ranking and
+        the names that pass need none of them): for a caller that reads them, if at all, before the
+        state judged changes."""
+        self._candidates, self._make = None, make
+
+    @property
+    def count(self) -> int:
+        """How many candidates, without making them when :attr:`rest_of` tells."""
+        if self._candidates is None and self.rest_of is not None:
+            return len(self.considered) - len(self.rest_of)
+        return len(self.candidates)
+
+    def passing(self) -> list[str]:
+        """The candidates' names, in the order considered."""
+        if self._candidates is None and self.rest_of is not None:
+            return list(filterfalse(self.rest_of.__contains__, self.considered))
+        return list(map(candidate_name, self.candidates))
 
 
 class FitReading(Protocol):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from berth.core.candidates import CandidateSet, candidate_name
+from berth.core.candidates import CandidateSet
 from berth.core.decision import MAX_PRIORITY as MAX_PRIORITY
 from berth.core.decision import RUNNER_UP_MAX as RUNNER_UP_MAX
 from berth.core.decision import Decision
@@ -16,7 +16,7 @@ from berth.core.plugins import score as strategy_score
 from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy
 from berth.core.round import plan_fixed_round
 from berth.core.settings import Settings
-from berth.core.strategies import ranked
+from berth.core.strategies import ranked, ranked_less
 from berth.core.view import ClusterState
 
 
@@ -52,7 +52,8 @@ def evaluate_pod(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | No
         # No round is open: judge the pod as the first of a fresh round would be.
         fresh = plan_fixed_round(state, pod, policy, chosen, settings, now, None)
         quota, round_error = fresh.plan, fresh.error
-    result = collect_candidates(state, pod, policy, settings, now, nodes=nodes, quota=quota, strategy=chosen)
+    result = collect_candidates(state, pod, policy, settings, now, nodes=nodes, quota=quota, strategy=chosen,
+                                lazy=True)
     if round_error is not None:
         result.error = round_error
     ranking = rank(result, pod, chosen, quota)
@@ -67,7 +68,7 @@ def evaluate_pod(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | No
         error=result.error,
         policy_generation=policy.generation if policy is not None else None,
     )
-    return Evaluation(decision, list(map(candidate_name, result.candidates)))
+    return Evaluation(decision, result.passing())
 
 
 def rank(result: CandidateSet, pod: PodInfo, strategy: Strategy | None,
@@ -77,8 +78,12 @@ def rank(result: CandidateSet, pod: PodInfo, strategy: Strategy | None,
     filtered to the candidates."""
     if quota is not None or result.order is None:
         return strategy_score.rank(result.candidates, strategy, pod, quota)
-    return ranked(result.candidates, strategy if strategy not in ROUND_STRATEGIES else None, pod, result.order,
-                  rest_of=result.rest_of)
+    greedy = strategy if strategy not in ROUND_STRATEGIES else None
+    if result.rest_of is not None:
+        fast = ranked_less(greedy, pod, result.order, result.rest_of, result.count)
+        if fast is not None:
+            return fast
+    return ranked(result.candidates, greedy, pod, result.order)
 
 
 def score_runs(ranking: Sequence[str]) -> list[tuple[int, Sequence[str]]]:

@@ -95,13 +95,17 @@ class Verdicts(Protocol):
 def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | None, settings: Settings,
                        now: float, *, nodes: Sequence[str] | None = None, quota: Mapping[str, int] | None = None,
                        strategy: Strategy | None = None, require_fit: bool = True,
-                       spread: SpreadContext | None = None, room_only: bool = False) -> CandidateSet:
+                       spread: SpreadContext | None = None, room_only: bool = False,
+                       lazy: bool = False) -> CandidateSet:
     """Judge ``nodes`` (default: every node) for ``pod``. ``settings`` must already carry the policy's
     overrides. With ``require_fit=False`` nodes that cannot take one pod stay candidates with
     capacity 0 (round strategies and the capacity query judge capacity themselves). With
     ``room_only`` topology spread and placement rules are not judged: where the pod may go at
     all (its own constraints, the node filter, liveness) and how much room it has there.
     ``spread``: the pod's spread constraints with their domain counts, when the caller has them.
+    ``lazy``: the candidates of a whole view that are exactly its nodes not refused
+    (``CandidateSet.rest_of``) are made only if read, for a caller that reads them, if at all,
+    before the state changes.
 
     Each check takes the set of nodes still standing and refuses a subset of it, in the order a
     user reasons in: does the node exist, may the pod go there at all, does the round leave it
@@ -116,7 +120,7 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
     else:
         names = sorted(state.nodes) if nodes is None else list(nodes)
         considered = set(names)
-    result = CandidateSet(considered=names, candidates=[])
+    result = CandidateSet(considered=names)
     if spread is None and not room_only:
         spread = verdicts.spread()
     checked_rules = policy.rules if policy is not None and not room_only else ()
@@ -146,29 +150,32 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
     def standing() -> list[Candidate]:
         return list(map(_CANDIDATE, fit.each(filterfalse(out.__contains__, names))))
 
-    try:
-        passing = standing()
-    except KeyError:
-        # A name the view does not know (a node deleted since the scheduler's snapshot): no check
-        # above refuses it, as their node sets come from the view, so it is found here, when its
-        # fit is looked up, rather than by one more pass over every name of every request.
-        refuse_unknown()
-        passing = standing()
     result.order = fit.kept_order()
-    if broken:
-        passing = apply_rules(result, passing, broken, policy, fit, require_fit, refused)
-    if spread is not None and spread.soft:
-        scores = spread.scores(state.nodes[c.name] for c in passing)
-        passing = [c.with_spread_score(scores.get(c.name, 0)) for c in passing]
-    result.candidates = passing
     # a candidate's capacity is unverified only where its node's fit is
     unverified = bool(fit.among("unverified", considered))
-    if unverified:
-        result.warnings.extend(unverified_warning(c.name, c.unverified) for c in filter(is_unverified, passing))
-    if result.order is not None and nodes is None and not broken and not unverified and (
-            spread is None or not spread.soft):
-        result.rest_of = out
-    if not result.candidates and result.error is None:
+    if (whole is not None and result.order is not None and not broken and not unverified
+            and (spread is None or not spread.soft)):
+        result.rest_of = out  # the candidates are the view's nodes not refused, as they stand
+    if lazy and result.rest_of is not None:
+        result.defer(standing)  # every name is the view's: none unknown
+    else:
+        try:
+            passing = standing()
+        except KeyError:
+            # A name the view does not know (a node deleted since the scheduler's snapshot): no check
+            # above refuses it, as their node sets come from the view, so it is found here, when its
+            # fit is looked up, rather than by one more pass over every name of every request.
+            refuse_unknown()
+            passing = standing()
+        if broken:
+            passing = apply_rules(result, passing, broken, policy, fit, require_fit, refused)
+        if spread is not None and spread.soft:
+            scores = spread.scores(state.nodes[c.name] for c in passing)
+            passing = [c.with_spread_score(scores.get(c.name, 0)) for c in passing]
+        result.candidates = passing
+        if unverified:
+            result.warnings.extend(unverified_warning(c.name, c.unverified) for c in filter(is_unverified, passing))
+    if not result.count and result.error is None:
         result.error = no_node_error(result, held, failing, fit)
     return result
 

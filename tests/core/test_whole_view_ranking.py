@@ -58,8 +58,8 @@ def evaluated(nodes: tuple[NodeInfo, ...], pods: tuple[PodInfo, ...], pol: Place
               names: list[str] | None) -> dict[str, Any]:
     settings = Settings(index=indexed)
     with mock.patch.object(strategies, "_ORDER_WORTH_IT", 0):  # rank through the kept order at any size
-        decision = evaluate_pod(cluster(nodes, pods), WEB, pol, settings, NOW, nodes=names).decision
-    return judged(decision, ranking_limit=100)
+        ev = evaluate_pod(cluster(nodes, pods), WEB, pol, settings, NOW, nodes=names)
+    return {**judged(ev.decision, ranking_limit=100), "passing": ev.passing}
 
 
 @pytest.mark.parametrize(("nodes", "pods", "spec", "names", "left_out"), [c[1:] for c in WHOLE_VIEW],
@@ -75,6 +75,14 @@ def test_whole_view_ranking_is_the_kept_order_less_the_refused_only_when_exact(
     # the plain path keeps no order, so never ranks through one
     assert result.rest_of == (left_out if indexed else None)
     assert evaluated(nodes, pods, pol, indexed, names) == evaluated(nodes, pods, pol, False, names)
+    # made only when read, the candidates are the same, and so are their count and names
+    lazy = collect_candidates(view, WEB, pol, Settings(index=indexed).for_policy(pol), NOW, nodes=names,
+                              strategy=pol.strategy, lazy=True)
+    assert lazy.count == len(result.candidates)
+    assert lazy.passing() == [c.name for c in result.candidates]
+    assert lazy.candidates == result.candidates
+    assert (lazy.refused.by_node(), lazy.warnings, lazy.error) == (result.refused.by_node(), result.warnings,
+                                                                  result.error)
 
 
 NODES_COME_AND_GO = [

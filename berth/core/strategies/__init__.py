@@ -47,25 +47,31 @@ _ORDER_WORTH_IT = 64
 """Fewer candidates than this are sorted: cheaper than walking every node of the view's order."""
 
 
+def ranked_less(strategy: Strategy | None, pod: PodInfo, order: Callable[[RankKey], Sequence[str] | None],
+                rest_of: AbstractSet[str], count: int) -> list[str] | None:
+    """The candidates' names, best first, when they are every node of ``order`` (every node sorted
+    by a strategy key, ``CandidateSet.order``) but ``rest_of``, ``count`` of them, none of unknown
+    capacity or scored by spread (``CandidateSet.rest_of``): that order less ``rest_of``, made
+    without reading a candidate. None when :func:`ranked` is to rank them (too few, or no order)."""
+    if count < _ORDER_WORTH_IT:
+        return None
+    every = order(strategy_key(strategy, pod))
+    if every is None:
+        return None
+    ranking = list(filterfalse(rest_of.__contains__, every))
+    # every candidate is in the order: as many nodes left as candidates are the candidates
+    return ranking if len(ranking) == count else None
+
+
 def ranked(candidates: list[Candidate], strategy: Strategy | None, pod: PodInfo,
-           order: Callable[[RankKey], Sequence[str] | None] | None = None, *,
-           rest_of: AbstractSet[str] | None = None) -> list[str]:
+           order: Callable[[RankKey], Sequence[str] | None] | None = None) -> list[str]:
     """The candidates' names, best first: sorted by :func:`rank_key`, without its prefix when no
     candidate needs it (the common case, and the hot path of every scheduling cycle). ``order``:
     every node sorted by a strategy key (``CandidateSet.order``); the ranking is then that order
-    filtered to the candidates, with no sort at all. ``rest_of`` (``CandidateSet.rest_of``): the
-    candidates are every node of that order but these, none needing the prefix, so the filter
-    is by this set, not by a set of the candidates made for it."""
-    inner = strategy_key(strategy, pod)
-    if rest_of is not None and order is not None and len(candidates) >= _ORDER_WORTH_IT:
-        every = order(inner)
-        if every is not None:
-            # every candidate is in the order: as many nodes left as candidates are the candidates
-            fast = list(filterfalse(rest_of.__contains__, every))
-            if len(fast) == len(candidates):
-                return fast
+    filtered to the candidates, with no sort at all."""
     if any(map(is_unverified, candidates)) or any(map(spread_scored, candidates)):
         return [c.name for c in sorted(candidates, key=rank_key(strategy, pod))]
+    inner = strategy_key(strategy, pod)
     every = order(inner) if order is not None and len(candidates) >= _ORDER_WORTH_IT else None
     if every is not None:
         names = set(map(candidate_name, candidates))
