@@ -217,6 +217,31 @@ def test_the_next_round_opens_once_nominations_use_one_up_and_every_nomination_h
     assert len(bound_rounds) == len(waves)
 
 
+def test_a_pod_no_place_left_in_its_round_takes_waits_unnominated_until_a_round_plans_for_it() -> None:
+    """The round in force still has a place, but not one this pod's own checks let it have (it
+    asks for a node the round's plan leaves out): filter would refuse it every node, so it is not
+    nominated (a miss is worse than none) and waits; once the round lapses, the next round is
+    planned for it, and filter passes its nomination."""
+    nodes = [make_node("a").cpu("4").obj(), make_node("b").cpu("4").obj(),
+             make_node("c").cpu("4").label("disk", "ssd").obj()]
+    h, nominator = nominating([*nodes, make_policy("web").strategy("Fill").count(2).obj()], round_timeout_seconds=60)
+    choosy = pending("web-1")
+    choosy["spec"]["nodeSelector"] = {"disk": "ssd"}
+    h.store.apply_pod(pending("web-0"))
+    h.store.apply_pod(choosy)
+    planned = plan_queued(nominator)
+    assert list(planned) == ["web-0"] and planned["web-0"] != "c"
+    assert [p.name for p in nominator.deferred()] == ["web-1"]
+    assert "uid-shop-web-1" not in h.store.assumed
+    nominator.requeue(nominator.deferred())
+    h.clock.advance(61)  # the round lapses
+    assert plan_queued(nominator) == {"web-1": "c"}
+    assert nominator.deferred() == []
+    choosy["status"]["nominatedNodeName"] = "c"
+    assert h.filter(choosy, ["c"])["NodeNames"] == ["c"]
+    assert counted(h, "hit") == 1
+
+
 def test_a_write_kube_scheduler_overtook_counts_superseded_and_releases_nothing() -> None:
     h, nominator = nominating([*NODES, make_policy("web").strategy("Spread").obj()])
     written: list[str] = []
