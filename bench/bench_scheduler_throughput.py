@@ -275,7 +275,7 @@ is not timed), so berth's rows have none."""
 BERTH_BIND = ("berth_extender_request_seconds", {"verb": "bind"})
 BERTH_BINDING_CALL = (API_CALLS, {"call": "binding"})
 BERTH_BIND_STEPS = tuple((f"berth_{step}", ("berth_bind_step_seconds", {"step": step}))
-                         for step in ("pod", "lock_wait", "recheck", "connection_wait", "connect"))
+                         for step in ("pod", "lock_wait", "recheck", "connection_wait", "connect", "answer"))
 """The parts of berth's bind that are berth's own (extender/binding.py); the rest of a bind is its
 Binding call (BERTH_BINDING_CALL), the event loop's turns between them, and reading the request."""
 BERTH_LOOP_LAG = ("berth_event_loop_lag_seconds", {})

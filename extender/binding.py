@@ -96,7 +96,7 @@ class Bindings:
             finally:
                 CALL_TIMINGS.reset(noting)
             self._metrics.api_calls.labels("binding").observe(time.perf_counter() - called)
-            for step in ("connection_wait", "connect"):
+            for step in ("connection_wait", "connect", "answer"):
                 steps.labels(step).observe(waits.get(step, 0.0))
             if failed is not None:
                 await self._after_failed_bind(pod, prior)

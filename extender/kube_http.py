@@ -105,10 +105,22 @@ async def _connected(session: Any, ctx: SimpleNamespace, params: Any) -> None:
         timings["connect"] = timings.get("connect", 0.0) + time.perf_counter() - ctx.connecting
 
 
+async def _sent(session: Any, ctx: SimpleNamespace, params: Any) -> None:
+    ctx.sent = time.perf_counter()
+
+
+async def _answered(session: Any, ctx: SimpleNamespace, params: Any) -> None:
+    timings = ctx.trace_request_ctx
+    if timings is not None and hasattr(ctx, "sent"):
+        timings["answer"] = timings.get("answer", 0.0) + time.perf_counter() - ctx.sent
+
+
 CALL_TIMINGS: ContextVar[dict[str, float] | None] = ContextVar("berth_api_call_timings", default=None)
-"""Set by a caller (the bind) to a dict that its calls' waits before the request is sent are added
-to, in seconds: for a free connection of the pool (``connection_wait``) and opening a new one, TLS
-included (``connect``). A context variable, so that the Binder protocol's signatures stay as they are."""
+"""Set by a caller (the bind) to a dict that its calls' times are added to, in seconds: the waits
+before the request is sent, for a free connection of the pool (``connection_wait``) and opening a
+new one, TLS included (``connect``), and from the request's headers sent to the reply's headers
+read (``answer``: the network, the API server, and the event loop's turn to read it). A context
+variable, so that the Binder protocol's signatures stay as they are."""
 
 
 def _trace() -> aiohttp.TraceConfig:
@@ -118,6 +130,8 @@ def _trace() -> aiohttp.TraceConfig:
     trace.on_connection_queued_end.append(_dequeued)
     trace.on_connection_create_start.append(_connecting)
     trace.on_connection_create_end.append(_connected)
+    trace.on_request_headers_sent.append(_sent)
+    trace.on_request_end.append(_answered)
     return trace
 
 
@@ -162,7 +176,7 @@ class ApiSession:
                       content_type: str = "application/json") -> bytes:
         """The reply's body to ``method path`` (``body`` sent as JSON, as ``content_type``: a PATCH
         names its kind, e.g. ``application/merge-patch+json``); :class:`ApiError` for an error
-        status, :class:`ApiUnreachable` when no answer came. Its waits for a connection go to
+        status, :class:`ApiUnreachable` when no answer came. Its waits and its answer's time go to
         :data:`CALL_TIMINGS` when the caller set it."""
         headers = self._headers()
         data = None

@@ -5,7 +5,8 @@ build many apps in one process).
   bind, preempt, preview, capacity, allocations, decision);
 - ``berth_bind_step_seconds{step}``: the parts of a bind berth spends itself (``pod``, ``lock_wait``,
   ``recheck``) and, within its Binding call, before the request goes out (``connection_wait``,
-  ``connect``), beside ``berth_api_call_seconds{call}``, the call as a whole;
+  ``connect``) and until the reply's headers are read (``answer``), beside
+  ``berth_api_call_seconds{call}``, the call as a whole;
 - ``berth_event_loop_lag_seconds``: how late the event loop runs a sampled wake-up
   (:mod:`berth.extender.loop_lag`): the part of a call's time spent waiting for the loop;
 - ``berth_extender_decisions_total{verb,result}``: outcomes (``placed``, ``passthrough``,
@@ -90,7 +91,8 @@ class Metrics:
             "berth_bind_step_seconds",
             "Where a bind's time goes, by step: pod (finding the pod), lock_wait (waiting for the view's lock), "
             "recheck (the node judged again and reserved), and within the Binding call (berth_api_call_seconds) "
-            "connection_wait (for a free connection to the API server) and connect (opening one, TLS included)",
+            "connection_wait (for a free connection to the API server), connect (opening one, TLS included) and "
+            "answer (from the request sent to the reply's headers read)",
             ["step"], registry=self.registry, buckets=_BUCKETS)
         self.loop_lag = Histogram(
             "berth_event_loop_lag_seconds",

@@ -520,7 +520,7 @@ def test_the_binds_own_steps_are_exported_one_observation_a_bind() -> None:
     h = harness([make_node("a").cpu("2").obj(), make_policy("web").obj(), pod])
     assert h.schedule(pod) == "a"
     text = h.client.get("/metrics").text
-    for step in ("pod", "lock_wait", "recheck", "connection_wait", "connect"):
+    for step in ("pod", "lock_wait", "recheck", "connection_wait", "connect", "answer"):
         assert f'berth_bind_step_seconds_count{{step="{step}"}} 1.0' in text
 
 
