@@ -74,7 +74,9 @@ class CandidateSet:
     def passing(self) -> list[str]:
         """The candidates' names, in the order considered."""
         if self._candidates is None and self.rest_of is not None:
-            return list(filterfalse(self.rest_of.__contains__, self.considered))
+            # nothing refused (the rule in a uniform cluster): a copy, no test of each node
+            return list(filterfalse(self.rest_of.__contains__, self.considered)) if self.rest_of else list(
+                self.considered)
         return list(map(candidate_name, self.candidates))
 
 

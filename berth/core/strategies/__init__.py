@@ -58,7 +58,7 @@ def ranked_less(strategy: Strategy | None, pod: PodInfo, order: Callable[[RankKe
     every = order(strategy_key(strategy, pod))
     if every is None:
         return None
-    ranking = list(filterfalse(rest_of.__contains__, every))
+    ranking = list(filterfalse(rest_of.__contains__, every)) if rest_of else list(every)
     # every candidate is in the order: as many nodes left as candidates are the candidates
     return ranking if len(ranking) == count else None
 
