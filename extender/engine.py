@@ -269,9 +269,9 @@ class Extender:
                 judged, kept_off = self._steered(steered, judged)
             if not governed:
                 self.metrics.observe("filter", time.perf_counter() - started, "passthrough")
-                return filter_reply(cache_capable, list(judged), {},
-                                    {**{n: scheduler_text(bad_nodes[n]) for n in names if n in bad_nodes},
-                                     **kept_off}, raw_nodes, self._echo)
+                told = ({**{n: scheduler_text(bad_nodes[n]) for n in names if n in bad_nodes}, **kept_off}
+                        if bad_nodes else kept_off)
+                return filter_reply(cache_capable, list(judged), {}, told, raw_nodes, self._echo)
             eval_now = self.eval_clock()
             state = self._state(overrides)
             # kube-scheduler tries a pod's nominated node alone first: berth still judges the whole

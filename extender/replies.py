@@ -59,8 +59,11 @@ def filter_reply(cache_capable: bool, passing: list[str], failed: dict[str, str]
 def priorities(names: Sequence[str], ranking: Sequence[str]) -> orjson.Fragment:
     """The HostPriorityList of ``names`` (the core's scores are 0..MaxExtenderPriority; nodes not
     ranked score 0). When the ranking holds every name (the usual prioritize, of the nodes filter
-    passed) it is encoded from the ranking's runs of equal scores, in ranking order."""
+    passed) it is encoded from the ranking's runs of equal scores, in ranking order; when it holds
+    none (a pod no policy selects) as one run of 0, in the order sent."""
     if len(ranking) == len(names):  # ranking is drawn from names: the same nodes
         return orjson.Fragment(host_priority_list(score_runs(ranking)))
+    if not ranking:  # a pod berth passes through: every node 0, in the order sent, with no dict per node
+        return orjson.Fragment(host_priority_list([(0, names)]))
     get = scores(ranking).get
     return orjson.Fragment(orjson.dumps([{"Host": name, "Score": get(name, 0)} for name in names]))

@@ -446,3 +446,15 @@ def test_filter_answers_with_the_winner_alone_when_set(winner_only: bool, expect
 def test_filter_winner_only_leaves_pods_no_policy_selects_every_node() -> None:
     h = harness([make_node("a").cpu("2").obj(), make_node("b").cpu("4").obj()], filter_winner_only=True)
     assert h.filter(make_pod("db-1").labels({"app": "db"}).cpu("1").obj(), ["a", "b"])["NodeNames"] == ["a", "b"]
+
+
+@pytest.mark.parametrize("names", [
+    ["a", "b", "c"], ["n-1"], [], ["a", "a", "b"], ["x,y", 'q"r', "s\\"], [",", '\\",'],
+], ids=["three", "one", "none", "a name twice", "odd names", "separators"])
+def test_a_passed_through_pod_scores_0_on_every_node_sent_in_order(names: list[str]) -> None:
+    """The reply to prioritize for a pod no policy selects: one entry of score 0 per name sent, in
+    the order sent, byte for byte the plain encoding of that list."""
+    from berth.extender.replies import priorities
+
+    got = orjson.dumps(priorities(names, ()))
+    assert got == orjson.dumps([{"Host": n, "Score": 0} for n in names])
