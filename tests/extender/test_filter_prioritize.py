@@ -215,6 +215,7 @@ def _scheduled_cycle(index: str, policy: Any, cpu: str, monkeypatch: pytest.Monk
     answers: list[Any] = []
     for i in range(4):
         p = make_pod(f"web-{i}").labels(WEB).cpu(cpu).obj()
+        p["metadata"]["resourceVersion"] = str(100 + i)  # as the API server sends it: the pod read once
         if whole_nodes:
             r = h.client.post("/filter", content=orjson.dumps(args(p, nodes=nodes)))
             result = r.json()
@@ -446,6 +447,33 @@ def test_filter_answers_with_the_winner_alone_when_set(winner_only: bool, expect
 def test_filter_winner_only_leaves_pods_no_policy_selects_every_node() -> None:
     h = harness([make_node("a").cpu("2").obj(), make_node("b").cpu("4").obj()], filter_winner_only=True)
     assert h.filter(make_pod("db-1").labels({"app": "db"}).cpu("1").obj(), ["a", "b"])["NodeNames"] == ["a", "b"]
+
+
+POD_CHANGES = [
+    # (name, the pod prioritize is sent after filter's: resourceVersion, labels; its scores come from berth)
+    ("the same pod at the same resourceVersion: read once", "7", {}, False),
+    ("selected by a policy at a new resourceVersion: read again, and scored", "8", WEB, True),
+    ("no resourceVersion: read again, and scored", "", WEB, True),
+]
+
+
+@pytest.mark.parametrize("index", ["on", "off"])
+@pytest.mark.parametrize(("version", "labels", "scored"), [r[1:] for r in POD_CHANGES], ids=[r[0] for r in POD_CHANGES])
+def test_a_pod_sent_again_is_read_again_unless_it_is_the_same_resource_version(
+        version: str, labels: dict[str, str], scored: bool, index: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pod read last is reused for speed (the index on) only when the same pod comes at the same
+    resourceVersion; a pod changed since filter is judged as it is now, with the index on or off."""
+    monkeypatch.setenv("BERTH_INDEX", index)
+    h = harness([*three_nodes(), make_policy("web").strategy("Spread").obj()])
+    first = make_pod("web-1").labels({"app": "other"}).cpu("500m").obj()
+    first["metadata"]["resourceVersion"] = "7"
+    assert h.filter(first)["NodeNames"] == ["a", "b", "c"]
+    again = make_pod("web-1").labels(labels or {"app": "other"}).cpu("500m").obj()
+    again["metadata"]["resourceVersion"] = version
+    got = h.prioritize(again, ["a", "b", "c"])
+    assert (max(got.values()) == 10) is scored, got
+    if not scored:
+        assert got == {"a": 0, "b": 0, "c": 0}
 
 
 @pytest.mark.parametrize("names", [
