@@ -75,7 +75,12 @@ def rank(result: CandidateSet, pod: PodInfo, strategy: Strategy | None,
          quota: Mapping[str, int] | None = None) -> list[str]:
     """The candidates best first: by the strategy's score (:mod:`berth.core.plugins.score`), or
     when the index keeps every node sorted by the strategy's key (``result.order``), that order
-    filtered to the candidates."""
+    filtered to the candidates. A round's candidates of a whole view (``result.rest_of``, with the
+    index) are ranked in its plan's order by walking the plan, not by sorting them."""
+    if quota is not None and result.rest_of is not None and result.order is not None:
+        fast = strategy_score.in_plan_order_less(quota, result.rest_of, result.count)
+        if fast is not None:
+            return fast
     if quota is not None or result.order is None:
         return strategy_score.rank(result.candidates, strategy, pod, quota)
     greedy = strategy if strategy not in ROUND_STRATEGIES else None

@@ -13,6 +13,7 @@ from berth.core import strategies
 from berth.core.evaluate import evaluate_pod
 from berth.core.framework import collect_candidates
 from berth.core.model import NodeInfo, PodInfo
+from berth.core.plugins import score
 from berth.core.policy import PlacementPolicy
 from berth.core.settings import Settings
 from tests.builders import make_node, make_pod
@@ -110,3 +111,27 @@ def test_a_judgement_of_the_whole_view_considers_the_nodes_there_now(
     assert decision.considered == considered
     assert judged(decision, ranking_limit=100) == judged(
         evaluate_pod(cluster(view.nodes.values()), WEB, pol, Settings(index=False), NOW).decision, ranking_limit=100)
+
+
+IN_PLAN_ORDER = [
+    # (name, nodes, running pods of the workload, policy spec)
+    ("Fill tops up the fullest nodes first", NODES, (make_pod("w1").on("c").info(), make_pod("w2").on("c").info()),
+     {"strategy": "Fill", "count": 3}),
+    ("Fill with a node limit leaves the others off the plan", NODES, (make_pod("w1").on("b").info(),),
+     {"strategy": "Fill", "count": 2, "nodesLimit": 2}),
+    ("Fill where a cordoned node is refused", (*NODES, make_node("e").cordoned().info()), (),
+     {"strategy": "Fill", "count": 1}),
+    ("Each places one pod on every node", NODES, (make_pod("w1").on("d").info(),), {"strategy": "Each"}),
+]
+
+
+@pytest.mark.parametrize(("nodes", "pods", "spec"), [c[1:] for c in IN_PLAN_ORDER], ids=[c[0] for c in IN_PLAN_ORDER])
+def test_a_rounds_whole_view_is_ranked_by_walking_its_plan_as_sorting_would(
+        nodes: tuple[NodeInfo, ...], pods: tuple[PodInfo, ...], spec: dict[str, Any], index_path: str) -> None:
+    pol = scenario_policy(spec)
+    indexed = index_path == "indexed"
+    # with the index, a whole view's round is never sorted; without it, always
+    with mock.patch.object(score, "rank", side_effect=AssertionError("sorted") if indexed else score.rank):
+        got = evaluated(nodes, pods, pol, indexed, None)
+    assert got == evaluated(nodes, pods, pol, False, None)
+    assert got["ranking"], got  # a plan to walk

@@ -6,6 +6,8 @@ unverified nodes after every verified one and ScheduleAnyway spread before the s
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from itertools import filterfalse
 
 from berth.core.model import PodInfo
 from berth.core.plugins import Depends
@@ -20,6 +22,16 @@ def rank(candidates: Sequence[Candidate], strategy: Strategy | None, pod: PodInf
          quota: Mapping[str, int] | None = None) -> list[str]:
     """The candidates' names, best first, each sorted by its key."""
     return [c.name for c in sorted(candidates, key=rank_order(strategy, pod, quota))]
+
+
+def in_plan_order_less(quota: Mapping[str, int], rest_of: AbstractSet[str], count: int) -> list[str] | None:
+    """:func:`rank` under a round's ``quota`` when the candidates are ``count`` nodes, none of them in
+    ``rest_of`` and every one in the plan (the plan refuses the others): the plan's nodes less
+    ``rest_of``, in the plan's order, which is each candidate's key, one node one place. None when
+    that leaves another number of nodes (a node of the plan the state does not show): :func:`rank`
+    then sorts them."""
+    ranking = list(filterfalse(rest_of.__contains__, quota))
+    return ranking if len(ranking) == count else None
 
 
 def rank_order(strategy: Strategy | None, pod: PodInfo, quota: Mapping[str, int] | None = None
