@@ -10,11 +10,29 @@ view and passes the node only if its strategy ranks it first
 before. So a nomination changes how fast a pod is placed, never where: at 5,000 nodes a hit
 spares kube-scheduler its in-tree filters of 4,999 nodes and berth the decoding of their names.
 
+A nomination is worth its write (a patch of the pod's status, as costly to the API server as a
+Binding) only when it lands before kube-scheduler's cycle reaches the pod, that is when
+kube-scheduler is behind. When it keeps up (pods arriving one by one at a rate it binds), its
+cycle reaches a new pod within milliseconds, before a nomination could be planned and written: a
+write then comes late, is superseded or is refused because the pod is bound, and only adds load
+to the path that makes binds slow. So the nominator takes a pod only once it has waited
+``after_seconds`` (``BERTH_NOMINATE_AFTER_SECONDS``) in the queue, longer than kube-scheduler takes
+to reach a pod when idle; a pod whose filter came meanwhile (berth counts its winner there) or
+that was bound is skipped unwritten. A pod still unreached by then is behind a backlog in
+kube-scheduler's queue, which is where a nomination wins, and so are the pods queued after it,
+which are taken with it however young (a round policy's pods that came together are planned
+together): in a burst every pod after the first
+few waits that long, so the wait costs a burst nothing but the nominations of those few (its
+first ``after_seconds`` of binds). A backlog count was the other rule considered; the wait needs no
+record of which pods kube-scheduler has tried (a pod it could not place stays pending without
+being ahead of anyone) and adapts by itself to how fast kube-scheduler is.
+
 How: the store hands each new pending pod to :meth:`Nominator.offer` (a bounded queue: beyond it a
 pod is dropped and counted, and kube-scheduler schedules it the usual way). A task on the event
 loop takes the pods in the order they came (kube-scheduler's queue is first in, first out among
-pods of equal priority), keeps those berth governs that are still pending with no node, no
-nomination and no assumption, plans runs of pods of one policy in turn with the core's placer
+pods of equal priority) once they have waited ``after_seconds``, keeps those berth governs that
+are still pending with no node, no nomination and no assumption, plans runs of pods of one policy
+in turn with the core's placer
 (:func:`berth.core.place_in_turn`, each pod counted on its node before the next is placed, as
 filter counts them; a Fill or Each policy's pods within its round, the next round opening as soon
 as they use one up, as it opens for the pod after a round's last in filter), counts each on its
@@ -71,17 +89,19 @@ class Nominator:
     """The queue of pods to nominate and the task that plans and writes their nominations."""
 
     def __init__(self, engine: Extender, write: Write, *, schedulers: Iterable[str], queue_size: int,
-                 per_second: float, withdraw: Write | None = None) -> None:
+                 per_second: float, withdraw: Write | None = None, after_seconds: float = 0.0) -> None:
         self.engine = engine
         self.write = write
         self.withdraw_write = withdraw
         self.schedulers = frozenset(schedulers)
         self.queue_size = queue_size
         self.per_second = per_second
-        self._queue: OrderedDict[str, PodInfo] = OrderedDict()
+        self.after_seconds = after_seconds
+        self._queue: OrderedDict[str, tuple[PodInfo, float]] = OrderedDict()  # uid -> (pod, when it came)
         self._queue_lock = threading.Lock()  # offer runs on the watch threads
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
+        self._timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
         self._writes: set[asyncio.Task[None]] = set()
         self._next_write = 0.0
@@ -100,7 +120,7 @@ class Nominator:
         with self._queue_lock:
             queue = self._queue
             if pod.uid in queue:
-                queue[pod.uid] = pod
+                queue[pod.uid] = (pod, queue[pod.uid][1])  # it keeps its place and its wait
                 return
             if len(queue) >= self.queue_size:
                 if self.leading:
@@ -108,7 +128,7 @@ class Nominator:
                     return
                 queue.popitem(last=False)  # a standby keeps the latest pods for when it leads
             was_empty = not queue
-            queue[pod.uid] = pod
+            queue[pod.uid] = (pod, self.engine.clock())
         if was_empty:
             self._signal()
 
@@ -123,13 +143,47 @@ class Nominator:
             loop.call_soon_threadsafe(wake.set)
 
     def take(self, limit: int) -> list[PodInfo]:
+        """Up to ``limit`` of the oldest queued pods that have waited ``after_seconds``, and, when one
+        of them is still unreached by kube-scheduler's cycle (it is behind), the pods queued after it
+        too: they are behind it in kube-scheduler's queue (and a round policy's pods that came
+        together are planned together)."""
         if not self.leading:
             return []
+        ready = self.engine.clock() - self.after_seconds
+        taken = self._pop(limit, ready)
+        if taken and len(taken) < limit and self.after_seconds > 0 and self._behind(taken):
+            taken += self._pop(limit - len(taken), float("inf"))
+        return taken
+
+    def _pop(self, limit: int, came_by: float) -> list[PodInfo]:
         with self._queue_lock:
             taken: list[PodInfo] = []
             while self._queue and len(taken) < limit:
-                taken.append(self._queue.popitem(last=False)[1])
+                uid, (pod, came) = next(iter(self._queue.items()))
+                if came > came_by:
+                    break  # it and the pods after it came later
+                del self._queue[uid]
+                taken.append(pod)
             return taken
+
+    def _behind(self, pods: list[PodInfo]) -> bool:
+        """Whether one of ``pods`` is still pending with no node and not judged by filter (not under
+        the queue's lock: the store offers pods under its own)."""
+        store = self.engine.store
+        with store.lock:
+            for pod in pods:
+                current = store.pending.get(pod.uid)
+                if current is not None and not current.node_name and pod.uid not in store.assumed:
+                    return True
+        return False
+
+    def wait_left(self) -> float | None:
+        """Seconds until the oldest queued pod has waited ``after_seconds`` (None: the queue is empty)."""
+        with self._queue_lock:
+            if not self._queue:
+                return None
+            _, came = next(iter(self._queue.values()))
+        return max(0.0, came + self.after_seconds - self.engine.clock())
 
     def lead(self, leading: bool) -> None:
         """This replica starts or stops nominating (:class:`berth.extender.leader.LeaseElector`).
@@ -160,6 +214,8 @@ class Nominator:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._task = None
+        if self._timer is not None:
+            self._timer.cancel()
 
     async def _run(self) -> None:
         assert self._wake is not None
@@ -183,7 +239,21 @@ class Nominator:
                     task.add_done_callback(self._writes.discard)
             if waiting:  # tried again once places of the round may have come free
                 self.requeue(waiting)
-                asyncio.get_running_loop().call_later(RETRY_SECONDS, self._wake.set)
+                self._wake_in(RETRY_SECONDS)
+            elif (left := self.wait_left()) is not None and self.leading:  # pods still too young to take
+                self._wake_in(left)
+
+    def _wake_in(self, seconds: float) -> None:
+        """Wake the task in ``seconds`` (one timer: a later one is replaced by an earlier one)."""
+        loop = asyncio.get_running_loop()
+        assert self._wake is not None
+        when = loop.time() + seconds
+        timer = self._timer
+        if timer is not None and not timer.cancelled() and loop.time() < timer.when() <= when:
+            return
+        if timer is not None:
+            timer.cancel()
+        self._timer = loop.call_at(when, self._wake.set)
 
     async def _pace(self) -> None:
         """At most ``per_second`` writes a second."""
@@ -365,5 +435,5 @@ class Nominator:
         with self._queue_lock:
             for pod in reversed(pods):
                 if pod.uid not in self._queue:
-                    self._queue[pod.uid] = pod
+                    self._queue[pod.uid] = (pod, float("-inf"))  # it has waited already
                     self._queue.move_to_end(pod.uid, last=False)

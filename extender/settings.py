@@ -74,6 +74,9 @@ class ExtenderSettings(BaseSettings):
     # berth; only their pods are nominated
     nominate_queue: int = Field(default=10000, ge=1, le=1_000_000)  # pods waiting for a nomination; more dropped
     nominate_per_second: float = Field(default=300.0, gt=0, le=10000)  # nominations written a second at most
+    # a pod is nominated only once it has waited this long unreached by kube-scheduler's cycle (it is then
+    # behind a backlog, where a nomination wins): longer than kube-scheduler takes to reach a pod when idle
+    nominate_after_seconds: float = Field(default=0.1, ge=0, le=60)
     # With BERTH_NOMINATE, one replica nominates: the holder of a coordination.k8s.io/v1 Lease
     # (extender/leader.py; the others answer filter, prioritize and bind only). Off: every replica
     # nominates (one replica, or no API server).

@@ -23,6 +23,9 @@ def counted(h: Harness, result: str) -> float:
 
 
 def nominating(objects: list[dict[str, Any]], **settings: Any) -> tuple[Harness, Nominator]:
+    """A nominator that takes pods as soon as they come, unless ``nominate_after_seconds`` is given
+    (the wait's own tests)."""
+    settings.setdefault("nominate_after_seconds", 0)
     h = harness(objects, nominate=True, nominate_schedulers=SCHED, **settings)
     nominator = h.app.state.nominator
     assert isinstance(nominator, Nominator)
@@ -106,6 +109,85 @@ def test_a_full_queue_drops_and_counts() -> None:
     assert nominator.queued() == 2
     assert counted(h, "dropped") == 3
     assert set(plan_queued(nominator)) == {"web-0", "web-1"}
+
+
+WAITS = [
+    # (name, seconds the pod waits, kube-scheduler's filter came meanwhile, what is planned)
+    ("a pod kube-scheduler has not reached after the wait is nominated", 0.2, False, {"web-0": "a"}),
+    ("a pod that came less than the wait ago is not taken yet", 0.05, False, {}),
+    ("a pod kube-scheduler reached within the wait is not nominated", 0.2, True, {}),
+]
+
+
+@pytest.mark.parametrize(("waited", "reached", "expected"), [w[1:] for w in WAITS], ids=[w[0] for w in WAITS])
+def test_a_pod_is_nominated_only_once_it_has_waited_unreached(waited: float, reached: bool,
+                                                              expected: dict[str, str]) -> None:
+    h, nominator = nominating([*NODES, make_policy("web").strategy("Spread").obj()], nominate_after_seconds=0.1)
+    pod = pending("web-0")
+    h.store.apply_pod(pod)
+    if reached:
+        h.filter(pod)
+    h.clock.advance(waited)
+    assert plan_queued(nominator) == expected
+    assert nominator.queued() == (1 if waited < 0.1 else 0)  # a pod too young stays queued, in its place
+
+
+BEHIND = [
+    # (name, the first pod reached by kube-scheduler's cycle, what is planned once it has waited)
+    ("a pod behind an unreached one is planned with it though younger", False, {"web-0": "a", "web-1": "b"}),
+    ("a pod behind one kube-scheduler reached waits its own turn", True, {}),
+]
+
+
+@pytest.mark.parametrize(("reached", "expected"), [b[1:] for b in BEHIND], ids=[b[0] for b in BEHIND])
+def test_the_pods_behind_an_unreached_one_are_taken_with_it(reached: bool, expected: dict[str, str]) -> None:
+    h, nominator = nominating([*NODES, make_policy("web").strategy("Spread").obj()], nominate_after_seconds=0.1)
+    first = pending("web-0")
+    h.store.apply_pod(first)
+    if reached:
+        h.filter(first)
+    h.clock.advance(0.05)
+    h.store.apply_pod(pending("web-1"))
+    h.clock.advance(0.05)
+    assert plan_queued(nominator) == expected
+
+
+ARRIVALS = [
+    # (name, pods created at each tick of 50 ms, pods kube-scheduler's cycle reaches a tick, nominations, hits)
+    ("pods one by one at the rate kube-scheduler keeps up with: no write", [1] * 8, 1, 0, 0),
+    ("a burst kube-scheduler is behind: every pod after the first two wait is nominated, each a hit",
+     [10], 1, 8, 8),
+    ("a burst after paced pods: only the burst's backlog is nominated", [1, 1, 1, 6], 1, 4, 4),
+]
+
+
+@pytest.mark.parametrize(("created", "reached", "nominations", "hits"), [a[1:] for a in ARRIVALS],
+                         ids=[a[0] for a in ARRIVALS])
+def test_nominations_are_written_only_while_kube_scheduler_is_behind(created: list[int], reached: int,
+                                                                      nominations: int, hits: int) -> None:
+    """kube-scheduler takes the pods first in, first out, ``reached`` a tick; the nominator takes
+    those that have waited 100 ms (two ticks): a paced arrival is never written, a burst's backlog
+    always, and each of those nominations is where kube-scheduler's filter then places the pod."""
+    nodes = [make_node(n).cpu("64").obj() for n in "abc"]
+    h, nominator = nominating([*nodes, make_policy("web").strategy("Spread").obj()], nominate_after_seconds=0.1)
+    names: list[str] = []
+    planned: dict[str, str] = {}
+    queue: list[str] = []  # kube-scheduler's, first in, first out
+    for tick in range(len(created) + 20):
+        for _ in range(created[tick] if tick < len(created) else 0):
+            names.append(f"web-{len(names)}")
+            h.store.apply_pod(pending(names[-1]))
+            queue.append(names[-1])
+        planned |= plan_queued(nominator)
+        for name in queue[:reached]:
+            node = planned.get(name)
+            pod = pending(name, nominated=node) if node else pending(name)
+            assert h.filter(pod, [node] if node else ["a", "b", "c"])["NodeNames"]
+        del queue[:reached]
+        h.clock.advance(0.05)
+    assert not queue
+    assert len(planned) == nominations
+    assert (counted(h, "hit"), counted(h, "missed"), counted(h, "late")) == (hits, 0, 0)
 
 
 def test_a_stale_nomination_is_refused_and_the_pod_placed_where_berth_decides() -> None:
