@@ -102,6 +102,7 @@ class Nominator:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0  # when the timer is due, by the loop's clock (uvloop's handles do not say)
         self._task: asyncio.Task[None] | None = None
         self._writes: set[asyncio.Task[None]] = set()
         self._next_write = 0.0
@@ -205,6 +206,7 @@ class Nominator:
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         self._task = self._loop.create_task(self._run())
+        self._task.add_done_callback(_tell_end)
         if self._queue:
             self._wake.set()
 
@@ -249,11 +251,11 @@ class Nominator:
         assert self._wake is not None
         when = loop.time() + seconds
         timer = self._timer
-        if timer is not None and not timer.cancelled() and loop.time() < timer.when() <= when:
+        if timer is not None and not timer.cancelled() and loop.time() < self._timer_at <= when:
             return
         if timer is not None:
             timer.cancel()
-        self._timer = loop.call_at(when, self._wake.set)
+        self._timer, self._timer_at = loop.call_at(when, self._wake.set), when
 
     async def _pace(self) -> None:
         """At most ``per_second`` writes a second."""
@@ -437,3 +439,10 @@ class Nominator:
                 if pod.uid not in self._queue:
                     self._queue[pod.uid] = (pod, float("-inf"))  # it has waited already
                     self._queue.move_to_end(pod.uid, last=False)
+
+
+def _tell_end(task: asyncio.Task[None]) -> None:
+    """A nominator task that ended by a fault says so: nothing else would, and the pods it would
+    have nominated go kube-scheduler's usual way without a word."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("the nominator stopped: pods are no longer nominated", exc_info=task.exception())

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+import uvloop
 
 from berth.core.round import ROUND_ANNOTATION
 from berth.extender.nominator import Nominator
@@ -257,6 +259,66 @@ def test_the_task_writes_nominations_and_a_failed_write_releases_the_place(caplo
     assert [r.getMessage().split(":")[0] for r in caplog.records] == ["cannot nominate b for pod shop/web-1"]
     assert "uid-shop-web-1" not in h.store.assumed  # its place on b is free again
     assert h.store.assumed["uid-shop-web-2"].pod.node_name == "c"
+
+
+@pytest.mark.parametrize("new_loop", [asyncio.new_event_loop, uvloop.new_event_loop], ids=["asyncio", "uvloop"])
+def test_the_task_takes_each_wave_of_pods_once_it_has_waited(new_loop: Callable[[], asyncio.AbstractEventLoop]
+                                                             ) -> None:
+    """The task sleeps until the oldest queued pod has waited, wave after wave, on the loop the
+    extender serves on (uvloop) as on asyncio's. The clock moves on at each read, so a pod too
+    young when the task looks has waited by the time it sets its timer: a wake-up due at once
+    (uvloop makes it a plain handle) must not stop the next wave's timer."""
+    h, nominator = nominating([*NODES, make_policy("web").strategy("Spread").obj()], nominate_after_seconds=0.05)
+    written: dict[str, str] = {}
+
+    def ticking() -> float:
+        h.clock.advance(0.03)
+        return h.clock.now
+
+    async def write(pod: Any, node: str) -> None:
+        written[pod.name] = node
+
+    nominator.write = write
+    nominator.engine.clock = ticking
+
+    async def run() -> None:
+        nominator.start()
+        try:
+            for wave in range(3):
+                h.store.apply_pod(pending(f"web-{wave}"))
+                for _ in range(200):
+                    if len(written) > wave:
+                        break
+                    await asyncio.sleep(0.005)
+        finally:
+            await nominator.stop()
+
+    with asyncio.Runner(loop_factory=new_loop) as runner:
+        runner.run(run())
+    assert sorted(written) == ["web-0", "web-1", "web-2"]
+
+
+def test_a_task_ended_by_a_fault_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    h, nominator = nominating([*NODES, make_policy("web").strategy("Spread").obj()])
+
+    def broken(limit: int) -> list[Any]:
+        raise RuntimeError("broken queue")
+
+    nominator.take = broken  # type: ignore[method-assign]
+
+    async def run() -> None:
+        nominator.start()
+        h.store.apply_pod(pending("web-0"))
+        for _ in range(200):
+            if nominator._task is not None and nominator._task.done():
+                break
+            await asyncio.sleep(0.005)
+        await nominator.stop()
+
+    with caplog.at_level(logging.ERROR, logger="berth.extender.nominator"):
+        asyncio.run(run())
+    assert [r.getMessage() for r in caplog.records] == ["the nominator stopped: pods are no longer nominated"]
+    assert "broken queue" in caplog.text
 
 
 WAVES: list[tuple[str, list[int]]] = [
