@@ -81,6 +81,9 @@ IN_FLIGHT = 16
 RETRY_SECONDS = 0.1
 """How soon pods that no place left in their policy's round takes are planned again."""
 
+IDLE_SECONDS = 1.0
+"""How long the task sleeps at most without a wake-up, so that one missed never stops it."""
+
 Write = Callable[[PodInfo, str], Awaitable[None]]
 """Writes a pod's ``status.nominatedNodeName`` (:meth:`berth.extender.binder.KubeBinder.nominate`)."""
 
@@ -101,8 +104,6 @@ class Nominator:
         self._queue_lock = threading.Lock()  # offer runs on the watch threads
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at = 0.0  # when the timer is due, by the loop's clock (uvloop's handles do not say)
         self._task: asyncio.Task[None] | None = None
         self._writes: set[asyncio.Task[None]] = set()
         self._next_write = 0.0
@@ -216,16 +217,25 @@ class Nominator:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._task = None
-        if self._timer is not None:
-            self._timer.cancel()
 
     async def _run(self) -> None:
         assert self._wake is not None
         slots = asyncio.Semaphore(IN_FLIGHT)
+        waiting: list[PodInfo] = []
         while True:
-            await self._wake.wait()
+            # Woken by a pod offered to an empty queue or by the election, and in any case once
+            # the oldest queued pod has waited (or, idle, every IDLE_SECONDS): a wake-up missed
+            # can delay a nomination, never stop the nominator.
+            if waiting:  # tried again once places of the round may have come free
+                timeout = RETRY_SECONDS
+            else:
+                left = self.wait_left() if self.leading else None
+                timeout = IDLE_SECONDS if left is None else min(left, IDLE_SECONDS)
+            if timeout > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout)
             self._wake.clear()
-            waiting: list[PodInfo] = []
+            waiting = []
             while batch := self.take(BATCH):
                 try:
                     planned = self.plan(batch)
@@ -239,23 +249,8 @@ class Nominator:
                     task = asyncio.get_running_loop().create_task(self._nominate(pod, node, slots))
                     self._writes.add(task)
                     task.add_done_callback(self._writes.discard)
-            if waiting:  # tried again once places of the round may have come free
+            if waiting:
                 self.requeue(waiting)
-                self._wake_in(RETRY_SECONDS)
-            elif (left := self.wait_left()) is not None and self.leading:  # pods still too young to take
-                self._wake_in(left)
-
-    def _wake_in(self, seconds: float) -> None:
-        """Wake the task in ``seconds`` (one timer: a later one is replaced by an earlier one)."""
-        loop = asyncio.get_running_loop()
-        assert self._wake is not None
-        when = loop.time() + seconds
-        timer = self._timer
-        if timer is not None and not timer.cancelled() and loop.time() < self._timer_at <= when:
-            return
-        if timer is not None:
-            timer.cancel()
-        self._timer, self._timer_at = loop.call_at(when, self._wake.set), when
 
     async def _pace(self) -> None:
         """At most ``per_second`` writes a second."""

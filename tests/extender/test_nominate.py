@@ -298,6 +298,30 @@ def test_the_task_takes_each_wave_of_pods_once_it_has_waited(new_loop: Callable[
     assert sorted(written) == ["web-0", "web-1", "web-2"]
 
 
+def test_a_missed_wake_up_delays_a_nomination_and_never_stops_the_task() -> None:
+    h, nominator = nominating([*NODES, make_policy("web").strategy("Spread").obj()])
+    written: dict[str, str] = {}
+
+    async def write(pod: Any, node: str) -> None:
+        written[pod.name] = node
+
+    nominator.write = write
+
+    async def run() -> None:
+        nominator.start()
+        await asyncio.sleep(0.05)  # the task sleeps, its queue empty
+        nominator._signal = lambda: None  # type: ignore[method-assign]  # the next wake-up is lost
+        h.store.apply_pod(pending("web-0"))
+        for _ in range(300):
+            if written:
+                break
+            await asyncio.sleep(0.01)
+        await nominator.stop()
+
+    asyncio.run(run())
+    assert written == {"web-0": "a"}
+
+
 def test_a_task_ended_by_a_fault_says_so(caplog: pytest.LogCaptureFixture) -> None:
     h, nominator = nominating([*NODES, make_policy("web").strategy("Spread").obj()])
 
