@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from types import SimpleNamespace
 from typing import Any
@@ -85,34 +86,19 @@ def proxy_of(configuration: Any) -> tuple[str | None, Any]:
     return proxy, getattr(configuration, "proxy_headers", None) or None
 
 
-async def _queued(session: Any, ctx: SimpleNamespace, params: Any) -> None:
-    ctx.queued = time.perf_counter()
+def _timed(step: str) -> tuple[Callable[..., Awaitable[None]], Callable[..., Awaitable[None]]]:
+    """The trace hooks that add the time from the first to the second to the call's ``step`` in
+    :data:`CALL_TIMINGS` (a step a call goes through more than once adds up)."""
 
+    async def began(session: Any, ctx: SimpleNamespace, params: Any) -> None:
+        setattr(ctx, step, time.perf_counter())
 
-async def _dequeued(session: Any, ctx: SimpleNamespace, params: Any) -> None:
-    timings = ctx.trace_request_ctx
-    if timings is not None:
-        timings["connection_wait"] = timings.get("connection_wait", 0.0) + time.perf_counter() - ctx.queued
+    async def ended(session: Any, ctx: SimpleNamespace, params: Any) -> None:
+        timings, start = ctx.trace_request_ctx, getattr(ctx, step, None)
+        if timings is not None and start is not None:
+            timings[step] = timings.get(step, 0.0) + time.perf_counter() - start
 
-
-async def _connecting(session: Any, ctx: SimpleNamespace, params: Any) -> None:
-    ctx.connecting = time.perf_counter()
-
-
-async def _connected(session: Any, ctx: SimpleNamespace, params: Any) -> None:
-    timings = ctx.trace_request_ctx
-    if timings is not None:
-        timings["connect"] = timings.get("connect", 0.0) + time.perf_counter() - ctx.connecting
-
-
-async def _sent(session: Any, ctx: SimpleNamespace, params: Any) -> None:
-    ctx.sent = time.perf_counter()
-
-
-async def _answered(session: Any, ctx: SimpleNamespace, params: Any) -> None:
-    timings = ctx.trace_request_ctx
-    if timings is not None and hasattr(ctx, "sent"):
-        timings["answer"] = timings.get("answer", 0.0) + time.perf_counter() - ctx.sent
+    return began, ended
 
 
 CALL_TIMINGS: ContextVar[dict[str, float] | None] = ContextVar("berth_api_call_timings", default=None)
@@ -126,12 +112,12 @@ variable, so that the Binder protocol's signatures stay as they are."""
 def _trace() -> aiohttp.TraceConfig:
     """The hooks that note a call's waits in :data:`CALL_TIMINGS`."""
     trace = aiohttp.TraceConfig()
-    trace.on_connection_queued_start.append(_queued)
-    trace.on_connection_queued_end.append(_dequeued)
-    trace.on_connection_create_start.append(_connecting)
-    trace.on_connection_create_end.append(_connected)
-    trace.on_request_headers_sent.append(_sent)
-    trace.on_request_end.append(_answered)
+    for step, began, ended in (("connection_wait", trace.on_connection_queued_start, trace.on_connection_queued_end),
+                               ("connect", trace.on_connection_create_start, trace.on_connection_create_end),
+                               ("answer", trace.on_request_headers_sent, trace.on_request_end)):
+        start, end = _timed(step)
+        began.append(start)
+        ended.append(end)
     return trace
 
 
