@@ -107,7 +107,10 @@ class Nominator:
         self._task: asyncio.Task[None] | None = None
         self._writes: set[asyncio.Task[None]] = set()
         self._next_write = 0.0
-        self._deferred: list[PodInfo] = []
+        # pods no place left in their policy's round suited (:meth:`_park`): uid -> pod, planned
+        # again once the view changed in a way that can give them one, or their round lapsed
+        self._waiting: OrderedDict[str, PodInfo] = OrderedDict()
+        self._waiting_until = float("inf")  # when they are planned again
         self._failures_told: set[str] = set()
         self.leading = True  # False on a replica that does not hold the nominator's Lease (:meth:`lead`)
         engine.metrics.leading.set(1)
@@ -120,6 +123,9 @@ class Nominator:
         if scheduler not in self.schedulers:
             return
         with self._queue_lock:
+            if pod.uid in self._waiting:
+                self._waiting[pod.uid] = pod  # it waits for a place with the others
+                return
             queue = self._queue
             if pod.uid in queue:
                 queue[pod.uid] = (pod, queue[pod.uid][1])  # it keeps its place and its wait
@@ -151,6 +157,8 @@ class Nominator:
         together are planned together)."""
         if not self.leading:
             return []
+        if self._waiting and self._may_help():
+            self.requeue(self._unpark())
         ready = self.engine.clock() - self.after_seconds
         taken = self._pop(limit, ready)
         if taken and len(taken) < limit and self.after_seconds > 0 and self._behind(taken):
@@ -221,36 +229,30 @@ class Nominator:
     async def _run(self) -> None:
         assert self._wake is not None
         slots = asyncio.Semaphore(IN_FLIGHT)
-        waiting: list[PodInfo] = []
         while True:
             # Woken by a pod offered to an empty queue or by the election, and in any case once
             # the oldest queued pod has waited (or, idle, every IDLE_SECONDS): a wake-up missed
             # can delay a nomination, never stop the nominator.
-            if waiting:  # tried again once places of the round may have come free
-                timeout = RETRY_SECONDS
-            else:
-                left = self.wait_left() if self.leading else None
-                timeout = IDLE_SECONDS if left is None else min(left, IDLE_SECONDS)
+            left = self.wait_left() if self.leading else None
+            timeout = IDLE_SECONDS if left is None else min(left, IDLE_SECONDS)
+            if self._waiting and self.leading:  # a change of the view may give them a place
+                timeout = min(timeout, RETRY_SECONDS)
             if timeout > 0:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout)
             self._wake.clear()
-            waiting = []
             while batch := self.take(BATCH):
                 try:
                     planned = self.plan(batch)
                 except Exception:  # a fault of one batch must not end the nominator
                     log.exception("cannot plan the nominations of %d pods", len(batch))
                     continue
-                waiting += self._deferred
                 for pod, node in planned:
                     await slots.acquire()
                     await self._pace()
                     task = asyncio.get_running_loop().create_task(self._nominate(pod, node, slots))
                     self._writes.add(task)
                     task.add_done_callback(self._writes.discard)
-            if waiting:
-                self.requeue(waiting)
 
     async def _pace(self) -> None:
         """At most ``per_second`` writes a second."""
@@ -353,12 +355,13 @@ class Nominator:
         """The node of each of ``pods`` berth still governs and may nominate, planned in turn and
         counted there as nominated: runs of pods of one policy go through the core's placer together,
         round after round for a Fill or Each policy (:meth:`_place`). Pods of such a policy whose
-        own checks refuse every place left in the round in force wait in the queue
-        (:meth:`deferred`): places may come free (a nomination that failed) before the round lapses."""
+        own checks refuse every place left in the round in force wait (:meth:`_park`): places may
+        come free (a nomination that failed) before the round lapses."""
         engine = self.engine
         store = engine.store
         planned: list[tuple[PodInfo, str]] = []
-        self._deferred = []
+        deferred: list[PodInfo] = []
+        lapse = [float("inf")]
         with store.lock:
             now = engine.clock()
             engine.expire_assumptions(now)
@@ -376,23 +379,27 @@ class Nominator:
                     continue
                 key = (policy.key if policy is not None else None, strategy)
                 if run and key != run_key:
-                    planned += self._place(run, now, eval_now)
+                    planned += self._place(run, now, eval_now, deferred, lapse)
                     run = []
                 run_key = key
                 run.append(current)
             if run:
-                planned += self._place(run, now, eval_now)
+                planned += self._place(run, now, eval_now, deferred, lapse)
             for pod, node in planned:
                 engine.nominated(pod.uid, node)
+            if deferred:
+                self._park(deferred, now + RETRY_SECONDS)
         return planned
 
-    def _place(self, pods: list[PodInfo], now: float, eval_now: float) -> list[tuple[PodInfo, str]]:
+    def _place(self, pods: list[PodInfo], now: float, eval_now: float, deferred: list[PodInfo],
+               lapse: list[float]) -> list[tuple[PodInfo, str]]:
         """Place ``pods`` (one policy) in turn over the whole view, each counted as nominated. A
         Fill or Each policy's pods take the places of the round in force, and when they use it up
         the next round opens for the rest at once (:meth:`Extender.round_in_force`, the core's
         count rule): a nominated pod holds its place in its round as a pod its filter placed does,
         and its filter judges it there although the next round has opened
-        (:func:`berth.core.round.judged_in`)."""
+        (:func:`berth.core.round.judged_in`). Pods none of the round's places left suits go to
+        ``deferred``, and ``lapse`` keeps the earliest time a round they found lapses."""
         engine = self.engine
         store = engine.store
         policy, _, _ = engine.governing(pods[0])
@@ -418,14 +425,30 @@ class Nominator:
             placed = place_in_turn(store.view, turn, policy, settings, eval_now, put=put_in, quota=quota)
             for pod, node in zip(turn, placed.nodes, strict=False):
                 if node is None:  # its own checks refuse the round's places left: tried again later
-                    self._deferred.append(pod)
+                    deferred.append(pod)
+                    lapse[0] = min(lapse[0], rnd.active + engine.settings.round_timeout_seconds)
                 else:
                     planned.append((pod, node))
         return planned
 
-    def deferred(self) -> list[PodInfo]:
-        """The pods the last :meth:`plan` left waiting for their policy's next round."""
-        return list(self._deferred)
+    def _park(self, pods: list[PodInfo], until: float) -> None:
+        """``pods`` wait until :meth:`_may_help`."""
+        with self._queue_lock:
+            if not self._waiting:
+                self._waiting_until = until
+            self._waiting_until = min(self._waiting_until, until)
+            for pod in pods:
+                self._waiting[pod.uid] = pod
+
+    def _may_help(self) -> bool:
+        """Whether the waiting pods are due to be planned again."""
+        return self.engine.clock() >= self._waiting_until
+
+    def _unpark(self) -> list[PodInfo]:
+        with self._queue_lock:
+            pods = list(self._waiting.values())
+            self._waiting.clear()
+            return pods
 
     def requeue(self, pods: list[PodInfo]) -> None:
         """Put ``pods`` back at the head of the queue, in their order."""
