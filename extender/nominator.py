@@ -79,7 +79,12 @@ IN_FLIGHT = 16
 """Nominations being written at once."""
 
 RETRY_SECONDS = 0.1
-"""How soon pods that no place left in their policy's round takes are planned again."""
+"""How often pods no place left in their policy's round suited look for a change that may give
+them one (a comparison of two counters; they are planned again only after such a change)."""
+
+RECHECK_SECONDS = 5.0
+"""How long such pods wait at most to be planned again without a change seen: some the nominator
+does not watch for (a node's Lease renewed, which makes it live again)."""
 
 IDLE_SECONDS = 1.0
 """How long the task sleeps at most without a wake-up, so that one missed never stops it."""
@@ -110,7 +115,8 @@ class Nominator:
         # pods no place left in their policy's round suited (:meth:`_park`): uid -> pod, planned
         # again once the view changed in a way that can give them one, or their round lapsed
         self._waiting: OrderedDict[str, PodInfo] = OrderedDict()
-        self._waiting_until = float("inf")  # when they are planned again
+        self._waiting_room: tuple[int, int] = (0, 0)  # the view's changes when they were parked ...
+        self._waiting_until = float("inf")  # ... and when they are planned again at the latest
         self._failures_told: set[str] = set()
         self.leading = True  # False on a replica that does not hold the nominator's Lease (:meth:`lead`)
         engine.metrics.leading.set(1)
@@ -388,7 +394,7 @@ class Nominator:
             for pod, node in planned:
                 engine.nominated(pod.uid, node)
             if deferred:
-                self._park(deferred, now + RETRY_SECONDS)
+                self._park(deferred, min(lapse[0], now + RECHECK_SECONDS))
         return planned
 
     def _place(self, pods: list[PodInfo], now: float, eval_now: float, deferred: list[PodInfo],
@@ -431,18 +437,28 @@ class Nominator:
                     planned.append((pod, node))
         return planned
 
+    def _room(self) -> tuple[int, int]:
+        """Counters of the view's changes that can give a pod a place it lacked: a node added or
+        changed; a pod gone or released from its node, a policy changed, a round opened or a place
+        in one freed (:attr:`ClusterStore.room_changes`)."""
+        store = self.engine.store
+        return store.view.nodes_version, store.room_changes
+
     def _park(self, pods: list[PodInfo], until: float) -> None:
-        """``pods`` wait until :meth:`_may_help`."""
+        """``pods`` wait until :meth:`_may_help`: planned again at once, each would find what it
+        found now, a plan over the whole view each time (about 9 ms a pod at 5,000 nodes)."""
         with self._queue_lock:
             if not self._waiting:
                 self._waiting_until = until
             self._waiting_until = min(self._waiting_until, until)
             for pod in pods:
                 self._waiting[pod.uid] = pod
+            self._waiting_room = self._room()
 
     def _may_help(self) -> bool:
-        """Whether the waiting pods are due to be planned again."""
-        return self.engine.clock() >= self._waiting_until
+        """Whether the view changed since the waiting pods were parked in a way that can give them a
+        place, or their round lapsed (the next one opens for them), or they waited RECHECK_SECONDS."""
+        return self._room() != self._waiting_room or self.engine.clock() >= self._waiting_until
 
     def _unpark(self) -> list[PodInfo]:
         with self._queue_lock:

@@ -124,6 +124,10 @@ class ClusterStore(DrainHolds):
         self.on_confirm: Callable[[str], None] | None = None
         # a pending pod with no nominated node and no assumption, and its schedulerName (the nominator)
         self.on_pending: Callable[[PodInfo, str | None], None] | None = None
+        # changes that can give a pending pod a place it lacked (with the view's nodes_version): a
+        # pod gone or released from its node, a policy changed, a round opened or a place in one
+        # freed; the nominator plans a pod no place suited again only after one
+        self.room_changes = 0
         self._init_drains(drain_hold_seconds)
 
     # -- readiness ---------------------------------------------------------------------
@@ -173,6 +177,7 @@ class ClusterStore(DrainHolds):
             rnd = self.rounds.get(policy.key)
             if old is not None and old.spec != policy.spec and rnd is not None:
                 self.rounds[policy.key] = rounds.close(rnd)  # a changed policy starts a fresh round
+            self.room_changes += 1
 
     def delete_policy(self, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}
@@ -181,6 +186,7 @@ class ClusterStore(DrainHolds):
             self._drop_policy(key)
             self.invalid_policies.pop(key, None)
             self.policy_status.pop(key, None)
+            self.room_changes += 1
 
     def _drop_policy(self, key: str) -> None:
         policy = self.policies.pop(key, None)
@@ -314,6 +320,7 @@ class ClusterStore(DrainHolds):
         self._pending_remove(uid)
         self.release(uid)
         self.view.remove_pod(uid)
+        self.room_changes += 1
 
     def _pending_remove(self, uid: str) -> None:
         old = self.pending.pop(uid, None)
@@ -356,7 +363,7 @@ class ClusterStore(DrainHolds):
                round_id: str | None = None, nominated: bool = False) -> None:
         """Count ``pod`` on ``node`` now (replacing an earlier assumption of it), and in round
         ``round_id`` when it has one."""
-        self.release(pod.uid)
+        self._drop(pod.uid)
         placed = self.view.assume(pod, node)
         entry = self.assumed[pod.uid] = Assumption(placed, bound, deadline, round_id, nominated, self.clock())
         if not bound and round_id in self._holders:
@@ -373,6 +380,12 @@ class ClusterStore(DrainHolds):
 
     def release(self, uid: str) -> Assumption | None:
         """Stop counting an assumed pod (and free its slot in its round)."""
+        entry = self._drop(uid)
+        if entry is not None:
+            self.room_changes += 1
+        return entry
+
+    def _drop(self, uid: str) -> Assumption | None:
         entry = self.assumed.pop(uid, None)
         if entry is None:
             return None
@@ -459,6 +472,7 @@ class ClusterStore(DrainHolds):
         none of whose pods waits any longer are dropped."""
         old = self.rounds.get(rnd.policy)
         self.rounds[rnd.policy] = rnd
+        self.room_changes += 1
         if old is not None and old.id != rnd.id:
             assumed = self.assumed
             self._superseded[old.id] = old

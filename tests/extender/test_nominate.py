@@ -409,6 +409,69 @@ def test_a_pod_no_place_left_in_its_round_takes_waits_unnominated_until_a_round_
     assert counted(h, "hit") == 1
 
 
+CHOOSY_NODES = [make_node("a").cpu("4").obj(), make_node("b").cpu("4").obj(),
+                make_node("c").cpu("4").label("disk", "ssd").obj()]
+
+
+def _label_ssd(h: Harness, node: str) -> None:
+    h.store.apply_node(make_node(node).cpu("4").label("disk", "ssd").obj())
+
+
+HELPS: list[tuple[str, Callable[[Harness, str], None], str | None]] = [
+    # name, the change (given the harness and web-0's node), the node web-1 is then nominated
+    # (None: the node web-0 got, whose round place is left)
+    ("the_node_of_its_round_becomes_one_it_may_take", _label_ssd, None),
+    ("its_round_lapses", lambda h, _: h.clock.advance(61), "c"),
+    ("its_policy_changes", lambda h, _: h.store.apply_policy(make_policy("web").strategy("Fill").count(3).obj()),
+     "c"),
+]
+
+
+@pytest.mark.parametrize(("name", "change", "expected"), HELPS, ids=[c[0] for c in HELPS])
+def test_a_pod_no_place_suits_is_planned_again_only_once_the_view_changes_in_a_way_that_can_help(
+        name: str, change: Callable[[Harness, str], None], expected: str | None) -> None:
+    """A plan is a walk of the whole view (milliseconds at 5,000 nodes, on the event loop, under
+    the lock filter takes): while nothing changes, the pod would find what it found, so it is not
+    planned again; a change that can give it a place (a node changed, a pod or a place freed, a
+    round opened or lapsed, its policy changed) has it planned again at once."""
+    h, nominator = nominating([*CHOOSY_NODES, make_policy("web").strategy("Fill").count(2).obj()],
+                              round_timeout_seconds=60)
+    written: dict[str, str] = {}
+    plans: list[list[str]] = []
+    real_plan = nominator.plan
+
+    def counting(pods: list[Any]) -> list[tuple[Any, str]]:
+        plans.append([p.name for p in pods])
+        return real_plan(pods)
+
+    async def write(pod: Any, node: str) -> None:
+        written[pod.name] = node
+
+    nominator.plan = counting  # type: ignore[method-assign]
+    nominator.write = write
+    choosy = pending("web-1")
+    choosy["spec"]["nodeSelector"] = {"disk": "ssd"}
+
+    async def run() -> None:
+        nominator.start()
+        try:
+            h.store.apply_pod(pending("web-0"))
+            h.store.apply_pod(choosy)
+            await asyncio.sleep(0.6)  # nothing changes: six retries' time
+            assert list(written) == ["web-0"]
+            assert [p for p in plans if "web-1" in p] == [["web-0", "web-1"]]  # planned once
+            change(h, written["web-0"])
+            for _ in range(100):
+                if "web-1" in written:
+                    break
+                await asyncio.sleep(0.01)
+        finally:
+            await nominator.stop()
+
+    asyncio.run(run())
+    assert written["web-1"] == (expected or written["web-0"])
+
+
 def test_a_write_kube_scheduler_overtook_counts_superseded_and_releases_nothing() -> None:
     h, nominator = nominating([*NODES, make_policy("web").strategy("Spread").obj()])
     written: list[str] = []
