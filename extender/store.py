@@ -40,6 +40,7 @@ from berth.core import (
     HOLD_ANNOTATION,
     HOLD_UID_PREFIX,
     LEASE_NAMESPACE,
+    ROUND_STRATEGIES,
     ClusterView,
     DecisionRecord,
     InvalidPolicy,
@@ -456,7 +457,33 @@ class ClusterStore(DrainHolds):
     def placed_round(self, uid: str) -> str | None:
         """The id of the round pod ``uid`` holds a place in (berth.core.round.judged_in)."""
         entry = self.assumed.get(uid)
-        return entry.round_id if entry is not None else None
+        if entry is None:
+            return None
+        if entry.round_id is None and entry.nominated and not entry.bound:
+            return self._nominated_round(entry)
+        return entry.round_id
+
+    def _nominated_round(self, entry: Assumption) -> str | None:
+        """The round a nominated pod that names none holds its place in: the oldest round of its
+        policy kept (the book's, or one it moved past) whose plan has a place left on the nominated
+        node; the pod then counts there. A nomination records no round (it is a node in the pod's
+        status), so an extender restarted after berth nominated pods of a round knows their round
+        only this way, from the rounds its bound pods record (their carrier's plan): judged in the
+        latest round instead, a pod of one the book has moved past would be refused its place and
+        take one of the next round's (docs/behaviour.md, "Rounds")."""
+        pod, node = entry.pod, entry.pod.node_name
+        policy = self.policy_for(pod)
+        if policy is None or policy.strategy not in ROUND_STRATEGIES or not node:
+            return None
+        kept = [rnd for rnd in self._superseded.values() if rnd.policy == policy.key]
+        book = self.rounds.get(policy.key)
+        if book is not None:
+            kept.append(book)
+        for rnd in sorted(kept, key=lambda r: r.opened):
+            if not rnd.closed and rounds.quota(rnd, pod.uid).get(node, 0) > 0:
+                self.assume(pod, node, bound=False, deadline=entry.deadline, round_id=rnd.id, nominated=True)
+                return rnd.id
+        return None
 
     def _keep_round(self, rnd: Round) -> None:
         """Keep ``rnd``, changed, where its earlier state was kept (the book or the superseded)."""
@@ -466,10 +493,11 @@ class ClusterStore(DrainHolds):
         elif rnd.id in self._superseded:
             self._superseded[rnd.id] = rnd
 
-    def open_round(self, rnd: Round) -> None:
+    def open_round(self, rnd: Round, *, drop_idle: bool = True) -> None:
         """``rnd`` becomes its policy's round in the book. The round it follows stays kept while
         pods placed in it are not bound yet (their filter and bind judge them within it); rounds
-        none of whose pods waits any longer are dropped."""
+        none of whose pods waits any longer are dropped (not with ``drop_idle`` False: a round
+        resumed from its pods, whose nominated pods take their places at the list's end)."""
         old = self.rounds.get(rnd.policy)
         self.rounds[rnd.policy] = rnd
         self.room_changes += 1
@@ -480,7 +508,7 @@ class ClusterStore(DrainHolds):
                                         and not entry.bound and entry.round_id == old.id)
         # dropped here, not as their last pod is bound: a pod's filter gives its place back before
         # it is judged within its round again
-        for rid in [rid for rid, n in self._holders.items() if n <= 0]:
+        for rid in [rid for rid, n in self._holders.items() if n <= 0 and drop_idle]:
             del self._holders[rid], self._superseded[rid]
         while len(self._superseded) > ROUNDS_KEPT:
             del self._holders[self._superseded.popitem(last=False)[0]]
@@ -493,13 +521,18 @@ class ClusterStore(DrainHolds):
     def _note_round(self, pod: PodInfo, mark: RoundMark) -> None:
         """A bound pod recording the round it was placed in: the book counts it in that round,
         or takes the round up when it is newer than the one the book holds and the pod carries
-        its plan. A pod of a newer round whose carrier has not been seen yet (a list gives pods
-        in name order) is parked and counted once the carrier comes."""
+        its plan. A pod of a round older than the book's counts in it where it is kept (the book
+        moved past it), and a carrier of one keeps it there: pods nominated in it may still hold
+        places (:meth:`_nominated_round`). A pod of a round whose carrier has not been seen yet (a
+        list gives pods in name order) is parked and counted once the carrier comes."""
         parsed = rounds.parse_round_id(mark.round_id)
         if parsed is None or not pod.node_name:
             return
         key = parsed[0]
         old = self.rounds.get(key)
+        if old is not None and parsed[1] < old.opened:
+            self._note_older_round(mark, pod.uid, pod.node_name)
+            return
         new = rounds.note(old, mark, pod.uid, pod.node_name)
         if new is None or new is old:
             if mark.plan is None and (old is None or parsed[1] > old.opened):
@@ -509,11 +542,29 @@ class ClusterStore(DrainHolds):
             for uid, (node, parked) in self._parked.pop(new.id, {}).items():
                 new = rounds.note(new, parked, uid, node) or new
         if old is not None and new.id != old.id:
-            self.open_round(new)  # the pods placed in the old round keep their places
+            self.open_round(new, drop_idle=False)  # the pods placed in the old round keep their places
         else:
             self.rounds[key] = new
         if old is None and len(self.rounds) > ROUNDS_KEPT:  # the stalest goes: a round resumes only if recent
             del self.rounds[min(self.rounds, key=lambda k: self.rounds[k].active)]
+
+    def _note_older_round(self, mark: RoundMark, uid: str, node: str) -> None:
+        kept = self._superseded.get(mark.round_id)
+        if kept is None:
+            if mark.plan is None:
+                self._park(mark, uid, node)
+                return
+            kept = rounds.note(None, mark, uid, node)
+            if kept is None:
+                return
+            for parked_uid, (parked_node, parked) in self._parked.pop(kept.id, {}).items():
+                kept = rounds.note(kept, parked, parked_uid, parked_node) or kept
+            self._superseded[kept.id] = kept
+            self._holders[kept.id] = 0  # dropped at the next round's opening unless a pod holds a place
+            while len(self._superseded) > ROUNDS_KEPT:
+                del self._holders[self._superseded.popitem(last=False)[0]]
+            return
+        self._superseded[mark.round_id] = rounds.note(kept, mark, uid, node) or kept
 
     def _park(self, mark: RoundMark, uid: str, node: str) -> None:
         parked = self._parked.setdefault(mark.round_id, {})
@@ -580,6 +631,10 @@ class ClusterStore(DrainHolds):
                 for uid in [u for u, a in self.assumed.items()
                             if u not in seen and a.made < started and not u.startswith(HOLD_UID_PREFIX)]:
                     self.release(uid)
+                # the rounds the list's bound pods record are known now: pods nominated in one take
+                # their place there before a round opened meanwhile drops it as idle
+                for entry in [a for a in self.assumed.values() if a.nominated and a.round_id is None]:
+                    self._nominated_round(entry)
             self.listed.add(kind)
 
     def _apply_batch(self, kind: str, batch: list[Mapping[str, Any]], apply: Callable[[Mapping[str, Any]], None],

@@ -472,6 +472,43 @@ def test_a_pod_no_place_suits_is_planned_again_only_once_the_view_changes_in_a_w
     assert written["web-1"] == (expected or written["web-0"])
 
 
+@pytest.mark.parametrize("older_listed_first", [True, False],
+                         ids=["older_round_listed_first", "newer_round_listed_first"])
+@pytest.mark.parametrize("strategy", ["Fill", "Each"])
+def test_a_restarted_extender_judges_a_nominated_pod_in_the_round_the_book_moved_past(strategy: str,
+                                                                                     older_listed_first: bool) -> None:
+    """Two rounds nominated (web-0, web-1 on a; web-2, web-3 on b), the first pod of each bound
+    (each round's carrier), then the extender restarts. A nomination records no round: the
+    restarted extender finds each nominated pod's round from the rounds its bound pods record,
+    the oldest with a place left on the nominated node, so web-1 keeps its place in the first
+    round (judged in the latest, it was refused a and took web-3's place on b, and web-3 went
+    elsewhere: under Each, a third node with one pod)."""
+    policy = make_policy("web").strategy(strategy).count(2).spec(**({"nodesLimit": 1} if strategy == "Each" else {}))
+    h, nominator = nominating([*NODES, policy.obj()])
+    planned: dict[str, str] = {}
+    for wave in (("web-0", "web-1"), ("web-2", "web-3")):
+        for name in wave:
+            h.store.apply_pod(pending(name))
+        planned |= plan_queued(nominator)
+    assert planned == {"web-0": "a", "web-1": "a", "web-2": "b", "web-3": "b"}
+    for name in ("web-0", "web-2"):  # kube-scheduler reached and bound each round's first pod
+        pod = pending(name, nominated=planned[name])
+        assert h.filter(pod, [planned[name]])["NodeNames"] == [planned[name]]
+        assert h.bind(pod, planned[name]) == ""
+    annotations = h.app.state.engine.binder.annotations
+    bound = [make_pod(name).labels({"app": "web"}).uid(f"uid-shop-{name}").on(planned[name])
+             .annotations(annotations[f"shop/{name}"]).obj() for name in ("web-0", "web-2")]
+    if not older_listed_first:
+        bound.reverse()
+    restarted, _ = nominating([*NODES, policy.obj(), *bound, pending("web-1", nominated="a"),
+                               pending("web-3", nominated="b")])
+    restarted.clock.now = h.clock.now + 1
+    for name in ("web-1", "web-3"):
+        pod = pending(name, nominated=planned[name])
+        assert restarted.filter(pod, [planned[name]])["NodeNames"] == [planned[name]], name
+        assert restarted.bind(pod, planned[name]) == "", name
+
+
 def test_a_write_kube_scheduler_overtook_counts_superseded_and_releases_nothing() -> None:
     h, nominator = nominating([*NODES, make_policy("web").strategy("Spread").obj()])
     written: list[str] = []
