@@ -30,7 +30,7 @@ import orjson
 
 from berth.core import API_GROUP, CRD_VERSION, NODEDRAIN_PLURAL, PodInfo, format_time
 from berth.extender.kube_http import ApiError, ApiSession
-from berth.extender.store import ClusterStore
+from berth.extender.store import NOMINATION_MANAGER, ClusterStore
 
 log = logging.getLogger("berth.extender.binder")
 
@@ -266,8 +266,9 @@ class KubeBinder:
         with a status in ``refused`` raise NominationRefused, any other failure BindError."""
         body = [{"op": "test", "path": "/metadata/uid", "value": pod.uid}, *ops]
         try:
-            await self.api.request("PATCH", f"/api/v1/namespaces/{_seg(pod.namespace)}/pods/{_seg(pod.name)}/status",
-                                   body, content_type="application/json-patch+json")
+            await self.api.request("PATCH", f"/api/v1/namespaces/{_seg(pod.namespace)}/pods/{_seg(pod.name)}/status"
+                                   f"?fieldManager={NOMINATION_MANAGER}", body,
+                                   content_type="application/json-patch+json")
         except ApiError as exc:
             error = NominationRefused if exc.status in refused else BindError
             raise error(f"{failure}: {_api_reason(exc)}") from None

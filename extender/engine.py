@@ -151,6 +151,8 @@ class Extender:
         self._echo = NodeEcho(store, kept=self._reuses)
         self._refusals_told: OrderedDict[str, str] = OrderedDict()  # pod uid -> its last BerthRefused message
         self.nominations: OrderedDict[str, str] = OrderedDict()  # pod uid -> the node berth nominated
+        # pod uid -> berth's nomination already counted hit, missed or late (by this replica)
+        self._nominations_counted: OrderedDict[str, str] = OrderedDict()
         self.on_stale_nomination: Callable[[PodInfo, str], None] | None = None  # the nominator withdraws it
         self._tasks: set[asyncio.Task[None]] = set()
         self.metrics.cache_sizes = lambda: {"binds_in_flight": len(self.bindings),
@@ -158,7 +160,8 @@ class Extender:
                                             "filter_decisions": len(self._filter_decisions),
                                             "encoded_nodes": len(self._echo),
                                             "refusals_told": len(self._refusals_told),
-                                            "nominations": len(self.nominations)}
+                                            "nominations": len(self.nominations),
+                                            "nominations_counted": len(self._nominations_counted)}
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -293,9 +296,8 @@ class Extender:
             # cluster and passes that node only if it is the one its strategy ranks first
             nominated = (judged[0] if len(judged) == 1 and not overrides and steered is NO_STEER
                          and judged[0] == nominated_node(args.Pod) else None)
-            if nominated is None and pod.uid in self.nominations:
+            if nominated is None and self._berths_nomination(pod.uid) is not None:
                 # kube-scheduler's cycle began before it saw berth's nomination, or its own filters refused the node
-                del self.nominations[pod.uid]
                 self.metrics.nominations.labels("late").inc()
             ev, rnd = self._evaluate(state, pod, policy, strategy, judged if nominated is None else None, now,
                                      eval_now, names, placed_in)
@@ -340,7 +342,7 @@ class Extender:
         filter every node, so a stale nomination costs a round trip and never a placement. A
         nomination of berth's it no longer stands by is withdrawn (:attr:`on_stale_nomination`):
         kube-scheduler keeps a nomination of a pod it cannot place, and reserves its room there."""
-        berths = self.nominations.pop(pod.uid, None) == node
+        berths = self._berths_nomination(pod.uid) == node
         if decision.winner == node:
             if berths:
                 self.metrics.nominations.labels("hit").inc()
@@ -358,6 +360,21 @@ class Extender:
         else:
             why = f"berth: {decision.error.message}" if decision.error is not None else "berth: no node takes the pod"
         return {node: scheduler_text(why)}, {}, []
+
+    def _berths_nomination(self, uid: str) -> str | None:
+        """The node berth nominated for pod ``uid`` when its filter has not counted it yet (then
+        counted from now): this replica's nomination, or one the pod's managedFields show written
+        by berth (:attr:`ClusterStore.berth_nominated`: another replica's, or this one's before a
+        restart), so that whichever replica filters the pod counts it, once."""
+        node = self.nominations.pop(uid, None) or self.store.berth_nominated.get(uid)
+        counted = self._nominations_counted
+        if node is None or counted.get(uid) == node:
+            return None
+        counted[uid] = node
+        counted.move_to_end(uid)
+        while len(counted) > NOMINATIONS_KEPT:
+            counted.popitem(last=False)
+        return node
 
     def nominated(self, uid: str, node: str) -> None:
         """The nominator set the pod's nominated node: its filter counts a hit or a miss."""

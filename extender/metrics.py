@@ -26,7 +26,9 @@ build many apps in one process).
   showed the pod bound or deleted: a lagging watch);
 - ``berth_nominations_total{result}``: nominations of pending pods (:mod:`berth.extender.nominator`):
   ``made``, ``hit``, ``missed``, ``late``, ``superseded``, ``dropped``, ``failed``, ``withdrawn``,
-  ``abandoned``;
+  ``abandoned``; ``hit``, ``missed`` and ``late`` on the replica whose filter judged the pod, for
+  any nomination berth wrote (its managedFields name berth's field manager), whichever replica
+  wrote it: sum them over the replicas;
 - ``berth_nominator_leading``: 1 while this replica nominates (it holds the nominator's Lease, or
   nominates without an election), 0 while another replica does (:mod:`berth.extender.leader`);
 - ``berth_cache_entries{cache}``: entries of each bounded cache (counted selectors, verdict tables,
@@ -116,8 +118,11 @@ class Metrics:
         self.nominations = Counter(
             "berth_nominations_total",
             "Pods berth nominated to a node before kube-scheduler's cycle (status.nominatedNodeName), by what "
-            "became of the nomination: made, hit (filter was sent that node alone and passed it), missed (sent it "
-            "alone, refused it: berth's decision changed), late (filter was sent more nodes), superseded "
+            "became of the nomination: made (written by this replica), hit (filter was sent that node alone and "
+            "passed it), missed (sent it alone, refused it: berth's decision changed), late (filter was sent more "
+            "nodes); hit, missed and late are counted once a nomination by the replica whose filter judged the pod, "
+            "for nominations berth wrote (this replica, or another or an earlier process: the pod's managedFields "
+            "name berth-extender); superseded "
             "(kube-scheduler's cycle for the pod, or another nomination, came before the write), dropped (the "
             "queue was full), failed (the API server refused the write), withdrawn (a missed nomination cleared), "
             "abandoned (planned, not written: this replica stopped leading)",

@@ -60,7 +60,11 @@ from berth.core import (
 )
 from berth.extender.drain_holds import DRAIN_HOLD_SECONDS, GONE_KEPT, DrainHolds
 
-_ParsedPod = tuple[PodInfo, RoundMark | None, str | None, str | None, str | None]
+_ParsedPod = tuple[PodInfo, RoundMark | None, str | None, str | None, str | None, bool]
+
+NOMINATION_MANAGER = "berth-extender"
+"""The field manager of berth's nominations (the patch's ``fieldManager``): a pod's managedFields
+show which nominations berth wrote, whichever replica or process wrote them."""
 """A pod as read from the API: the pod, the round it records when bound, its nominated node when
 pending, when bound the evicted pod whose drain hold it took, and when pending its schedulerName."""
 
@@ -129,6 +133,9 @@ class ClusterStore(DrainHolds):
         # pod gone or released from its node, a policy changed, a round opened or a place in one
         # freed; the nominator plans a pod no place suited again only after one
         self.room_changes = 0
+        # pending pods whose nomination the list or watch shows written by berth (its managedFields):
+        # uid -> the node; their filter counts a hit or a miss on any replica
+        self.berth_nominated: dict[str, str] = {}
         self._init_drains(drain_hold_seconds)
 
     # -- readiness ---------------------------------------------------------------------
@@ -250,9 +257,9 @@ class ClusterStore(DrainHolds):
         parsed = self._parse_pod(obj)
         if parsed is None:
             return
-        pod, mark, nominated, replaced, scheduler = parsed
+        pod, mark, nominated, replaced, scheduler, berths = parsed
         with self.lock:
-            self._apply_pod_locked(pod, nominated, scheduler)
+            self._apply_pod_locked(pod, nominated, scheduler, berths)
             if mark is not None:
                 self._note_round(pod, mark)
             if replaced is not None:
@@ -268,11 +275,18 @@ class ClusterStore(DrainHolds):
             log.warning("ignoring a pod berth cannot read: %s", exc)
             return None
         if pod.node_name:
-            return pod, _round_mark(obj), None, _annotation(obj, HOLD_ANNOTATION), None
-        return pod, None, nominated_node(obj), None, _scheduler_name(obj)
+            return pod, _round_mark(obj), None, _annotation(obj, HOLD_ANNOTATION), None, False
+        nominated = nominated_node(obj)
+        return (pod, None, nominated, None, _scheduler_name(obj),
+                nominated is not None and _nominated_by_berth(obj))
 
-    def _apply_pod_locked(self, pod: PodInfo, nominated: str | None = None, scheduler: str | None = None) -> None:
+    def _apply_pod_locked(self, pod: PodInfo, nominated: str | None = None, scheduler: str | None = None,
+                          berths: bool = False) -> None:
         uid = pod.uid
+        if nominated is not None and berths and not pod.node_name:
+            self.berth_nominated[uid] = nominated
+        else:
+            self.berth_nominated.pop(uid, None)
         if pod.node_name:
             self._pending_remove(uid)
             self.view.upsert_pod(pod)  # replaces an assumption: the API server now shows it
@@ -324,6 +338,7 @@ class ClusterStore(DrainHolds):
         self.room_changes += 1
 
     def _pending_remove(self, uid: str) -> None:
+        self.berth_nominated.pop(uid, None)
         old = self.pending.pop(uid, None)
         if old is not None:
             by_ns = self._pending_by_ns.get(old.namespace)
@@ -661,8 +676,8 @@ class ClusterStore(DrainHolds):
             if one is not None:
                 parsed.append(one)
         with self.lock:
-            for pod, mark, nominated, replaced, scheduler in parsed:
-                self._apply_pod_locked(pod, nominated, scheduler)
+            for pod, mark, nominated, replaced, scheduler, berths in parsed:
+                self._apply_pod_locked(pod, nominated, scheduler, berths)
                 seen.add(pod.uid)
                 if mark is not None:
                     self._note_round(pod, mark)
@@ -749,6 +764,21 @@ def nominated_node(obj: Mapping[str, Any]) -> str | None:
     status = obj.get("status")
     node = status.get("nominatedNodeName") if isinstance(status, Mapping) else None
     return node if isinstance(node, str) and node else None
+
+
+def _nominated_by_berth(obj: Mapping[str, Any]) -> bool:
+    """Whether the pod's managedFields show its ``status.nominatedNodeName`` set by berth
+    (:data:`NOMINATION_MANAGER`)."""
+    meta = obj.get("metadata")
+    entries = meta.get("managedFields") if isinstance(meta, Mapping) else None
+    for entry in entries if isinstance(entries, list) else ():
+        if not isinstance(entry, Mapping) or entry.get("manager") != NOMINATION_MANAGER:
+            continue
+        fields = entry.get("fieldsV1")
+        status = fields.get("f:status") if isinstance(fields, Mapping) else None
+        if isinstance(status, Mapping) and "f:nominatedNodeName" in status:
+            return True
+    return False
 
 
 def _scheduler_name(obj: Mapping[str, Any]) -> str | None:

@@ -82,9 +82,10 @@ class OperatorStore(ClusterStore):
             self._extras_changed.add(pod.uid)
         return parsed
 
-    def _apply_pod_locked(self, pod: PodInfo, nominated: str | None = None, scheduler: str | None = None) -> None:
+    def _apply_pod_locked(self, pod: PodInfo, nominated: str | None = None, scheduler: str | None = None,
+                          berths: bool = False) -> None:
         old = self._known(pod.uid)
-        super()._apply_pod_locked(pod, nominated, scheduler)
+        super()._apply_pod_locked(pod, nominated, scheduler, berths)
         changed = pod.uid in self._extras_changed
         self._extras_changed.discard(pod.uid)
         if changed or old != pod:

@@ -509,6 +509,43 @@ def test_a_restarted_extender_judges_a_nominated_pod_in_the_round_the_book_moved
         assert restarted.bind(pod, planned[name]) == "", name
 
 
+def _written_by(pod: dict[str, Any], manager: str) -> dict[str, Any]:
+    """``pod`` as the API server shows it once ``manager`` patched its nominatedNodeName."""
+    pod["metadata"]["managedFields"] = [
+        {"manager": "kubectl-create", "operation": "Update", "apiVersion": "v1",
+         "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:containers": {}}}},
+        {"manager": manager, "operation": "Update", "apiVersion": "v1", "subresource": "status",
+         "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {"f:nominatedNodeName": {}}}}]
+    return pod
+
+
+NOMINATED_ELSEWHERE: list[tuple[str, str, list[str], dict[str, float]]] = [
+    # name, who wrote the nomination of b, the nodes filter is sent, the counts
+    ("berths_sent_alone_and_still_the_winner", "berth-extender", ["b"], {"hit": 1, "missed": 0, "late": 0}),
+    ("berths_sent_alone_and_no_longer_the_winner", "berth-extender", ["c"], {"hit": 0, "missed": 1, "late": 0}),
+    ("berths_sent_with_every_node", "berth-extender", ["a", "b", "c"], {"hit": 0, "missed": 0, "late": 1}),
+    ("kube_schedulers_preemption", "kube-scheduler", ["b"], {"hit": 0, "missed": 0, "late": 0}),
+]
+
+
+@pytest.mark.parametrize(("name", "manager", "sent", "expected"), NOMINATED_ELSEWHERE,
+                         ids=[c[0] for c in NOMINATED_ELSEWHERE])
+def test_a_nomination_berth_wrote_elsewhere_counts_on_the_replica_that_filters_the_pod(
+        name: str, manager: str, sent: list[str], expected: dict[str, float]) -> None:
+    """A nomination written by another replica (the leader before this one, or this process before
+    a restart) counts a hit, a miss or a late nomination where the pod's filter comes, once: the
+    pod's managedFields show berth's field manager. A nomination berth did not write counts none."""
+    spread = make_policy("web").strategy("Spread").obj()
+    nominated_to = sent[0] if len(sent) == 1 else "b"
+    pod = _written_by(pending("web-0", nominated=nominated_to), manager)
+    # a and b each hold one pod already: Spread ranks c first unless told of web-0 on b
+    others = [make_pod(f"db-{n}").labels({"app": "web"}).on(n).obj() for n in ("a", "c")]
+    h, _ = nominating([*NODES, spread, *others, pod])
+    h.filter(pod, sent)
+    h.filter(pod, sent)  # kube-scheduler asks again: counted once
+    assert {result: counted(h, result) for result in expected} == expected
+
+
 def test_a_write_kube_scheduler_overtook_counts_superseded_and_releases_nothing() -> None:
     h, nominator = nominating([*NODES, make_policy("web").strategy("Spread").obj()])
     written: list[str] = []

@@ -263,10 +263,13 @@ def test_of_two_extenders_one_holds_the_lease_and_nominates(
     kube_api: Any,  # noqa: F811
     make_nodes: Callable[..., list[str]],  # noqa: F811
     e2e_namespace: str,  # noqa: F811
+    start_scheduler: Callable[..., Scheduler],  # noqa: F811
     crd: None,
 ) -> None:
     """Two extender replicas against one API server: the holder of the nominator's Lease nominates,
-    the other plans nothing; when the holder stops (releasing the Lease), the other takes over."""
+    the other plans nothing; when the holder stops (releasing the Lease), the other takes over, and
+    its filter counts what became of every nomination, the old holder's too (the pods'
+    managedFields name berth's field manager)."""
     run = "r" + uuid.uuid4().hex[:6]
     lease = f"nominator-{run}"
     selector = {"berth.e2e/nominate": run}
@@ -314,6 +317,13 @@ def test_of_two_extenders_one_holds_the_lease_and_nominates(
         wait_for(lambda: _nominations(urls[standby]).get("made"), lambda made: made == len(second), timeout=30,
                  what="the new holder's nominations counted")
         assert coord.read_namespaced_lease(lease, e2e_namespace).spec.lease_transitions == 1
+
+        _start(start_scheduler, urls[standby])
+        _bound(core, e2e_namespace, first + second)
+        counts = _nominations(urls[standby])
+        judged = {r: counts.get(r, 0) for r in ("hit", "missed", "late")}
+        assert sum(judged.values()) == len(first + second), counts  # each nomination counted once
+        assert judged["hit"] >= len(first), counts  # the old holder's too
     finally:
         for stack in stacks.values():
             stack.close()
