@@ -117,6 +117,9 @@ class Nominator:
         self._waiting: OrderedDict[str, PodInfo] = OrderedDict()
         self._waiting_room: tuple[int, int] = (0, 0)  # the view's changes when they were parked ...
         self._waiting_until = float("inf")  # ... and when they are planned again at the latest
+        # pods a standby's full queue let go of (uids, oldest first): taken back once it leads and
+        # its queue has room, those still pending with no node nor nomination
+        self._evicted: OrderedDict[str, None] = OrderedDict()
         self._failures_told: set[str] = set()
         self.leading = True  # False on a replica that does not hold the nominator's Lease (:meth:`lead`)
         engine.metrics.leading.set(1)
@@ -140,7 +143,8 @@ class Nominator:
                 if self.leading:
                     self.engine.metrics.nominations.labels("dropped").inc()
                     return
-                queue.popitem(last=False)  # a standby keeps the latest pods for when it leads
+                # a standby keeps the latest pods for when it leads, and the others' uids
+                self._evict(queue.popitem(last=False)[0])
             was_empty = not queue
             queue[pod.uid] = (pod, self.engine.clock())
         if was_empty:
@@ -148,6 +152,32 @@ class Nominator:
 
     def queued(self) -> int:
         return len(self._queue)
+
+    def _evict(self, uid: str) -> None:
+        """Remember an evicted pod (under the store's lock, which offer runs under): those no longer
+        pending are forgotten whenever the record doubles, so it stays within the pending pods."""
+        evicted = self._evicted
+        evicted[uid] = None
+        if len(evicted) >= 2 * self.queue_size and len(evicted) & (len(evicted) - 1) == 0:
+            pending = self.engine.store.pending
+            for gone in [u for u in evicted if u not in pending]:
+                del evicted[gone]
+
+    def _take_back(self) -> None:
+        """Queue again, ahead of the others (they came first), the pods evicted while this replica
+        stood by that are still pending with no node nor nomination, as many as the queue has room
+        for: a pod kube-scheduler has not placed is nominated by whichever replica leads."""
+        store = self.engine.store
+        with store.lock, self._queue_lock:
+            room = self.queue_size - len(self._queue)
+            back: list[PodInfo] = []
+            while self._evicted and len(back) < room:
+                uid, _ = self._evicted.popitem(last=False)
+                pod = store.pending.get(uid)
+                if (pod is not None and uid not in store.assumed and uid not in self._queue
+                        and uid not in self._waiting):
+                    back.append(pod)
+        self.requeue(back)
 
     def _signal(self) -> None:
         loop, wake = self._loop, self._wake
@@ -163,6 +193,8 @@ class Nominator:
         together are planned together)."""
         if not self.leading:
             return []
+        if self._evicted and len(self._queue) < self.queue_size:
+            self._take_back()
         if self._waiting and self._may_help():
             self.requeue(self._unpark())
         ready = self.engine.clock() - self.after_seconds
@@ -205,10 +237,11 @@ class Nominator:
         """This replica starts or stops nominating (:class:`berth.extender.leader.LeaseElector`).
 
         A replica that does not lead plans nothing: it keeps the latest pending pods in its queue
-        (the oldest make room, uncounted) and plans those still pending, not nominated meanwhile,
-        when it leads. One that stops leading writes none of the nominations it planned and has not
-        written yet (``abandoned``; a write already sent may still land, and the write's test op
-        keeps it from overwriting another replica's)."""
+        (the oldest make room, uncounted, their uids kept) and plans those still pending, not
+        nominated meanwhile, when it leads, and the older ones as its queue empties. One that
+        stops leading writes none of the nominations it planned and has not written yet
+        (``abandoned``; a write already sent may still land, and the write's test op keeps it from
+        overwriting another replica's)."""
         self.leading = leading
         self.engine.metrics.leading.set(1 if leading else 0)
         if leading:

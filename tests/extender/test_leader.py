@@ -17,7 +17,7 @@ from berth.extender.kube_http import ApiError, ApiUnreachable
 from berth.extender.leader import LeaseElector, LeaseTimes, Outcome
 from berth.extender.nominator import Nominator
 from berth.extender.settings import ExtenderSettings
-from tests.builders import make_policy
+from tests.builders import make_pod, make_policy
 from tests.extender.test_nominate import NODES, counted, nominating, pending
 
 NS, NAME = "berth-system", "berth-extender-nominator"
@@ -285,6 +285,24 @@ def test_a_standby_keeps_the_latest_pods_without_counting_drops() -> None:
     assert counted(h, "dropped") == 0
     nominator.lead(True)
     assert {pod.name for pod in nominator.take(10)} == {"web-3", "web-4"}
+
+
+def test_a_new_leader_nominates_the_pods_its_queue_let_go_of_while_it_stood_by() -> None:
+    """A standby's full queue keeps the latest pods; the older ones it let go of are still pending
+    and governed, so the replica nominates them too once it leads and its queue has room, all but
+    those kube-scheduler or another nomination reached meanwhile."""
+    h, nominator = nominating([*NODES, make_policy("web").strategy("Spread").obj()], nominate_queue=2)
+    nominator.lead(False)
+    for i in range(6):
+        h.store.apply_pod(pending(f"web-{i}"))
+    h.store.apply_pod(make_pod("web-1").on("a").obj())  # kube-scheduler bound one meanwhile
+    h.store.apply_pod(pending("web-2", nominated="b"))  # and nominated another (preemption)
+    nominator.lead(True)
+    planned: list[str] = []
+    for _ in range(4):
+        planned += [pod.name for pod, _ in nominator.plan(nominator.take(10))]
+    assert planned == ["web-4", "web-5", "web-0", "web-3"]  # the queue's pods, then the older ones
+    assert counted(h, "dropped") == 0
 
 
 def test_losing_the_lease_abandons_the_nominations_not_written_yet() -> None:
