@@ -40,7 +40,14 @@ for the row's Bindings (``apiserver_request_duration_seconds`` of ``POST pods/bi
 creates them: buckets 5, 25, 50, 100 ms ...), and kube-scheduler's Bind plugins
 (``scheduler_framework_extension_point_duration_seconds{extension_point="Bind"}``, every pod: its
 own Binding, in the rows where it binds; an extender's bind is not timed there). berth's rows also
-print the steps of bind that are berth's own (``berth_bind_step_seconds``).
+print the steps of bind that are berth's own (``berth_bind_step_seconds``), and the means, exact
+(from the histograms' sums, no bucket rounds them): berth's bind, the API server's time for the
+row's Bindings, the difference (what berth adds), and how many binds opened a connection (TLS
+handshake included) on the way.
+
+``--versus NAME=VALUE`` runs each profile and nominate row twice in turn, as is and then with those
+extender settings (a ``-vs`` row), each with an extender started for it: a change compared within
+one run, on a machine whose load shifts between runs.
 
 ``--pace noop`` measures them at the no-op extender's rate: the noop row binds as fast as it can
 (its pods/s is the floor's rate), then every later row starts its scheduler first and creates its
@@ -220,6 +227,18 @@ def scraped_histogram(text: str, name: str, **labels: str) -> Buckets:
     return out
 
 
+def scraped_sum(text: str, name: str, **labels: str) -> float:
+    """The ``_sum`` of the histogram ``name`` of a Prometheus text page, over its series whose labels
+    include ``labels``: the seconds observed, for a mean that no bucket rounds."""
+    total = 0.0
+    for family in text_string_to_metric_families(text):
+        if family.name == name:
+            total += sum(sample.value for sample in family.samples
+                         if sample.name == name + "_sum" and all(sample.labels.get(k) == v
+                                                                 for k, v in labels.items()))
+    return total
+
+
 def histogram_between(before: Buckets, after: Buckets) -> Buckets:
     """What a histogram counted between two scrapes."""
     return {bound: count - before.get(bound, 0.0) for bound, count in after.items()}
@@ -251,17 +270,25 @@ def within_share(buckets: Buckets, seconds: float) -> float | None:
     return buckets[seconds] / total if total > 0 and seconds in buckets else None
 
 
-def latency_summary(buckets: Buckets) -> dict[str, Any]:
+def latency_summary(buckets: Buckets, seconds: float | None = None) -> dict[str, Any]:
     """count, p50 and p99 (ms, interpolated in the buckets; a quantile above the highest finite
-    bound is given as ``">bound"``) and the share within the bind target."""
+    bound is given as ``">bound"``), the share within the bind target, and with ``seconds`` (the
+    observations' sum) the mean, exact, and the observations above 0.5 ms (``slow``: for berth's
+    ``connect`` step, the binds that opened a connection)."""
     top = max((b for b in buckets if b != float("inf")), default=0.0) * 1000
 
     def shown(ms: float | None) -> float | str | None:
         return None if ms is None else f">{top:g}" if ms == float("inf") else round(ms, 1)
 
     share = within_share(buckets, BIND_TARGET_SECONDS)
-    return {"count": int(buckets.get(float("inf"), 0.0)), "p50_ms": shown(quantile_ms(buckets, 0.5)),
-            "p99_ms": shown(quantile_ms(buckets, 0.99)), "within_25ms": None if share is None else round(share, 4)}
+    count = buckets.get(float("inf"), 0.0)
+    summary = {"count": int(count), "p50_ms": shown(quantile_ms(buckets, 0.5)),
+               "p99_ms": shown(quantile_ms(buckets, 0.99)), "within_25ms": None if share is None else round(share, 4)}
+    if seconds is not None and count > 0:
+        summary["mean_ms"] = round(seconds / count * 1000, 1)
+        if 0.0005 in buckets:
+            summary["slow"] = int(count - buckets[0.0005])
+    return summary
 
 
 APISERVER_BINDING = ("apiserver_request_duration_seconds",
@@ -431,7 +458,7 @@ def run_one(cp: ControlPlane, api: Any, label: str, config: dict[str, Any], pods
             *((key, metric, berth_before, berth_after) for key, metric in BERTH_BIND_STEPS),
             ("berth_loop_lag", BERTH_LOOP_LAG, berth_before, berth_after)):
         buckets = histogram_between(scraped_histogram(before, name, **labels), scraped_histogram(after, name, **labels))
-        summary = latency_summary(buckets)
+        summary = latency_summary(buckets, scraped_sum(after, name, **labels) - scraped_sum(before, name, **labels))
         if summary["count"]:
             latency[key] = summary
             log(f"{label}: {key}: {summary}")
@@ -557,6 +584,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--metrics-dir", type=Path, default=None,
                         help="write each row's /metrics pages (the API server's before and after, kube-scheduler's "
                         "and berth's after) to this folder as <row>.<component>.prom")
+    parser.add_argument("--versus", default=None, metavar="NAME=VALUE[,NAME=VALUE]",
+                        help="run each profile and nominate row twice in turn, as is and with these extender "
+                        "settings (rows <row>-vs), each with an extender started for it: a change compared "
+                        "within one run")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
@@ -571,6 +602,13 @@ def main(argv: list[str] | None = None) -> int:
             pace = -1.0
         if not pace > 0 or pace == float("inf"):
             parser.error(f"--pace: {args.pace!r} is neither a rate of pods a second (a number > 0) nor 'noop'")
+    versus: dict[str, str] = {}
+    for item in (args.versus or "").split(","):
+        name, sep, value = item.strip().partition("=")
+        if item.strip() and (not sep or not name.startswith("BERTH_")):
+            parser.error(f"--versus: {item.strip()!r} is not NAME=VALUE with a BERTH_ setting's NAME")
+        if sep:
+            versus[name] = value
     if args.pace == "noop" and "noop" not in rows:
         parser.error("--pace noop: paces at the noop row's rate, and --rows has no noop row")
     reference_before = machine_reference_ms()
@@ -621,27 +659,42 @@ def main(argv: list[str] | None = None) -> int:
                         label = f"berth-{(strategy or 'none').lower()}"
                         results.append(row(cp, api, label, berth, args.pods, extender, strategy, args.timeout,
                                                specs.get(strategy or "")))
-            if "profile" in rows and strategies:
-                # berth's recommended profile: the same kube-scheduler configuration, and the
-                # extender settings the chart gives berth with it (a second extender process)
-                with running_extender(cp, {**env, **PROFILE_EXTENDER_ENV[THROUGHPUT_PROFILE]},
-                                      "berth-extender-profile", args.nodes) as extender:
-                    berth = {**berth_scheduler_config(extender.url, "bench-profile"), **plain}
-                    for strategy in strategies:
-                        results.append(row(cp, api, f"berth-{strategy.lower()}-profile", berth, args.pods,
-                                               extender, strategy, args.timeout, specs.get(strategy)))
-            if "nominate" in rows and strategies:
-                # the nominate profile: throughput, and berth nominates pending pods' nodes for the
-                # schedulers of these rows
-                labels = {s: f"berth-{s.lower()}-nominate" for s in strategies}
-                schedulers = ",".join(f"bench-{label}" for label in labels.values())
-                with running_extender(cp, {**env, **PROFILE_EXTENDER_ENV[NOMINATE_PROFILE],
-                                           "BERTH_NOMINATE_SCHEDULERS": schedulers},
-                                      "berth-extender-nominate", args.nodes) as extender:
-                    berth = {**berth_scheduler_config(extender.url, "bench-nominate"), **plain}
-                    for strategy in strategies:
-                        results.append(row(cp, api, labels[strategy], berth, args.pods, extender, strategy,
-                                               args.timeout, specs.get(strategy)))
+            profiled = [(kind, strategy) for kind in ("profile", "nominate") if kind in rows for strategy in strategies]
+            if versus and profiled:
+                # each profile row twice in turn, as is and with the --versus settings, each with an
+                # extender of its own started for it (the same start for both)
+                for kind, strategy in profiled:
+                    for suffix, extra in (("", {}), ("-vs", versus)):
+                        label = f"berth-{strategy.lower()}-{kind}{suffix}"
+                        profile = THROUGHPUT_PROFILE if kind == "profile" else NOMINATE_PROFILE
+                        more = {"BERTH_NOMINATE_SCHEDULERS": f"bench-{label}"} if kind == "nominate" else {}
+                        with running_extender(cp, {**env, **PROFILE_EXTENDER_ENV[profile], **more, **extra},
+                                              f"berth-extender-{kind}{suffix}", args.nodes) as extender:
+                            berth = {**berth_scheduler_config(extender.url, f"bench-{kind}{suffix}"), **plain}
+                            results.append(row(cp, api, label, berth, args.pods, extender, strategy, args.timeout,
+                                               specs.get(strategy)))
+            else:
+                if "profile" in rows and strategies:
+                    # berth's recommended profile: the same kube-scheduler configuration, and the
+                    # extender settings the chart gives berth with it (a second extender process)
+                    with running_extender(cp, {**env, **PROFILE_EXTENDER_ENV[THROUGHPUT_PROFILE]},
+                                          "berth-extender-profile", args.nodes) as extender:
+                        berth = {**berth_scheduler_config(extender.url, "bench-profile"), **plain}
+                        for strategy in strategies:
+                            results.append(row(cp, api, f"berth-{strategy.lower()}-profile", berth, args.pods,
+                                                   extender, strategy, args.timeout, specs.get(strategy)))
+                if "nominate" in rows and strategies:
+                    # the nominate profile: throughput, and berth nominates pending pods' nodes for the
+                    # schedulers of these rows
+                    labels = {s: f"berth-{s.lower()}-nominate" for s in strategies}
+                    schedulers = ",".join(f"bench-{label}" for label in labels.values())
+                    with running_extender(cp, {**env, **PROFILE_EXTENDER_ENV[NOMINATE_PROFILE],
+                                               "BERTH_NOMINATE_SCHEDULERS": schedulers},
+                                          "berth-extender-nominate", args.nodes) as extender:
+                        berth = {**berth_scheduler_config(extender.url, "bench-nominate"), **plain}
+                        for strategy in strategies:
+                            results.append(row(cp, api, labels[strategy], berth, args.pods, extender, strategy,
+                                                   args.timeout, specs.get(strategy)))
         finally:
             api.close()
 
@@ -655,6 +708,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps({"machine": machine_reference(reference_before), "nodes": args.nodes, "pods": args.pods,
                           "strategies": strategies, "rows": rows, "events": not args.no_events, "pace": args.pace,
+                          "versus": versus,
                           "profile": profile_summary(), "elapsed_seconds": round(elapsed, 1),
                           "results": results}, indent=1))
         return 0
@@ -663,6 +717,8 @@ def main(argv: list[str] | None = None) -> int:
           f"whole run {elapsed / 60:.1f} min")
     print(machine_reference(reference_before))
     print(f"profile rows: {profile_summary()}")
+    if versus:
+        print("-vs rows: the row above it, the extender with " + ", ".join(f"{k}={v}" for k, v in versus.items()))
     print(f"{'config':<24} {'pods/s':>8} {'vs default':>11} {'vs noop':>8} {'bind span s':>12} "
           f"{'first bind after s':>19} {'nodes used':>11} {'hit rate':>9}")
     for r in results:
@@ -703,6 +759,12 @@ def latency_table(results: list[dict[str, Any]]) -> str:
         if steps:
             lines.append(f"{'':<24} berth's own steps of bind, p50 / p99 ms: "
                          + ", ".join(f"{step} {got['p50_ms']} / {got['p99_ms']}" for step, got in steps))
+        bind, server, connect = (r["latency"].get(key) for key in ("berth_bind", "apiserver_binding", "berth_connect"))
+        if bind and server and "mean_ms" in bind and "mean_ms" in server:
+            lines.append(f"{'':<24} means, ms: berth bind {bind['mean_ms']}, API server Binding {server['mean_ms']}, "
+                         f"berth adds {bind['mean_ms'] - server['mean_ms']:.1f}"
+                         + (f"; binds that opened a connection: {connect['slow']}"
+                            if connect and "slow" in connect else ""))
     return "\n".join(lines)
 
 
