@@ -52,6 +52,14 @@ class Closing(Protocol):
     async def close(self) -> None: ...
 
 
+@runtime_checkable
+class Starting(Protocol):
+    """A binder with work of its own from the app's start (:class:`berth.extender.binder.KubeBinder`
+    opens its connections ahead)."""
+
+    def start(self) -> None: ...
+
+
 class ExtenderApp(FastAPI):
     """FastAPI, with kube-scheduler's verbs answered first: a ``POST`` to exactly one of the verbs'
     paths (:data:`berth.extender.routes.scheduler.VERBS`) goes straight to the verb's answer (no
@@ -108,6 +116,8 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         loop_lag.start()
+        if isinstance(engine.binder, Starting):
+            engine.binder.start()
         if nominator is not None:
             nominator.start()
         if elector is not None:

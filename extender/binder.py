@@ -19,6 +19,7 @@ dropped Event loses the sentence ``kubectl describe`` shows under Events, never 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -209,6 +210,15 @@ rather than shorten it, and each new one costs it a TLS handshake at its busiest
 256: four times the handshakes, the binds no faster)."""
 
 
+BINDING_CONNECTIONS_WARM = BINDING_CONNECTIONS
+"""Connections of the Bindings' pool opened ahead of the binds and kept open while the pool is idle
+(:meth:`berth.extender.kube_http.ApiSession.warm`), so that no bind of a burst pays a TLS
+handshake: the whole pool, which the first binds of a burst open whole when it is cold."""
+WARM_INTERVAL_SECONDS = 20.0
+"""How often an idle pool's connections are used again: well within its keep-alive (60 s), after
+which an idle connection is closed."""
+
+
 class KubeBinder:
     """Creates Bindings and Events, and reads pods and NodeDrains, with berth's own rights, on the
     event loop through two :class:`~berth.extender.kube_http.ApiSession` pools built from the kubernetes
@@ -216,13 +226,39 @@ class KubeBinder:
     (``bindings_api``), so that no Binding waits for a connection that a nomination, an Event or a
     read holds; everything else on ``api``."""
 
-    def __init__(self, api_client: Any, *, record_events: bool = True) -> None:
+    def __init__(self, api_client: Any, *, record_events: bool = True, warm: int = BINDING_CONNECTIONS_WARM,
+                 warm_interval: float = WARM_INTERVAL_SECONDS) -> None:
         self.api = ApiSession(api_client.configuration)
         self.bindings_api = ApiSession(api_client.configuration, connections=BINDING_CONNECTIONS)
         self.record_events = record_events
+        self.warm = warm
+        self.warm_interval = warm_interval
+        self._warming: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Open ``warm`` connections for the Bindings now and keep them open (the app's start, on
+        its event loop): every ``warm_interval`` seconds that finds no Binding under way they are
+        used again, and any the API server closed meanwhile is opened again, so that a burst of
+        binds after a quiet while finds them ready."""
+        if self.warm > 0 and (self._warming is None or self._warming.done()):
+            self._warming = asyncio.get_running_loop().create_task(self._keep_warm())
+
+    async def _keep_warm(self) -> None:
+        while True:
+            try:
+                await self.bindings_api.warm(self.warm)
+            except Exception as exc:  # a warm connection only spares a later bind its handshake
+                log.debug("cannot open the Bindings' connections ahead: %s", exc)
+            await asyncio.sleep(self.warm_interval)
 
     async def close(self) -> None:
-        """Close the connections to the API server (the app's shutdown)."""
+        """Stop keeping connections warm and close the connections to the API server (the app's
+        shutdown)."""
+        warming, self._warming = self._warming, None
+        if warming is not None:
+            warming.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await warming
         await self.bindings_api.close()
         await self.api.close()
 

@@ -91,6 +91,9 @@ class ExtenderSettings(BaseSettings):
     leader_retry_period_seconds: float = Field(default=2.0, gt=0, le=600)  # between tries to take or renew
     decisions_kept: int = Field(default=5000, ge=0, le=1_000_000)  # latest decisions kept in memory
     record_events: bool = True  # an Event on the pod at bind (BerthPlaced) and when no node takes it (BerthRefused)
+    # connections for the Bindings opened from the start and kept open while idle, so that no bind of a
+    # burst pays a TLS handshake (extender/binder.py); at most the Bindings' pool's 64; 0: opened on demand
+    bind_connections_warm: int = Field(default=64, ge=0, le=64)
     watch_timeout_seconds: int = Field(default=300, ge=10, le=3600)  # server-side watch timeout, then re-watch
     relist_backoff_max_seconds: float = Field(default=30.0, gt=0, le=600)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"

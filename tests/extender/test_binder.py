@@ -318,6 +318,91 @@ def test_a_calls_waits_for_a_connection_are_noted_where_its_caller_asked(api_ser
     assert CALL_TIMINGS.get() is None
 
 
+def test_a_warm_pool_opens_its_connections_ahead_and_a_burst_of_calls_pays_no_connect(
+        api_server: _ApiServer) -> None:
+    """A burst's calls would each open a connection (TLS included) when they need it, at the API
+    server's busiest; warmed, the pool has them open already: none of the burst notes a connect."""
+    api_server.delay = 0.05
+    api = ApiSession(_configuration(api_server.url), connections=8)
+
+    async def calls() -> tuple[int, list[dict[str, float]]]:
+        noted: list[dict[str, float]] = [{} for _ in range(6)]
+
+        async def call(waits: dict[str, float]) -> None:
+            CALL_TIMINGS.set(waits)
+            await api.request("POST", "/api/v1/namespaces/shop/pods/web-0/binding", {})
+
+        try:
+            made = await api.warm(6)
+            opened = api_server.connections
+            await asyncio.gather(*(call(waits) for waits in noted))
+        finally:
+            await api.close()
+        assert opened == 6
+        return made, noted
+
+    made, noted = asyncio.run(calls())
+    assert made == 6
+    assert [path for method, path, _ in api_server.requests[:6]] == ["/version"] * 6
+    assert all("connect" not in waits and waits["answer"] >= 0.04 for waits in noted)
+    assert api_server.connections == 6  # the burst went over the warm ones
+
+
+def test_a_warm_waits_for_an_idle_pool_and_never_goes_beyond_it(api_server: _ApiServer) -> None:
+    """A pool in use is kept open by its calls: a warm then makes none (it would only take
+    connections from them); on an idle pool it asks no more than the pool holds."""
+    api_server.delay = 0.2
+    api = ApiSession(_configuration(api_server.url), connections=4)
+
+    async def calls() -> tuple[int, int]:
+        try:
+            busy = [asyncio.ensure_future(api.request("POST", "/api/v1/namespaces/shop/events", {}))
+                    for _ in range(3)]
+            await asyncio.sleep(0.05)  # the three hold their connections
+            beside = await api.warm(4)
+            await asyncio.gather(*busy)
+            return beside, await api.warm(10)
+        finally:
+            await api.close()
+
+    beside, alone = asyncio.run(calls())
+    assert beside == 0
+    assert alone == 4
+    assert api_server.connections == 4
+    assert sum(1 for method, path, _ in api_server.requests if (method, path) == ("GET", "/version")) == 4
+
+
+def test_the_binder_keeps_the_bindings_connections_warm_from_the_apps_start(api_server: _ApiServer) -> None:
+    """From the app's start the Bindings' pool holds its warm connections, and uses them again
+    every interval (so that keep-alive never closes them), without opening new ones; a bind then
+    notes no connect; the shutdown stops it."""
+    from fastapi.testclient import TestClient
+    from kubernetes import client
+
+    store = make_store([make_node("a").cpu("2").obj()])
+    binder = KubeBinder(client.ApiClient(_configuration(api_server.url)), warm=3, warm_interval=0.1)
+    app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
+    p = make_pod("web-1").labels({"app": "other"}).cpu("1").obj()
+    store.remember_pod(PodInfo(uid=p["metadata"]["uid"], name="web-1", namespace="shop"))
+
+    def warms() -> int:
+        return sum(1 for method, path, _ in list(api_server.requests) if (method, path) == ("GET", "/version"))
+
+    with TestClient(app) as http:
+        deadline = time.monotonic() + 5
+        while warms() < 6 and time.monotonic() < deadline:  # the start's warm and the next
+            time.sleep(0.02)
+        assert warms() >= 6
+        assert api_server.connections == 3
+        assert http.post("/bind", content=orjson.dumps(bind_args(p, "a"))).json()["Error"] == ""
+        text = http.get("/metrics").text
+    assert 'berth_bind_step_seconds_sum{step="connect"} 0.0' in text
+    assert api_server.connections == 3
+    stopped = warms()
+    time.sleep(0.3)
+    assert warms() == stopped
+
+
 def test_no_answer_is_api_unreachable_naming_the_call(api_server: _ApiServer) -> None:
     api_server.delay = 1.0
     slow = ApiSession(_configuration(api_server.url), timeout=0.2)
