@@ -164,6 +164,7 @@ def serve(nodes: int, port: int) -> None:
 
     from berth.extender.app import create_app
     from berth.extender.heap import collector_paused, settle
+    from berth.extender.limits import guarded_protocol
     from berth.extender.server import UVICORN_IO
     from berth.extender.settings import ExtenderSettings
     from berth.extender.store import ClusterStore
@@ -195,9 +196,13 @@ def serve(nodes: int, port: int) -> None:
     view_rss = rss_mib() - baseline
     print("VIEW " + json.dumps({"nodes": len(store.view.nodes), "pods": store.sizes()["pods"],
                                 "rss_mib": round(view_rss, 1), "build_s": round(build, 2)}), flush=True)
-    app = create_app(store, ExtenderSettings(track_leases=False, tentative_ttl_seconds=2.0))
-    # the HTTP parser and event loop of `berth extender` (berth.extender.server.UVICORN_IO)
-    uvicorn.run(app, host="127.0.0.1", port=port, workers=1, log_level="warning", access_log=False, **UVICORN_IO)
+    settings = ExtenderSettings(track_leases=False, tentative_ttl_seconds=2.0)
+    app = create_app(store, settings)
+    # the HTTP parser, protocol and event loop of `berth extender` (berth.extender.server)
+    protocol = guarded_protocol(header_timeout=settings.header_timeout_seconds,
+                                max_header_bytes=settings.max_header_bytes)
+    uvicorn.run(app, host="127.0.0.1", port=port, workers=1, log_level="warning", access_log=False,
+                **{**UVICORN_IO, "http": protocol})
 
 
 # -- the client ---------------------------------------------------------------------------------

@@ -21,6 +21,8 @@ import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from berth.extender.joined_writes import JoinedWrites
+
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 """Answered without waiting for an API slot: the probes must see a busy extender as alive."""
 
@@ -154,7 +156,8 @@ def guarded_protocol(*, header_timeout: float, max_header_bytes: int,
     first byte, or of the connection when nothing comes, and within ``max_header_bytes``; with
     ``max_connections``, a connection beyond that many open ones is closed at once (so a port
     cannot use up the file descriptors the other port needs). Idle connections between requests
-    are uvicorn's ``timeout_keep_alive``."""
+    are uvicorn's ``timeout_keep_alive``. A response's head and body leave in one write
+    (:class:`berth.extender.joined_writes.JoinedWrites`)."""
 
     class GuardedHttpToolsProtocol(HttpToolsProtocol):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -165,7 +168,7 @@ def guarded_protocol(*, header_timeout: float, max_header_bytes: int,
             self._in_head = False
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
+            super().connection_made(JoinedWrites(transport, self.loop))  # type: ignore[arg-type]
             if max_connections is not None and len(self.connections) > max_connections:
                 transport.close()
                 return
