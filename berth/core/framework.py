@@ -113,7 +113,7 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
     ctx = PodContext(state, pod, policy, settings, now, workload_selector(pod, policy), demand(pod), strategy,
                      quota, require_fit)
     verdicts: Verdicts = index.verdicts(ctx) if settings.indexed else PlainVerdicts(ctx)
-    whole = index.whole_view(state) if nodes is None and settings.indexed else None
+    whole = index.whole_view(state, nodes) if settings.indexed else None
     considered: set[str] | frozenset[str]
     if whole is not None:
         names, considered = whole  # the view's set, kept: read, never changed

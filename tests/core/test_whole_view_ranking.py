@@ -52,6 +52,15 @@ WHOLE_VIEW = [
      {"strategy": "Spread", "placementRules": [{"resource": "Node", "operator": "Has", "labels": {"disk": "ssd"}}]},
      None, None),
     ("nodes named by the caller: ranked by sorting", NODES, (), {"strategy": "Spread"}, ["d", "b", "a"], None),
+    ("every node named by the caller, in its own order: the whole order", NODES, (), {"strategy": "Spread"},
+     ["d", "b", "c", "a"], set()),
+    ("every node named by the caller, refused ones left out",
+     (*NODES, make_node("e").cordoned().info(), make_node("f").cpu("50m").info()), (),
+     {"strategy": "Auto"}, ["f", "c", "e", "a", "d", "b"], {"e", "f"}),
+    ("as many names as nodes, one twice: ranked by sorting", NODES, (), {"strategy": "Spread"},
+     ["a", "b", "c", "c"], None),
+    ("as many names as nodes, one unknown: ranked by sorting", NODES, (), {"strategy": "Spread"},
+     ["a", "b", "c", "ghost"], None),
 ]
 
 
@@ -130,8 +139,10 @@ def test_a_rounds_whole_view_is_ranked_by_walking_its_plan_as_sorting_would(
         nodes: tuple[NodeInfo, ...], pods: tuple[PodInfo, ...], spec: dict[str, Any], index_path: str) -> None:
     pol = scenario_policy(spec)
     indexed = index_path == "indexed"
-    # with the index, a whole view's round is never sorted; without it, always
-    with mock.patch.object(score, "rank", side_effect=AssertionError("sorted") if indexed else score.rank):
-        got = evaluated(nodes, pods, pol, indexed, None)
-    assert got == evaluated(nodes, pods, pol, False, None)
-    assert got["ranking"], got  # a plan to walk
+    # with the index, a whole view's round is never sorted, whether the caller names every node (in
+    # an order of its own) or none; without it, always
+    for names in (None, [node.name for node in reversed(nodes)]):
+        with mock.patch.object(score, "rank", side_effect=AssertionError("sorted") if indexed else score.rank):
+            got = evaluated(nodes, pods, pol, indexed, names)
+        assert got == evaluated(nodes, pods, pol, False, names)
+        assert got["ranking"], got  # a plan to walk

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
@@ -213,14 +213,26 @@ class StateIndex(ABC):
         pass
 
 
-def whole_view(state: ClusterState) -> tuple[list[str], frozenset[str]] | None:
+def whole_view(state: ClusterState, nodes: Sequence[str] | None = None
+               ) -> tuple[list[str], frozenset[str]] | None:
     """Every node of ``state`` in name order (a list of its own) and as a set, from what the view
     beneath keeps, when ``state`` shows the view's nodes (the view, an overlay of it); None when
-    it shows nodes of its own (a request's Node objects)."""
+    it shows nodes of its own (a request's Node objects).
+
+    With ``nodes`` (the names a caller asks about), the same when they are exactly the view's
+    nodes, each named once, in any order: the names in the caller's order, and the view's set.
+    kube-scheduler's filter sends every node that passed its own filters, which is most often
+    every node of the cluster, in an order of its own; judged as the whole view, its candidates
+    need not be made one by one (``CandidateSet.rest_of``). None for any other ``nodes``."""
     if state.nodes is not state.base.nodes:
         return None
     names, every = index_of(state).view.node_names()
-    return list(names), every
+    if nodes is None:
+        return list(names), every
+    asked = list(nodes)
+    if len(asked) != len(every) or every != frozenset(asked):  # same size and set: each named once
+        return None
+    return asked, every
 
 
 def index_of(state: ClusterState) -> StateIndex:
