@@ -11,6 +11,9 @@ server answers them: decoded, judged, the reply encoded) and the pod is bound th
 Prints per strategy: the nominator's planning CPU time per pod and its longest batch (what the
 event loop is busy with while a filter waits), filter CPU time per pod (mean, p50, p99) and the
 hit rate; and the machine reference. ``--profile`` writes a cProfile of the filters.
+``--new-shapes K`` also times, per strategy, the filter of K pods each of a shape not seen before,
+sent every node (the first builds the shape's fit table over the whole view), against the next
+filter of the same shape.
 
 Usage (from the repository root)::
 
@@ -83,7 +86,9 @@ def pct(values: list[float], q: float) -> float:
 
 def run(store: ClusterStore, strategy: str, pods: int, profile: cProfile.Profile | None) -> dict[str, Any]:
     loop = asyncio.new_event_loop()
-    app = create_app(store, ExtenderSettings(track_leases=False, nominate=True, nominate_schedulers=SCHEDULER))
+    # the pods are planned as they come (the nominator's wait for kube-scheduler is not simulated here)
+    app = create_app(store, ExtenderSettings(track_leases=False, nominate=True, nominate_schedulers=SCHEDULER,
+                                             nominate_after_seconds=0))
     engine = app.state.engine
     nominator: Nominator = app.state.nominator
     store.on_pending = nominator.offer  # the lifespan never runs here: plan is called by hand
@@ -137,12 +142,40 @@ def run(store: ClusterStore, strategy: str, pods: int, profile: cProfile.Profile
             "filter_ms_p99": round(pct(filter_cpu, 0.99) * 1000, 3) if filter_cpu else None}
 
 
+def new_shapes(store: ClusterStore, strategy: str, shapes: int, first_cpu: int) -> dict[str, Any]:
+    """The filter of a pod of a new shape (its cpu request, from ``first_cpu`` millicores on, never
+    seen before), sent every node, then the filter of the same pod again: CPU milliseconds of
+    each, shape after shape."""
+    loop = asyncio.new_event_loop()
+    app = create_app(store, ExtenderSettings(track_leases=False))
+    store.apply_policy(bench_policy(strategy))
+    names = sorted(store.view.nodes)
+    first: list[float] = []
+    again: list[float] = []
+    for k in range(shapes):
+        raw = pending(strategy, 90_000 + k)
+        raw["spec"]["containers"][0]["resources"]["requests"]["cpu"] = f"{first_cpu + k}m"
+        body = orjson.dumps({"Pod": raw, "Nodes": None, "NodeNames": names})
+        for out in (first, again):
+            t = time.process_time()
+            loop.run_until_complete(answer(FILTER, app.state.engine, body, time.perf_counter()))
+            out.append(time.process_time() - t)
+        with store.lock:
+            store.release(raw["metadata"]["uid"])
+    loop.close()
+    return {"strategy": strategy, "new_shape_filter_ms": [round(x * 1000, 1) for x in first],
+            "new_shape_ms_p50": round(pct(first, 0.5) * 1000, 1),
+            "same_shape_again_ms_p50": round(pct(again, 0.5) * 1000, 1)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=300, help="pods per strategy")
     parser.add_argument("--strategies", default="Auto,Spread,Fill")
     parser.add_argument("--profile", help="write a cProfile of the filters to this file")
+    parser.add_argument("--new-shapes", type=int, default=0, metavar="K",
+                        help="also time the filters of K pods of new shapes, sent every node")
     args = parser.parse_args()
     reference = machine_reference_ms()
     t = time.perf_counter()
@@ -150,8 +183,11 @@ def main() -> int:
     print(f"view: {len(store.view.nodes)} nodes, {store.sizes()['pods']} pods, built in "
           f"{time.perf_counter() - t:.1f} s", flush=True)
     profile = cProfile.Profile() if args.profile else None
-    for strategy in args.strategies.split(","):
+    for i, strategy in enumerate(args.strategies.split(",")):
         print(orjson.dumps(run(store, strategy, args.pods, profile)).decode(), flush=True)
+        if args.new_shapes:  # shapes no strategy before judged
+            shapes = new_shapes(store, strategy, args.new_shapes, 1001 + i * args.new_shapes)
+            print(orjson.dumps(shapes).decode(), flush=True)
     if profile is not None:
         profile.dump_stats(args.profile)
     print(f"machine reference: {reference:.2f} ms before, {machine_reference_ms():.2f} ms after; "
