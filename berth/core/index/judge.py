@@ -17,6 +17,7 @@ from berth.core.candidates import (
 from berth.core.index.cluster import index_of
 from berth.core.index.leases import lease_suspects
 from berth.core.index.rules import RuleContext, rule_context
+from berth.core.index.shape import shape_judge
 from berth.core.index.spread import spread_context, spread_refusals
 from berth.core.index.verdicts import Judged, VerdictTable
 from berth.core.model import NodeInfo, PodInfo
@@ -146,12 +147,14 @@ def _fit_reading(ctx: PodContext, counts: Mapping[str, int], considered: Abstrac
             return ("refused", "refused-anyway", "unverified") if reject_unknown else ("refused", "unverified")
         return ("refused",)
 
+    judge_shape = shape_judge(need, pod, settings)  # fit_check.judge, worked out once for the shape
+
     def judge_in(where: ClusterState, where_counts: Mapping[str, int]) -> Callable[[NodeInfo], Fitted]:
         use = index_of(where).use
 
         def judge(node: NodeInfo) -> Fitted:
             name = node.name
-            return fit_check.judge(node, use(name), need, pod, settings, where_counts.get(name, 0))
+            return judge_shape(node, use(name), where_counts.get(name, 0))
         return judge
 
     workload = ctx.workload
