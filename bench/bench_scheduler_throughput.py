@@ -31,7 +31,10 @@ of row run (default: all, in this order):
 
 The summary prints each row's ratio to kube-scheduler alone (``default``) and to the no-op
 extender, the machine reference (a fixed CPU workload, before and after) with the load average,
-and how long the whole run took.
+and how long the whole run took; and kube-scheduler's own mean time a pod in its Filter extension
+point and its scheduling algorithm (the extenders' calls included), from its metrics: a node's
+in-tree filters are run with every pod nominated there copied into it, so rows whose pods are
+nominated onto few nodes show it there.
 
 Bind latency, per row (p50 / p99 and the share within 25 ms, from each component's own histogram
 between a scrape before the row and one after it, interpolated in its buckets): berth's ``bind``
@@ -237,6 +240,29 @@ def scraped_sum(text: str, name: str, **labels: str) -> float:
                          if sample.name == name + "_sum" and all(sample.labels.get(k) == v
                                                                  for k, v in labels.items()))
     return total
+
+
+def scheduler_means_ms(text: str) -> dict[str, float | None]:
+    """kube-scheduler's own mean time a pod, in ms, from one scrape of a scheduler started for the
+    row: ``filter`` (its Filter extension point: the in-tree filters of the nodes it tried, with
+    the pods nominated there added to each) and ``algorithm`` (the scheduling algorithm: filters,
+    the extenders' calls, scoring)."""
+    sums: dict[str, list[float]] = {"filter": [0.0, 0.0], "algorithm": [0.0, 0.0]}
+    for family in text_string_to_metric_families(text):
+        if family.name == "scheduler_framework_extension_point_duration_seconds":
+            key = "filter"
+        elif family.name == "scheduler_scheduling_algorithm_duration_seconds":
+            key = "algorithm"
+        else:
+            continue
+        for sample in family.samples:
+            if key == "filter" and sample.labels.get("extension_point") != "Filter":
+                continue
+            if sample.name.endswith("_sum"):
+                sums[key][0] += sample.value
+            elif sample.name.endswith("_count"):
+                sums[key][1] += sample.value
+    return {key: round(total / count * 1000, 3) if count else None for key, (total, count) in sums.items()}
 
 
 def histogram_between(before: Buckets, after: Buckets) -> Buckets:
@@ -498,7 +524,8 @@ def run_one(cp: ControlPlane, api: Any, label: str, config: dict[str, Any], pods
     result = {"config": label, "pods": len(times), "pods_per_second": round(rate, 1), "hit_rate": hit_rate,
               "bind_span_seconds": round(last - first, 2), "first_bind_after_start_seconds": round(first - t_start, 2),
               "nodes_used": nodes_used, "paced": None if pace is None else round(pace, 1),
-              "created_per_second": None if created_rate is None else round(created_rate, 1), "latency": latency}
+              "created_per_second": None if created_rate is None else round(created_rate, 1), "latency": latency,
+              "scheduler_ms": scheduler_means_ms(scheduler_after)}
     log(json.dumps(result))
     return result
 
@@ -719,15 +746,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"profile rows: {profile_summary()}")
     if versus:
         print("-vs rows: the row above it, the extender with " + ", ".join(f"{k}={v}" for k, v in versus.items()))
-    print(f"{'config':<24} {'pods/s':>8} {'vs default':>11} {'vs noop':>8} {'bind span s':>12} "
-          f"{'first bind after s':>19} {'nodes used':>11} {'hit rate':>9}")
+    print(f"{'config':<32} {'pods/s':>8} {'vs default':>11} {'vs noop':>8} {'bind span s':>12} "
+          f"{'first bind after s':>19} {'nodes used':>11} {'hit rate':>9} {'ks filter ms':>13} {'ks algorithm ms':>16}")
     for r in results:
         vs_default = "-" if r["vs_default"] is None else r["vs_default"]
         vs_noop = "-" if r["vs_noop"] is None else r["vs_noop"]
         hit_rate = "-" if r["hit_rate"] is None else r["hit_rate"]
-        print(f"{r['config']:<24} {r['pods_per_second']:>8} {vs_default:>11} {vs_noop:>8} "
+        ks = {k: "-" if v is None else v for k, v in r["scheduler_ms"].items()}
+        print(f"{r['config']:<32} {r['pods_per_second']:>8} {vs_default:>11} {vs_noop:>8} "
               f"{r['bind_span_seconds']:>12} {r['first_bind_after_start_seconds']:>19} {r['nodes_used']:>11} "
-              f"{hit_rate:>9}")
+              f"{hit_rate:>9} {ks['filter']:>13} {ks['algorithm']:>16}")
+    print("ks filter / ks algorithm: kube-scheduler's own mean time a pod in its Filter extension point (the "
+          "in-tree filters, each nominated pod of a node copied into it) and in its scheduling algorithm")
     print(latency_table(results))
     return 0
 
@@ -742,7 +772,7 @@ def latency_table(results: list[dict[str, Any]]) -> str:
     row's Bindings, and kube-scheduler's Bind plugins (its own Binding, rows where it binds)."""
     lines = [f"bind latency, ms: p50 / p99 (share within {BIND_TARGET_SECONDS * 1000:g} ms), interpolated in each "
              "histogram's buckets (the API server's: 5, 25, 50, 100 ms ...)",
-             f"{'config':<24} {'paced/created /s':>17} " + " ".join(f"{title:>26}" for _, title in LATENCY_COLUMNS)]
+             f"{'config':<32} {'paced/created /s':>17} " + " ".join(f"{title:>26}" for _, title in LATENCY_COLUMNS)]
     for r in results:
         cells = []
         for key, _ in LATENCY_COLUMNS:
@@ -753,15 +783,15 @@ def latency_table(results: list[dict[str, Any]]) -> str:
             share = "" if got["within_25ms"] is None else f" ({got['within_25ms']:.1%})"
             cells.append(f"{got['p50_ms']:>7} / {got['p99_ms']:>6}{share:>10}")
         paced = "-" if r["paced"] is None else f"{r['paced']}/{r['created_per_second']}"
-        lines.append(f"{r['config']:<24} {paced:>17} " + " ".join(cells))
+        lines.append(f"{r['config']:<32} {paced:>17} " + " ".join(cells))
         steps = [(key.removeprefix("berth_"), r["latency"][key])
                  for key, _ in (*BERTH_BIND_STEPS, ("berth_loop_lag", None)) if key in r["latency"]]
         if steps:
-            lines.append(f"{'':<24} berth's own steps of bind, p50 / p99 ms: "
+            lines.append(f"{'':<32} berth's own steps of bind, p50 / p99 ms: "
                          + ", ".join(f"{step} {got['p50_ms']} / {got['p99_ms']}" for step, got in steps))
         bind, server, connect = (r["latency"].get(key) for key in ("berth_bind", "apiserver_binding", "berth_connect"))
         if bind and server and "mean_ms" in bind and "mean_ms" in server:
-            lines.append(f"{'':<24} means, ms: berth bind {bind['mean_ms']}, API server Binding {server['mean_ms']}, "
+            lines.append(f"{'':<32} means, ms: berth bind {bind['mean_ms']}, API server Binding {server['mean_ms']}, "
                          f"berth adds {bind['mean_ms'] - server['mean_ms']:.1f}"
                          + (f"; binds that opened a connection: {connect['slow']}"
                             if connect and "slow" in connect else ""))
