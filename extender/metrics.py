@@ -31,6 +31,8 @@ build many apps in one process).
   wrote it: sum them over the replicas;
 - ``berth_nominator_leading``: 1 while this replica nominates (it holds the nominator's Lease, or
   nominates without an election), 0 while another replica does (:mod:`berth.extender.leader`);
+- ``berth_nominator_node_bound``: the most pods the nominator lets be nominated on one node ahead of
+  kube-scheduler's cycle now (0: no bound; :meth:`berth.extender.nominator.Nominator.bound`);
 - ``berth_cache_entries{cache}``: entries of each bounded cache (counted selectors, verdict tables,
   decisions, binds in flight, Events queued ...), read at scrape time: each stays under its bound whatever clients ask.
 """
@@ -131,6 +133,11 @@ class Metrics:
             "berth_nominator_leading",
             "1 while this replica nominates (it holds the nominator's Lease, or nominates without an election), "
             "0 while it does not", registry=self.registry)
+        self.nomination_bound = Gauge(
+            "berth_nominator_node_bound",
+            "The most pods the nominator lets be nominated on one node and not reached yet by kube-scheduler's "
+            "cycle (BERTH_NOMINATE_PER_NODE and the lead kube-scheduler's pace and the write's latency need; "
+            "0: no bound now)", registry=self.registry)
         self.cache_sizes: Callable[[], Mapping[str, int]] | None = None  # the engine's own caches
         if store is not None:
             self.registry.register(_ViewCollector(store, self))

@@ -612,3 +612,99 @@ def test_a_missed_nomination_is_withdrawn() -> None:
     asyncio.run(run())
     assert withdrawn == [("web-1", "b")]  # web-0's nomination held (a hit): it stays
     assert counted(h, "withdrawn") == 1
+
+
+# -- how far ahead the nominator nominates on one node ---------------------------------------------
+
+def bounded(per_node: int, pace: float, write_seconds: float) -> tuple[Harness, Nominator]:
+    """A Drained policy (every pod packed onto one node) and a nominator that has measured
+    kube-scheduler's pace (nominations reached a second) and a write's latency."""
+    h, nominator = nominating([*NODES, make_policy("web").strategy("Drained").obj()], nominate_per_node=per_node)
+    nominator._pace_seen, nominator._write_seconds = pace, write_seconds
+    nominator._window = (float("inf"), 0)  # the measures hold for the test
+    for i in range(10):
+        h.store.apply_pod(pending(f"web-{i}"))
+    return h, nominator
+
+
+BOUNDS = [
+    # (name, per_node, pace, write seconds, bound)
+    ("per_node plus 3 x the pods reached during a write", 2, 10.0, 0.1, 5),
+    ("a write's share of a pod rounds up to a whole pod", 4, 1.0, 0.01, 5),
+    ("no bound with per_node 0", 0, 10.0, 0.1, None),
+    ("no bound before kube-scheduler's pace is measured", 2, None, 0.1, None),
+    ("no bound before a write's latency is measured", 2, 10.0, None, None),
+]
+
+
+@pytest.mark.parametrize(("per_node", "pace", "write_seconds", "bound"), [b[1:] for b in BOUNDS],
+                         ids=[b[0] for b in BOUNDS])
+def test_the_bound_of_nominations_on_a_node_follows_kube_schedulers_pace_and_the_writes_latency(
+        per_node: int, pace: float | None, write_seconds: float | None, bound: int | None) -> None:
+    h, nominator = bounded(per_node, pace, write_seconds)  # type: ignore[arg-type]
+    assert nominator.bound() == bound
+    if per_node:  # what the nominator holds to now, scraped
+        gauge = h.app.state.engine.metrics.registry.get_sample_value("berth_nominator_node_bound")
+        assert gauge == (bound or 0)
+    planned = plan_queued(nominator)
+    assert len(planned) == (10 if bound is None else bound)
+    assert len(set(planned.values())) == 1  # Drained packs them onto one node
+    assert h.store.most_nominated() == len(planned)
+
+
+def test_a_node_at_its_bound_holds_the_nominator_back_until_kube_scheduler_reaches_half_its_pods() -> None:
+    """Pods are then planned a few at a time (a plan judges the whole view once, whatever its pods)."""
+    h, nominator = bounded(2, 10.0, 0.1)  # bound 5
+    planned = plan_queued(nominator)
+    assert list(planned) == [f"web-{i}" for i in range(5)]
+    assert plan_queued(nominator) == {}  # the node holds 5 nominated pods not reached yet
+    node = planned["web-0"]
+    for i, left in ((0, 4), (1, 3)):
+        pod = pending(f"web-{i}", nominated=node)
+        assert h.filter(pod, [node])["NodeNames"] == [node]  # kube-scheduler's cycle reaches it: a hit
+        assert h.bind(pod, node) == ""
+        assert h.store.most_nominated() == left
+        if left == 4:
+            assert plan_queued(nominator) == {}  # room for 1, less than half the bound
+    assert plan_queued(nominator) == {"web-5": node, "web-6": node}  # in queue order
+    assert counted(h, "hit") == 2
+
+
+def test_only_the_nominators_own_nominations_count_toward_the_bound() -> None:
+    """A pod kube-scheduler nominated (preemption) counts on its node as before, but not toward how
+    far ahead berth's nominator runs."""
+    h, _ = nominating([*NODES, make_policy("web").strategy("Drained").obj()], nominate_per_node=2)
+    h.store.apply_pod(pending("preemptor", labels={"app": "other"}, nominated="a"))
+    assert h.store.assumed["uid-shop-preemptor"].nominated
+    assert h.store.most_nominated() == 0
+
+
+def test_a_blocked_task_nominates_again_once_kube_scheduler_reaches_a_nominated_pod() -> None:
+    h, nominator = bounded(2, 0.001, 0.1)  # bound 3: 2 + a write's share of a pod, rounded up
+    written: list[str] = []
+
+    async def write(pod: Any, node: str) -> None:
+        written.append(pod.name)
+
+    nominator.write = write
+
+    async def wait_for_written(count: int) -> None:
+        for _ in range(300):
+            if len(written) >= count:
+                return
+            await asyncio.sleep(0.01)
+
+    async def run() -> None:
+        nominator.start()
+        try:
+            await wait_for_written(3)
+            await asyncio.sleep(0.05)  # the task is held back, not spinning and not writing
+            assert written == ["web-0", "web-1", "web-2"]
+            node = h.store.assumed["uid-shop-web-0"].pod.node_name
+            h.filter(pending("web-0", nominated=node), [node])  # reached: the task is woken
+            await wait_for_written(4)
+        finally:
+            await nominator.stop()
+
+    asyncio.run(run())
+    assert written == ["web-0", "web-1", "web-2", "web-3"]
