@@ -277,7 +277,7 @@ class Extender:
             now = self.clock()
             self.expire_assumptions(now)
             placed_in = store.placed_round(pod.uid)  # its place in a round is its own: judged there again
-            store.release_tentative(pod.uid)  # a new attempt for this pod voids the last one
+            released = store.release_tentative(pod.uid)  # a new attempt for this pod voids the last one
             store.remember_pod(pod)
             steered = store.drain_steer(pod, now) if store.holds or store.drained_workloads else NO_STEER
             policy, strategy, governed = self.governing(pod)
@@ -286,6 +286,7 @@ class Extender:
             if steered is not NO_STEER:
                 judged, kept_off = self._steered(steered, judged)
             if not governed:
+                store.placed_again(released, None)
                 self.metrics.observe("filter", time.perf_counter() - started, "passthrough")
                 told = ({**{n: scheduler_text(bad_nodes[n]) for n in names if n in bad_nodes}, **kept_off}
                         if bad_nodes else kept_off)
@@ -315,6 +316,7 @@ class Extender:
             if winner is not None:  # a candidate, so among the passing nodes
                 store.assume(pod, winner, bound=False, deadline=now + self.settings.tentative_ttl_seconds,
                              round_id=rnd.id if rnd is not None else None)
+            store.placed_again(released, winner)
             if self._reuses:
                 self._recent = _Recent(pod.uid, _resource_version(args.Pod), tuple(passing), ev.decision.ranking,
                                        time.monotonic())
@@ -452,7 +454,7 @@ class Extender:
                 result = "reused"
             else:
                 placed_in = store.placed_round(pod.uid)
-                store.release_tentative(pod.uid)
+                released = store.release_tentative(pod.uid)
                 eval_now = self.eval_clock()
                 state = self._state(overrides)
                 ev, rnd = self._evaluate(state, pod, policy, strategy, judged, now, eval_now, placed_in=placed_in)
@@ -463,6 +465,7 @@ class Extender:
                 if winner is not None:  # a candidate, so among the judged nodes
                     store.assume(pod, winner, bound=False, deadline=now + self.settings.tentative_ttl_seconds,
                                  round_id=rnd.id if rnd is not None else None)
+                store.placed_again(released, winner)
                 if self._reuses:
                     self._recent = _Recent(pod.uid, _resource_version(args.Pod), judged, ranking, time.monotonic())
                 record = self._stamp(ev.decision, "prioritize").record_data(limit=RECORD_LIMIT, whole_plan=False)

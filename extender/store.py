@@ -432,10 +432,19 @@ class ClusterStore(DrainHolds):
                         round_id=entry.round_id, nominated=entry.nominated, nominator=entry.nominator)
 
     def release_tentative(self, uid: str) -> Assumption | None:
+        """Stop counting a pod's place not bound yet, for a new judgement of the pod: not counted
+        in :attr:`room_changes` until :meth:`placed_again` says where the judgement put it (each
+        filter of a nominated pod releases its place and takes it again)."""
         entry = self.assumed.get(uid)
         if entry is not None and not entry.bound:
-            return self.release(uid)
+            return self._drop(uid)
         return None
+
+    def placed_again(self, released: Assumption | None, node: str | None) -> None:
+        """The judgement for which ``released`` (:meth:`release_tentative`) was given up placed the
+        pod on ``node`` (None: nowhere): a place given up elsewhere is room that came free."""
+        if released is not None and released.pod.node_name != node:
+            self.room_changes += 1
 
     def expire(self, now: float) -> list[Assumption]:
         """Release the assumptions past their deadline."""
