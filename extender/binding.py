@@ -57,10 +57,11 @@ class Bindings:
         retries it, and by then the pod is bound or its room is free again). The BerthPlaced Event
         is queued and written in the background (:class:`berth.extender.binder.EventQueue`)."""
         node = args.Node
-        steps = self._metrics.bind_steps
+        metrics = self._metrics
+        steps = metrics.bind_steps
         begun = time.perf_counter()
         pod = await self._bind_pod(args)
-        steps.labels("pod").observe(time.perf_counter() - begun)
+        metrics.labelled(steps, "pod").observe(time.perf_counter() - begun)
         if pod is None:
             return "unknown_pod", (f"berth: pod {args.PodNamespace}/{args.PodName} ({args.PodUID}) is unknown; "
                                    "it may have been deleted")
@@ -73,10 +74,10 @@ class Bindings:
             waited = time.perf_counter()
             with self._store.lock:  # held through the recheck, which takes it again (it is reentrant)
                 checking = time.perf_counter()
-                steps.labels("lock_wait").observe(checking - waited)
+                metrics.labelled(steps, "lock_wait").observe(checking - waited)
                 prior = self._store.assumed.get(pod.uid)
                 checked = self._reserve(pod, node)
-                steps.labels("recheck").observe(time.perf_counter() - checking)
+                metrics.labelled(steps, "recheck").observe(time.perf_counter() - checking)
             if isinstance(checked, str):
                 self._metrics.bind_conflicts.labels("recheck").inc()
                 return "conflict", checked
@@ -95,9 +96,9 @@ class Bindings:
                 failed = exc
             finally:
                 CALL_TIMINGS.reset(noting)
-            self._metrics.api_calls.labels("binding").observe(time.perf_counter() - called)
+            metrics.labelled(metrics.api_calls, "binding").observe(time.perf_counter() - called)
             for step in ("connection_wait", "connect", "answer"):
-                steps.labels(step).observe(waits.get(step, 0.0))
+                metrics.labelled(steps, step).observe(waits.get(step, 0.0))
             if failed is not None:
                 await self._after_failed_bind(pod, prior)
                 if isinstance(failed, BindError):  # the API server's refusal, already worded

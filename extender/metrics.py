@@ -40,10 +40,11 @@ build many apps in one process).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
@@ -139,13 +140,25 @@ class Metrics:
             "cycle (BERTH_NOMINATE_PER_NODE and the lead kube-scheduler's pace and the write's latency need; "
             "0: no bound now)", registry=self.registry)
         self.cache_sizes: Callable[[], Mapping[str, int]] | None = None  # the engine's own caches
+        # each metric's child of given label values, looked up once: prometheus_client validates and
+        # looks the values up under a lock at every labels() call, a dozen times a pod on the verbs
+        self._children: dict[tuple[MetricWrapperBase, tuple[str, ...]], Any] = {}
         if store is not None:
             self.registry.register(_ViewCollector(store, self))
 
+    def labelled(self, metric: MetricWrapperBase, *values: str) -> Any:
+        """``metric.labels(*values)``, the child kept from its first use (the values a verb labels
+        with are a small fixed set: verbs, results, bind steps)."""
+        key = (metric, values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
+
     def observe(self, verb: str, seconds: float, result: str | None = None) -> None:
-        self.latency.labels(verb).observe(seconds)
+        self.labelled(self.latency, verb).observe(seconds)
         if result is not None:
-            self.decisions.labels(verb, result).inc()
+            self.labelled(self.decisions, verb, result).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
