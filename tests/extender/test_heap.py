@@ -72,6 +72,28 @@ def test_settle_freezes_the_view_and_spaces_young_collections_out() -> None:
         gc.set_threshold(*before)
 
 
+def test_after_settle_a_young_collection_comes_within_a_few_thousand_new_objects() -> None:
+    """Every reply waiting on the event loop waits out a collection whole, and a young collection
+    scans every object made since the last one: they come often enough to stay short."""
+    before = gc.get_threshold()
+    collected: list[int] = []
+
+    def noted(phase: str, info: dict[str, int]) -> None:
+        if phase == "stop":
+            collected.append(info["generation"])
+
+    try:
+        settle()
+        gc.callbacks.append(noted)
+        kept = [{"object": i} for i in range(3000)]  # new objects that live on, as a view's do
+        assert collected, f"no collection within {len(kept)} new objects"
+    finally:
+        if noted in gc.callbacks:
+            gc.callbacks.remove(noted)
+        gc.unfreeze()
+        gc.set_threshold(*before)
+
+
 @pytest.mark.parametrize(("index", "made"), [("on", True), ("off", False)])
 def test_the_app_makes_the_index_before_the_first_filter(monkeypatch: pytest.MonkeyPatch, index: str,
                                                          made: bool) -> None:
