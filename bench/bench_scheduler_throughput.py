@@ -48,6 +48,17 @@ print the steps of bind that are berth's own (``berth_bind_step_seconds``), and 
 row's Bindings, the difference (what berth adds), and how many binds opened a connection (TLS
 handshake included) on the way.
 
+``--noop-each`` runs the noop row again (the same pods, the same kube-scheduler configuration, a
+no-op extender started for it) just before each strategy's berth rows, as ``noop-<row>``
+(``noop-auto-nominate`` before ``berth-auto-nominate``; with ``--versus``, one before the pair; with
+``--pace``, unpaced), and takes each berth row's ratio to the no-op extender against that row: the
+control plane slows as a run writes to it (etcd's size, the Events), so a noop row taken at the
+start would favour the rows that run first. berth's extender is then started for each strategy
+after its noop row, so that none runs during a noop row, as none runs during the first. The table
+names each ratio's noop row (``vs noop of``); the first noop row stays in it, and each
+``noop-<row>``'s own ratio is to the first (how far the control plane drifted). Without it every
+ratio is to the first noop row.
+
 ``--versus NAME=VALUE`` runs each profile and nominate row twice in turn, as is and then with those
 extender settings (a ``-vs`` row), each with an extender started for it: a change compared within
 one run, on a machine whose load shifts between runs.
@@ -79,6 +90,7 @@ Usage (from the repository root; builds the Kubernetes binaries on first use, se
     .venv/bin/python bench/bench_scheduler_throughput.py --nodes 5000 --pods 5000 --strategies Auto,Spread,Fill \
         --rows default,noop,berth,profile
     .venv/bin/python bench/bench_scheduler_throughput.py --rows noop,nominate --pace noop  # binds at the noop rate
+    .venv/bin/python bench/bench_scheduler_throughput.py --rows noop,nominate --strategies Auto,Fill --noop-each
 
 How long: creating 5,000 nodes takes 2-4 minutes; then each row takes its pods' creation plus
 pods / (its pods/s). At 5,000 nodes the rows of the full configuration (noop, berth-*) bind 10-30
@@ -585,6 +597,31 @@ def start_noop(cp: ControlPlane) -> tuple[ManagedProcess, str]:
     return proc, url
 
 
+def judge_vs_noop(results: list[dict[str, Any]], references: set[str]) -> None:
+    """Set each row's ratio to the no-op extender (``vs_noop``) and the noop row it was taken
+    against (``vs_noop_row``). A row is judged against the last of ``references`` (the noop rows
+    ``--noop-each`` runs again) run before it: the control plane slows as a run writes to it, so a
+    row judged against a noop row taken at the start would be judged against a fresher control
+    plane than its own. The rows before any of them, and the reference rows themselves (their
+    ratio then shows how far the control plane drifted), are judged against the first ``noop``
+    row, as every row is without ``--noop-each``."""
+    first = next((r for r in results if r["config"] == "noop"), None)
+    latest = first
+    for r in results:
+        reference = first if r["config"] in references else latest
+        floor = reference["pods_per_second"] if reference else None
+        r["vs_noop"] = round(r["pods_per_second"] / floor, 3) if floor else None
+        r["vs_noop_row"] = reference["config"] if floor and reference else None
+        if r["config"] in references:
+            latest = r
+
+
+def reference_label(label: str) -> str:
+    """The label of the noop row ``--noop-each`` runs before a berth row (``noop-auto-nominate``
+    before ``berth-auto-nominate``)."""
+    return "noop-" + label.removeprefix("berth-")
+
+
 ROWS = ("default", "default-100", "noop", "berth-none", "berth", "profile", "nominate")
 """The kinds of row ``--rows`` chooses from (module docstring: what each measures)."""
 
@@ -615,6 +652,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="run each profile and nominate row twice in turn, as is and with these extender "
                         "settings (rows <row>-vs), each with an extender started for it: a change compared "
                         "within one run")
+    parser.add_argument("--noop-each", action="store_true",
+                        help="run the noop row again before each strategy's berth rows (noop-<row>, e.g. "
+                        "noop-auto-nominate), each berth row's 'vs noop' taken against the one run just before it "
+                        "(printed in 'vs noop of'); default: every row against the first noop row")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
@@ -659,6 +700,26 @@ def main(argv: list[str] | None = None) -> int:
         def row(*given: Any) -> dict[str, Any]:  # one row, at the pace in force when it starts
             return run_one(*given, pace=pace, metrics_dir=args.metrics_dir)
 
+        references: set[str] = set()
+
+        def noop_again(before: str) -> None:  # --noop-each: the noop row again, unpaced, before ``before``
+            if not args.noop_each:
+                return
+            label = reference_label(before)
+            noop, noop_url = start_noop(cp)
+            try:
+                noop_config = {**noop_scheduler_config(noop_url, "bench-noop"), **plain}
+                results.append(run_one(cp, api, label, noop_config, args.pods, None, None, args.timeout,
+                                       metrics_dir=args.metrics_dir))
+                references.add(label)
+            finally:
+                noop.stop(grace=5)
+
+        # with --noop-each, an extender is started for each strategy's rows, after its noop row (so
+        # that no berth extender runs during a noop row, as none runs during the first)
+        def grouped(items: list[Any]) -> list[list[Any]]:
+            return [[item] for item in items] if args.noop_each else [items] if items else []
+
         try:
             if "default" in rows:
                 results.append(row(cp, api, "default", plain, args.pods, None, None, args.timeout))
@@ -678,19 +739,21 @@ def main(argv: list[str] | None = None) -> int:
                 finally:
                     noop.stop(grace=5)
             berth_rows = ([None] if "berth-none" in rows else []) + (strategies if "berth" in rows else [])
-            if berth_rows:  # berth's full profile
+            for group in grouped(berth_rows):  # berth's full profile
+                noop_again(f"berth-{(group[0] or 'none').lower()}")
                 with running_extender(cp, {**env, **PROFILE_EXTENDER_ENV[FULL_PROFILE]}, "berth-extender",
                                       args.nodes) as extender:
                     berth = {**berth_scheduler_config(extender.url, "bench-berth"), **plain}
-                    for strategy in berth_rows:
+                    for strategy in group:
                         label = f"berth-{(strategy or 'none').lower()}"
                         results.append(row(cp, api, label, berth, args.pods, extender, strategy, args.timeout,
-                                               specs.get(strategy or "")))
+                                           specs.get(strategy or "")))
             profiled = [(kind, strategy) for kind in ("profile", "nominate") if kind in rows for strategy in strategies]
             if versus and profiled:
                 # each profile row twice in turn, as is and with the --versus settings, each with an
                 # extender of its own started for it (the same start for both)
                 for kind, strategy in profiled:
+                    noop_again(f"berth-{strategy.lower()}-{kind}")  # one noop row for the pair
                     for suffix, extra in (("", {}), ("-vs", versus)):
                         label = f"berth-{strategy.lower()}-{kind}{suffix}"
                         profile = THROUGHPUT_PROFILE if kind == "profile" else NOMINATE_PROFILE
@@ -701,40 +764,42 @@ def main(argv: list[str] | None = None) -> int:
                             results.append(row(cp, api, label, berth, args.pods, extender, strategy, args.timeout,
                                                specs.get(strategy)))
             else:
-                if "profile" in rows and strategies:
+                for group in grouped(strategies) if "profile" in rows else []:
                     # berth's recommended profile: the same kube-scheduler configuration, and the
                     # extender settings the chart gives berth with it (a second extender process)
+                    noop_again(f"berth-{group[0].lower()}-profile")
                     with running_extender(cp, {**env, **PROFILE_EXTENDER_ENV[THROUGHPUT_PROFILE]},
                                           "berth-extender-profile", args.nodes) as extender:
                         berth = {**berth_scheduler_config(extender.url, "bench-profile"), **plain}
-                        for strategy in strategies:
+                        for strategy in group:
                             results.append(row(cp, api, f"berth-{strategy.lower()}-profile", berth, args.pods,
-                                                   extender, strategy, args.timeout, specs.get(strategy)))
-                if "nominate" in rows and strategies:
+                                               extender, strategy, args.timeout, specs.get(strategy)))
+                labels = {s: f"berth-{s.lower()}-nominate" for s in strategies}
+                for group in grouped(strategies) if "nominate" in rows else []:
                     # the nominate profile: throughput, and berth nominates pending pods' nodes for the
                     # schedulers of these rows
-                    labels = {s: f"berth-{s.lower()}-nominate" for s in strategies}
-                    schedulers = ",".join(f"bench-{label}" for label in labels.values())
+                    noop_again(labels[group[0]])
+                    schedulers = ",".join(f"bench-{labels[s]}" for s in group)
                     with running_extender(cp, {**env, **PROFILE_EXTENDER_ENV[NOMINATE_PROFILE],
                                                "BERTH_NOMINATE_SCHEDULERS": schedulers},
                                           "berth-extender-nominate", args.nodes) as extender:
                         berth = {**berth_scheduler_config(extender.url, "bench-nominate"), **plain}
-                        for strategy in strategies:
+                        for strategy in group:
                             results.append(row(cp, api, labels[strategy], berth, args.pods, extender, strategy,
-                                                   args.timeout, specs.get(strategy)))
+                                               args.timeout, specs.get(strategy)))
         finally:
             api.close()
 
     by = {r["config"]: r for r in results}
     alone = by.get("default", {}).get("pods_per_second")
-    floor = by.get("noop", {}).get("pods_per_second")
     for r in results:
         r["vs_default"] = round(r["pods_per_second"] / alone, 3) if alone else None
-        r["vs_noop"] = round(r["pods_per_second"] / floor, 3) if floor else None
+    judge_vs_noop(results, references)
     elapsed = time.monotonic() - run_started
     if args.json:
         print(json.dumps({"machine": machine_reference(reference_before), "nodes": args.nodes, "pods": args.pods,
                           "strategies": strategies, "rows": rows, "events": not args.no_events, "pace": args.pace,
+                          "noop_each": args.noop_each,
                           "versus": versus,
                           "profile": profile_summary(), "elapsed_seconds": round(elapsed, 1),
                           "results": results}, indent=1))
@@ -746,14 +811,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"profile rows: {profile_summary()}")
     if versus:
         print("-vs rows: the row above it, the extender with " + ", ".join(f"{k}={v}" for k, v in versus.items()))
-    print(f"{'config':<32} {'pods/s':>8} {'vs default':>11} {'vs noop':>8} {'bind span s':>12} "
+    if args.noop_each:
+        print("--noop-each: a noop-<row> row ran just before each strategy's berth rows; each row's 'vs noop' "
+              "is against the noop row named in 'vs noop of' (the noop-<row> rows' own: against the first)")
+    of = f" {'vs noop of':<24}" if args.noop_each else ""
+    print(f"{'config':<32} {'pods/s':>8} {'vs default':>11} {'vs noop':>8}{of} {'bind span s':>12} "
           f"{'first bind after s':>19} {'nodes used':>11} {'hit rate':>9} {'ks filter ms':>13} {'ks algorithm ms':>16}")
     for r in results:
         vs_default = "-" if r["vs_default"] is None else r["vs_default"]
         vs_noop = "-" if r["vs_noop"] is None else r["vs_noop"]
         hit_rate = "-" if r["hit_rate"] is None else r["hit_rate"]
         ks = {k: "-" if v is None else v for k, v in r["scheduler_ms"].items()}
-        print(f"{r['config']:<32} {r['pods_per_second']:>8} {vs_default:>11} {vs_noop:>8} "
+        of = f" {r['vs_noop_row'] or '-':<24}" if args.noop_each else ""
+        print(f"{r['config']:<32} {r['pods_per_second']:>8} {vs_default:>11} {vs_noop:>8}{of} "
               f"{r['bind_span_seconds']:>12} {r['first_bind_after_start_seconds']:>19} {r['nodes_used']:>11} "
               f"{hit_rate:>9} {ks['filter']:>13} {ks['algorithm']:>16}")
     print("ks filter / ks algorithm: kube-scheduler's own mean time a pod in its Filter extension point (the "

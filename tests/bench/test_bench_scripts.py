@@ -3,8 +3,12 @@ nothing) reports a figure all the same."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from bench.bench_nominated_filter import build_store, run
-from bench.bench_scheduler_throughput import scheduler_means_ms
+from bench.bench_scheduler_throughput import judge_vs_noop, reference_label, scheduler_means_ms
 
 SCHEDULER_PAGE = """\
 # TYPE scheduler_framework_extension_point_duration_seconds histogram
@@ -33,3 +37,50 @@ def test_the_nominated_filter_benchmark_nominates_every_pod_and_each_filter_hits
     nothing to time)."""
     got = run(build_store(6), "Drained", 12, None)
     assert (got["filters"], got["hits"]) == (12, 12)
+
+
+def rows(*rates: tuple[str, float]) -> list[dict[str, Any]]:
+    return [{"config": config, "pods_per_second": rate} for config, rate in rates]
+
+
+RUN = (("default", 400.0), ("noop", 200.0), ("noop-auto-nominate", 160.0), ("berth-auto-nominate", 160.0),
+       ("noop-fill-nominate", 100.0), ("berth-fill-nominate", 90.0))
+
+
+@pytest.mark.parametrize(("references", "expected"), [
+    pytest.param(set(), {"default": ("noop", 2.0), "noop": ("noop", 1.0), "noop-auto-nominate": ("noop", 0.8),
+                         "berth-auto-nominate": ("noop", 0.8), "noop-fill-nominate": ("noop", 0.5),
+                         "berth-fill-nominate": ("noop", 0.45)},
+                 id="without --noop-each every row is judged against the first noop row"),
+    pytest.param({"noop-auto-nominate", "noop-fill-nominate"},
+                 {"default": ("noop", 2.0), "noop": ("noop", 1.0), "noop-auto-nominate": ("noop", 0.8),
+                  "berth-auto-nominate": ("noop-auto-nominate", 1.0), "noop-fill-nominate": ("noop", 0.5),
+                  "berth-fill-nominate": ("noop-fill-nominate", 0.9)},
+                 id="with --noop-each a berth row is judged against the noop row run just before it"),
+])
+def test_a_rows_ratio_to_the_noop_extender_uses_the_noop_row_it_names(
+        references: set[str], expected: dict[str, tuple[str, float]]) -> None:
+    results = rows(*RUN)
+    judge_vs_noop(results, references)
+    assert {r["config"]: (r["vs_noop_row"], r["vs_noop"]) for r in results} == expected
+
+
+def test_a_versus_pair_is_judged_against_the_one_noop_row_run_before_the_pair() -> None:
+    results = rows(("noop", 200.0), ("noop-auto-nominate", 150.0), ("berth-auto-nominate", 150.0),
+                   ("berth-auto-nominate-vs", 75.0))
+    judge_vs_noop(results, {"noop-auto-nominate"})
+    assert [(r["vs_noop_row"], r["vs_noop"]) for r in results] == [
+        ("noop", 1.0), ("noop", 0.75), ("noop-auto-nominate", 1.0), ("noop-auto-nominate", 0.5)]
+
+
+def test_without_a_noop_row_no_row_has_a_ratio_to_it() -> None:
+    results = rows(("default", 400.0), ("berth-auto", 100.0))
+    judge_vs_noop(results, set())
+    assert [(r["vs_noop_row"], r["vs_noop"]) for r in results] == [(None, None), (None, None)]
+
+
+@pytest.mark.parametrize(("row", "reference"), [("berth-auto", "noop-auto"), ("berth-none", "noop-none"),
+                                                ("berth-fill-profile", "noop-fill-profile"),
+                                                ("berth-balanced-nominate", "noop-balanced-nominate")])
+def test_the_noop_row_run_before_a_berth_row_is_named_after_it(row: str, reference: str) -> None:
+    assert reference_label(row) == reference
