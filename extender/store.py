@@ -491,7 +491,9 @@ class ClusterStore(DrainHolds):
         return self._superseded.get(round_id)
 
     def placed_round(self, uid: str) -> str | None:
-        """The id of the round pod ``uid`` holds a place in (berth.core.round.judged_in)."""
+        """The id of the round pod ``uid`` holds a place in (berth.core.round.judged_in). A nominated
+        pod that names no round is first given its place in one (:meth:`_nominated_round`): it
+        counts there from now on, as it would had this process planned it."""
         entry = self.assumed.get(uid)
         if entry is None:
             return None
@@ -517,8 +519,14 @@ class ClusterStore(DrainHolds):
             kept.append(book)
         for rnd in sorted(kept, key=lambda r: r.opened):
             if not rnd.closed and rounds.quota(rnd, pod.uid).get(node, 0) > 0:
-                self.assume(pod, node, bound=False, deadline=entry.deadline, round_id=rnd.id, nominated=True,
-                            nominator=entry.nominator)
+                # the pod keeps its assumption (its node, its count there) and takes up its place in
+                # the round as of the round's last activity: asking is no activity of the round's,
+                # so a round that lapsed stays lapsed and the pod's filter opens the next, as it would
+                # have before the restart
+                entry.round_id = rnd.id
+                if not entry.bound and rnd.id in self._holders:
+                    self._holders[rnd.id] += 1
+                self._keep_round(rounds.consume(rnd, pod.uid, node, rnd.active))
                 return rnd.id
         return None
 

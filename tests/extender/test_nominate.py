@@ -550,6 +550,35 @@ def test_a_restarted_extender_judges_a_nominated_pod_in_the_round_the_book_moved
         assert restarted.bind(pod, planned[name]) == "", name
 
 
+@pytest.mark.parametrize("strategy", ["Fill", "Each"])
+def test_a_restarted_extender_leaves_a_nominated_pods_lapsed_round_lapsed(strategy: str) -> None:
+    """web-0 and web-1 nominated in one round, web-0 bound (the round's carrier), and the round
+    then idle past its timeout. The extender restarts and lists the pods only now: web-1 takes up
+    its place in the round as of the round's last activity, so its filter opens the next round, as
+    the extender that never restarted does, instead of reviving the lapsed round for another
+    timeout."""
+    policy = make_policy("web").strategy(strategy).count(2).spec(**({"nodesLimit": 1} if strategy == "Each" else {}))
+    h, nominator = nominating([*NODES, policy.obj()], round_timeout_seconds=60)
+    for name in ("web-0", "web-1"):
+        h.store.apply_pod(pending(name))
+    planned = plan_queued(nominator)
+    lapsed = h.store.assumed["uid-shop-web-1"].round_id
+    first = pending("web-0", nominated=planned["web-0"])
+    assert h.filter(first, [planned["web-0"]])["NodeNames"] == [planned["web-0"]]
+    assert h.bind(first, planned["web-0"]) == ""
+    carrier = (make_pod("web-0").labels({"app": "web"}).uid("uid-shop-web-0").on(planned["web-0"])
+               .annotations(h.app.state.engine.binder.annotations["shop/web-0"]).obj())
+    restarted, _ = nominating([*NODES, policy.obj()], round_timeout_seconds=60)
+    h.clock.advance(61)
+    restarted.clock.now = h.clock.now
+    restarted.store.replace("pods", [carrier, pending("web-1", nominated=planned["web-1"])])
+    judged_in: list[str | None] = []
+    for extender in (h, restarted):
+        extender.filter(pending("web-1", nominated=planned["web-1"]), [planned["web-1"]])
+        judged_in.append(extender.store.assumed["uid-shop-web-1"].round_id)
+    assert judged_in[1] == judged_in[0] != lapsed
+
+
 def _written_by(pod: dict[str, Any], manager: str) -> dict[str, Any]:
     """``pod`` as the API server shows it once ``manager`` patched its nominatedNodeName."""
     pod["metadata"]["managedFields"] = [
