@@ -495,15 +495,19 @@ class Extender:
                 # keeps its room there, and the API server would refuse the Binding anyway.
                 return f"berth: pod {pod.key} is already bound to node {shown.node_name}"
             placed_in = store.placed_round(pod.uid)  # the round its filter placed it in
-            store.release(pod.uid)  # its tentative place (maybe on another node) must not count twice
+            # its place (maybe on another node) must not count twice: a tentative one, or a bound one
+            # (a bind retried while the first is in flight)
+            released = store.release_tentative(pod.uid) or store.release(pod.uid)
             policy, strategy, governed = self.governing(pod)
             if not governed:
                 store.assume(pod, node, bound=True, deadline=now + self.settings.assume_ttl_seconds)
+                store.placed_again(released, node)
                 return {}, ""
             eval_now = self.eval_clock()
             state = self._state(self._known_request_node(node))
             rnd, left, failed_plan = self.round_in_force(state, pod, policy, now, eval_now, placed_in=placed_in)
             if failed_plan is not None:
+                store.placed_again(released, None)
                 message = failed_plan.error.message if failed_plan.error else "the round cannot be planned"
                 return f"berth: {node}: {message}"
             ev = evaluate_pod(state, pod, policy, self.core_settings, eval_now,
@@ -523,9 +527,11 @@ class Extender:
                     decision.error.message if decision.error else "refused by the recheck")
                 decision.warnings.append(f"bind recheck refused {node}: {reason}")
                 store.record_decision(pod.key, decision.record(limit=RECORD_LIMIT, whole_plan=False))
+                store.placed_again(released, None)
                 return f"berth: {node}: {reason}"
             store.assume(pod, node, bound=True, deadline=now + self.settings.assume_ttl_seconds,
                          round_id=rnd.id if rnd is not None else None)
+            store.placed_again(released, node)
             # one pod of the round records its whole plan (berth.core.round: the carrier)
             whole_plan = rnd is not None and store.carry_plan(rnd.id, pod.uid)
             record = _bind_record(node, earlier, decision, whole_plan=whole_plan)

@@ -417,6 +417,32 @@ def _label_ssd(h: Harness, node: str) -> None:
     h.store.apply_node(make_node(node).cpu("4").label("disk", "ssd").obj())
 
 
+def watched_plans() -> tuple[Harness, Nominator, dict[str, str], list[list[str]]]:
+    """A Fill policy of rounds of two over CHOOSY_NODES, its pods web-0 and web-1 pending (web-1
+    takes only a node labelled disk=ssd), and its nominator, with what it writes (pod name -> node)
+    and the pods of each plan it makes (names)."""
+    h, nominator = nominating([*CHOOSY_NODES, make_policy("web").strategy("Fill").count(2).obj()],
+                              round_timeout_seconds=60)
+    written: dict[str, str] = {}
+    plans: list[list[str]] = []
+    real_plan = nominator.plan
+
+    def counting(pods: list[Any]) -> list[tuple[Any, str]]:
+        plans.append([p.name for p in pods])
+        return real_plan(pods)
+
+    async def write(pod: Any, node: str) -> None:
+        written[pod.name] = node
+
+    nominator.plan = counting  # type: ignore[method-assign]
+    nominator.write = write
+    choosy = pending("web-1")
+    choosy["spec"]["nodeSelector"] = {"disk": "ssd"}
+    h.store.apply_pod(pending("web-0"))
+    h.store.apply_pod(choosy)
+    return h, nominator, written, plans
+
+
 HELPS: list[tuple[str, Callable[[Harness, str], None], str | None]] = [
     # name, the change (given the harness and web-0's node), the node web-1 is then nominated
     # (None: the node web-0 got, whose round place is left)
@@ -434,29 +460,11 @@ def test_a_pod_no_place_suits_is_planned_again_only_once_the_view_changes_in_a_w
     the lock filter takes): while nothing changes, the pod would find what it found, so it is not
     planned again; a change that can give it a place (a node changed, a pod or a place freed, a
     round opened or lapsed, its policy changed) has it planned again at once."""
-    h, nominator = nominating([*CHOOSY_NODES, make_policy("web").strategy("Fill").count(2).obj()],
-                              round_timeout_seconds=60)
-    written: dict[str, str] = {}
-    plans: list[list[str]] = []
-    real_plan = nominator.plan
-
-    def counting(pods: list[Any]) -> list[tuple[Any, str]]:
-        plans.append([p.name for p in pods])
-        return real_plan(pods)
-
-    async def write(pod: Any, node: str) -> None:
-        written[pod.name] = node
-
-    nominator.plan = counting  # type: ignore[method-assign]
-    nominator.write = write
-    choosy = pending("web-1")
-    choosy["spec"]["nodeSelector"] = {"disk": "ssd"}
+    h, nominator, written, plans = watched_plans()
 
     async def run() -> None:
         nominator.start()
         try:
-            h.store.apply_pod(pending("web-0"))
-            h.store.apply_pod(choosy)
             await asyncio.sleep(0.6)  # nothing changes: six retries' time
             assert list(written) == ["web-0"]
             assert [p for p in plans if "web-1" in p] == [["web-0", "web-1"]]  # planned once
@@ -472,32 +480,43 @@ def test_a_pod_no_place_suits_is_planned_again_only_once_the_view_changes_in_a_w
     assert written["web-1"] == (expected or written["web-0"])
 
 
-def test_a_pod_no_place_suits_is_not_planned_again_for_filters_that_place_pods_where_they_were() -> None:
-    """Each filter of a nominated pod gives its place up and, a hit, takes it again: under a storm
-    of hits, the pod waiting for a place would otherwise be planned again every 0.1 s."""
-    h, nominator = nominating([*CHOOSY_NODES, make_policy("web").strategy("Fill").count(2).obj()],
-                              round_timeout_seconds=60)
-    written: dict[str, str] = {}
-    plans: list[list[str]] = []
-    real_plan = nominator.plan
+JUDGED_AGAIN: list[tuple[str, Callable[[Harness, dict[str, Any]], None], bool]] = [
+    # name, what kube-scheduler asks once filter placed web-0 on a, whether room came free
+    ("a_filter_placing_it_where_it_was", lambda h, pod: h.filter(pod, ["a"]), False),
+    ("a_prioritize_placing_it_where_it_was", lambda h, pod: h.prioritize(pod, ["a", "b"]), False),
+    ("its_bind_on_the_node_filter_chose", lambda h, pod: h.bind(pod, "a"), False),
+    ("a_filter_placing_it_elsewhere", lambda h, pod: h.filter(pod, ["b", "c"]), True),
+    ("its_bind_on_another_node", lambda h, pod: h.bind(pod, "b"), True),
+    ("its_bind_refused_by_the_recheck", lambda h, pod: h.bind(pod, "gone"), True),
+]
 
-    def counting(pods: list[Any]) -> list[tuple[Any, str]]:
-        plans.append([p.name for p in pods])
-        return real_plan(pods)
 
-    async def write(pod: Any, node: str) -> None:
-        written[pod.name] = node
+@pytest.mark.parametrize(("name", "judge", "freed"), JUDGED_AGAIN, ids=[c[0] for c in JUDGED_AGAIN])
+def test_a_judgement_frees_room_only_when_it_moves_the_pod_off_its_place(
+        name: str, judge: Callable[[Harness, dict[str, Any]], None], freed: bool) -> None:
+    """Each judgement of a pod gives its place up first; only one that does not place it there
+    again frees room, which has the nominator plan again the pods no place suited (a plan walks
+    the whole view): under a storm of hits and binds, the others would have them planned again
+    every 0.1 s."""
+    h, _ = nominating([*NODES, make_policy("web").strategy("Spread").obj()])
+    pod = pending("web-0")
+    h.store.apply_pod(pod)
+    assert h.filter(pod)["NodeNames"] == ["a", "b", "c"]
+    assert h.store.assumed["uid-shop-web-0"].pod.node_name == "a"
+    before = h.store.room_changes
+    judge(h, pod)
+    assert (h.store.room_changes != before) is freed
 
-    nominator.plan = counting  # type: ignore[method-assign]
-    nominator.write = write
-    choosy = pending("web-1")
-    choosy["spec"]["nodeSelector"] = {"disk": "ssd"}
+
+def test_a_pod_no_place_suits_is_not_planned_again_for_judgements_that_place_pods_where_they_were() -> None:
+    """Each filter of a nominated pod gives its place up and, a hit, takes it again, and so does its
+    bind: under a storm of hits and binds, the pod waiting for a place would otherwise be planned
+    again every 0.1 s."""
+    h, nominator, written, plans = watched_plans()
 
     async def run() -> None:
         nominator.start()
         try:
-            h.store.apply_pod(pending("web-0"))
-            h.store.apply_pod(choosy)
             for _ in range(100):
                 if written:
                     break
@@ -506,6 +525,8 @@ def test_a_pod_no_place_suits_is_not_planned_again_for_filters_that_place_pods_w
                 node = written["web-0"]
                 assert h.filter(pending("web-0", nominated=node), [node])["NodeNames"] == [node]
                 await asyncio.sleep(0.1)
+            assert h.bind(pending("web-0", nominated=node), node) == ""
+            await asyncio.sleep(0.15)
         finally:
             await nominator.stop()
 
