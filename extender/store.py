@@ -61,12 +61,13 @@ from berth.core import (
 from berth.extender.drain_holds import DRAIN_HOLD_SECONDS, GONE_KEPT, DrainHolds
 
 _ParsedPod = tuple[PodInfo, RoundMark | None, str | None, str | None, str | None, bool]
+"""A pod as read from the API: the pod, the round it records when bound, its nominated node when
+pending, when bound the evicted pod whose drain hold it took, when pending its schedulerName, and
+whether berth wrote its nomination (:func:`_nominated_by_berth`)."""
 
 NOMINATION_MANAGER = "berth-extender"
 """The field manager of berth's nominations (the patch's ``fieldManager``): a pod's managedFields
 show which nominations berth wrote, whichever replica or process wrote them."""
-"""A pod as read from the API: the pod, the round it records when bound, its nominated node when
-pending, when bound the evicted pod whose drain hold it took, and when pending its schedulerName."""
 
 log = logging.getLogger("berth.extender.store")
 
