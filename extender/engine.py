@@ -297,7 +297,7 @@ class Extender:
             # cluster and passes that node only if it is the one its strategy ranks first
             nominated = (judged[0] if len(judged) == 1 and not overrides and steered is NO_STEER
                          and judged[0] == nominated_node(args.Pod) else None)
-            if nominated is None and self._berths_nomination(pod.uid) is not None:
+            if nominated is None and self._berths_nomination_once(pod.uid) is not None:
                 # kube-scheduler's cycle began before it saw berth's nomination, or its own filters refused the node
                 self.metrics.nominations.labels("late").inc()
             ev, rnd = self._evaluate(state, pod, policy, strategy, judged if nominated is None else None, now,
@@ -344,7 +344,7 @@ class Extender:
         filter every node, so a stale nomination costs a round trip and never a placement. A
         nomination of berth's it no longer stands by is withdrawn (:attr:`on_stale_nomination`):
         kube-scheduler keeps a nomination of a pod it cannot place, and reserves its room there."""
-        berths = self._berths_nomination(pod.uid) == node
+        berths = self._berths_nomination_once(pod.uid) == node
         if decision.winner == node:
             if berths:
                 self.metrics.nominations.labels("hit").inc()
@@ -363,9 +363,10 @@ class Extender:
             why = f"berth: {decision.error.message}" if decision.error is not None else "berth: no node takes the pod"
         return {node: scheduler_text(why)}, {}, []
 
-    def _berths_nomination(self, uid: str) -> str | None:
-        """The node berth nominated for pod ``uid`` when its filter has not counted it yet (then
-        counted from now): this replica's nomination, or one the pod's managedFields show written
+    def _berths_nomination_once(self, uid: str) -> str | None:
+        """The node berth nominated for pod ``uid``, the first time its filter asks (None after,
+        until another node is nominated): the caller counts it hit, missed or late, and it is
+        marked counted here. This replica's nomination, or one the pod's managedFields show written
         by berth (:attr:`ClusterStore.berth_nominated`: another replica's, or this one's before a
         restart), so that whichever replica filters the pod counts it, once."""
         node = self.nominations.pop(uid, None) or self.store.berth_nominated.get(uid)
