@@ -217,12 +217,14 @@ class Nominator:
             self.requeue(self._unpark())
         bound = self.bound()
         if bound is not None:
+            # pods planned a few at a time, not one by one as each is reached: a plan's cost is
+            # mostly its own (the whole view judged once), not its pods'. Blocked under the store's
+            # lock, which a watch thread holds when it ends a nomination (_nomination_ended): one
+            # ended between the count and the flag would not wake the task
             with self.engine.store.lock:
                 room = bound - self.engine.store.most_nominated()
-            # pods planned a few at a time, not one by one as each is reached: a plan's cost is
-            # mostly its own (the whole view judged once), not its pods'
-            if room < min(limit, max(1, bound // 2)):
-                self._blocked = True
+                self._blocked = room < min(limit, max(1, bound // 2))
+            if self._blocked:
                 return []
             limit = min(limit, room)  # however they are planned, no node gets more than its bound
         ready = self.engine.clock() - self.after_seconds
