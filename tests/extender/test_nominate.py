@@ -508,6 +508,33 @@ def test_a_judgement_frees_room_only_when_it_moves_the_pod_off_its_place(
     assert (h.store.room_changes != before) is freed
 
 
+ROOM: list[tuple[str, Callable[[Harness], object], bool]] = [
+    # name, a change once web-0's filter placed it in a round for web-0 and web-1, whether the nominator
+    # plans a waiting pod again for it (the store counts it in room_changes)
+    ("a_bound_pod_deleted", lambda h: h.store.delete_pod(make_pod("db-0").on("a").obj()), True),
+    ("a_place_released", lambda h: h.store.release("uid-shop-web-0"), True),
+    ("a_round_opened", lambda h: [h.filter(pending(f"web-{i}")) for i in (1, 2)], True),
+    ("a_policy_deleted", lambda h: h.store.delete_policy(make_policy("web").obj()), True),
+    ("a_policy_changed", lambda h: h.store.apply_policy(make_policy("web").strategy("Fill").count(3).obj()), True),
+    ("a_place_in_the_round_taken", lambda h: h.filter(pending("web-1")), False),
+    ("the_watch_showing_the_placed_pod_bound",
+     lambda h: h.store.apply_pod(make_pod("web-0").labels({"app": "web"}).on("a").obj()), False),
+]
+
+
+@pytest.mark.parametrize(("name", "change", "counted"), ROOM, ids=[c[0] for c in ROOM])
+def test_the_store_counts_the_changes_that_can_give_a_waiting_pod_a_place(
+        name: str, change: Callable[[Harness], object], counted: bool) -> None:
+    h, _ = nominating([*NODES, make_policy("web").strategy("Fill").count(2).obj(),
+                       make_pod("db-0").on("a").obj()])
+    for name in ("web-0", "web-1"):
+        h.store.apply_pod(pending(name))
+    assert h.filter(pending("web-0"))["NodeNames"]  # opens a round with a place for each
+    before = h.store.room_changes
+    change(h)
+    assert (h.store.room_changes != before) is counted
+
+
 def test_a_pod_no_place_suits_is_not_planned_again_for_judgements_that_place_pods_where_they_were() -> None:
     """Each filter of a nominated pod gives its place up and, a hit, takes it again, and so does its
     bind: under a storm of hits and binds, the pod waiting for a place would otherwise be planned
