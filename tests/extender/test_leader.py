@@ -305,6 +305,19 @@ def test_a_new_leader_nominates_the_pods_its_queue_let_go_of_while_it_stood_by()
     assert counted(h, "dropped") == 0
 
 
+def test_a_standbys_record_of_the_pods_it_let_go_of_stays_within_the_pending_pods() -> None:
+    """Every pod a standby's full queue lets go of is recorded, to be nominated once it leads; pods
+    bound meanwhile are forgotten whenever the record doubles, so pods that come and go while it
+    stands by do not grow it without end."""
+    h, nominator = nominating([*NODES, make_policy("web").strategy("Spread").obj()], nominate_queue=2)
+    nominator.lead(False)
+    for i in range(200):
+        h.store.apply_pod(pending(f"web-{i}"))
+        h.store.apply_pod(make_pod(f"web-{i}").on("a").obj())  # kube-scheduler bound it
+    assert len(h.store.pending) == 0
+    assert len(nominator._evicted) <= 2 * 2 * 2  # twice the queue, doubled at most once more
+
+
 def test_losing_the_lease_abandons_the_nominations_not_written_yet() -> None:
     h, nominator = nominating([*NODES, make_policy("web").strategy("Spread").obj()])
     written: list[str] = []
