@@ -503,16 +503,19 @@ class ClusterStore(DrainHolds):
         return entry.round_id
 
     def _nominated_round(self, entry: Assumption) -> str | None:
-        """The round a nominated pod that names none holds its place in: the oldest round of its
-        policy kept (the book's, or one it moved past) whose plan has a place left on the nominated
-        node; the pod then counts there. A nomination records no round (it is a node in the pod's
-        status), so an extender restarted after berth nominated pods of a round knows their round
-        only this way, from the rounds its bound pods record (their carrier's plan): judged in the
-        latest round instead, a pod of one the book has moved past would be refused its place and
-        take one of the next round's (docs/behaviour.md, "Rounds")."""
+        """The round a pod berth nominated (its managedFields say so) that names none holds its
+        place in: the oldest round of its policy kept (the book's, or one it moved past) whose plan
+        has a place left on the nominated node; the pod then counts there. A nomination records no
+        round (it is a node in the pod's status), so an extender restarted after berth nominated
+        pods of a round knows their round only this way, from the rounds its bound pods record
+        (their carrier's plan): judged in the latest round instead, a pod of one the book has moved
+        past would be refused its place and take one of the next round's (docs/behaviour.md,
+        "Rounds")."""
         pod, node = entry.pod, entry.pod.node_name
+        if not node or self.berth_nominated.get(pod.uid) != node:
+            return None  # kube-scheduler's preemption: judged in the book's round, as its preemption was
         policy = self.policy_for(pod)
-        if policy is None or policy.strategy not in ROUND_STRATEGIES or not node:
+        if policy is None or policy.strategy not in ROUND_STRATEGIES:
             return None
         kept = [rnd for rnd in self._superseded.values() if rnd.policy == policy.key]
         book = self.rounds.get(policy.key)

@@ -561,17 +561,11 @@ def test_a_pod_no_place_suits_is_not_planned_again_for_judgements_that_place_pod
     assert [p for p in plans if "web-1" in p] == [["web-0", "web-1"]]  # planned once
 
 
-@pytest.mark.parametrize("older_listed_first", [True, False],
-                         ids=["older_round_listed_first", "newer_round_listed_first"])
-@pytest.mark.parametrize("strategy", ["Fill", "Each"])
-def test_a_restarted_extender_judges_a_nominated_pod_in_the_round_the_book_moved_past(strategy: str,
-                                                                                     older_listed_first: bool) -> None:
+def restarted_after_two_rounds(strategy: str, older_listed_first: bool = True,
+                               manager: str = "berth-extender") -> tuple[Harness, dict[str, str]]:
     """Two rounds nominated (web-0, web-1 on a; web-2, web-3 on b), the first pod of each bound
-    (each round's carrier), then the extender restarts. A nomination records no round: the
-    restarted extender finds each nominated pod's round from the rounds its bound pods record,
-    the oldest with a place left on the nominated node, so web-1 keeps its place in the first
-    round (judged in the latest, it was refused a and took web-3's place on b, and web-3 went
-    elsewhere: under Each, a third node with one pod)."""
+    (each round's carrier), then the extender restarted: what it lists shows web-1's and web-3's
+    nominations written by ``manager``. Returns it and the nominated nodes."""
     policy = make_policy("web").strategy(strategy).count(2).spec(**({"nodesLimit": 1} if strategy == "Each" else {}))
     h, nominator = nominating([*NODES, policy.obj()])
     planned: dict[str, str] = {}
@@ -589,13 +583,37 @@ def test_a_restarted_extender_judges_a_nominated_pod_in_the_round_the_book_moved
              .annotations(annotations[f"shop/{name}"]).obj() for name in ("web-0", "web-2")]
     if not older_listed_first:
         bound.reverse()
-    restarted, _ = nominating([*NODES, policy.obj(), *bound, pending("web-1", nominated="a"),
-                               pending("web-3", nominated="b")])
+    restarted, _ = nominating([*NODES, policy.obj(), *bound,
+                               *(_written_by(pending(name, nominated=planned[name]), manager)
+                                 for name in ("web-1", "web-3"))])
     restarted.clock.now = h.clock.now + 1
+    return restarted, planned
+
+
+@pytest.mark.parametrize("older_listed_first", [True, False],
+                         ids=["older_round_listed_first", "newer_round_listed_first"])
+@pytest.mark.parametrize("strategy", ["Fill", "Each"])
+def test_a_restarted_extender_judges_a_nominated_pod_in_the_round_the_book_moved_past(strategy: str,
+                                                                                     older_listed_first: bool) -> None:
+    """A nomination records no round: the restarted extender finds each nominated pod's round from
+    the rounds its bound pods record, the oldest with a place left on the nominated node, so web-1
+    keeps its place in the first round (judged in the latest, it was refused a and took web-3's
+    place on b, and web-3 went elsewhere: under Each, a third node with one pod)."""
+    restarted, planned = restarted_after_two_rounds(strategy, older_listed_first)
     for name in ("web-1", "web-3"):
-        pod = pending(name, nominated=planned[name])
+        pod = _written_by(pending(name, nominated=planned[name]), "berth-extender")
         assert restarted.filter(pod, [planned[name]])["NodeNames"] == [planned[name]], name
         assert restarted.bind(pod, planned[name]) == "", name
+
+
+@pytest.mark.parametrize("strategy", ["Fill", "Each"])
+def test_a_nomination_berth_did_not_write_takes_no_place_in_a_round_the_book_moved_past(strategy: str) -> None:
+    """A pod kube-scheduler's preemption nominated holds no place in any round (its preemption was
+    judged within the book's round): it is judged in the book's round, as any pod, and not given a
+    place left in a round the book moved past."""
+    restarted, _ = restarted_after_two_rounds(strategy, manager="kube-scheduler")
+    pod = _written_by(pending("web-1", nominated="a"), "kube-scheduler")
+    assert restarted.filter(pod, ["a"])["NodeNames"] == []
 
 
 @pytest.mark.parametrize("strategy", ["Fill", "Each"])
