@@ -558,10 +558,12 @@ class Nominator:
         with self._queue_lock:
             if not self._waiting:
                 self._waiting_until = until
+                # pods already waiting keep the view's changes as they found them: one that came
+                # after take() looked for it and before this plan would otherwise be missed by them
+                self._waiting_room = self._room()
             self._waiting_until = min(self._waiting_until, until)
             for pod in pods:
                 self._waiting[pod.uid] = pod
-            self._waiting_room = self._room()
 
     def _may_help(self) -> bool:
         """Whether the view changed since the waiting pods were parked in a way that can give them a

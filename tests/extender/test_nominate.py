@@ -480,6 +480,26 @@ def test_a_pod_no_place_suits_is_planned_again_only_once_the_view_changes_in_a_w
     assert written["web-1"] == (expected or written["web-0"])
 
 
+def test_a_change_that_came_while_other_pods_were_planned_still_has_the_waiting_pods_planned_again() -> None:
+    """The nominator checks for a change before it takes pods and parks the unplaced ones of its
+    plan after: a change between the two (a watch thread) that can give the pods already waiting a
+    place has them planned again, although the pods parked with it were planned after it."""
+    h, nominator = nominating([*CHOOSY_NODES, make_policy("web").strategy("Fill").count(2).obj()],
+                              round_timeout_seconds=60)
+    ssd, nvme = pending("web-1"), pending("web-2")
+    ssd["spec"]["nodeSelector"] = {"disk": "ssd"}
+    nvme["spec"]["nodeSelector"] = {"disk": "nvme"}
+    h.store.apply_pod(pending("web-0"))
+    h.store.apply_pod(ssd)
+    assert list(plan_queued(nominator)) == ["web-0"]  # web-1 waits: its round has no ssd place left
+    h.store.apply_pod(nvme)
+    taken = nominator.take(10)
+    assert [pod.name for pod in taken] == ["web-2"]
+    _label_ssd(h, h.store.assumed["uid-shop-web-0"].pod.node_name)  # web-1 may take the round's place left
+    assert nominator.plan(taken) == []  # web-2 waits too: no nvme node
+    assert [pod.name for pod in nominator.take(10)] == ["web-1", "web-2"]
+
+
 JUDGED_AGAIN: list[tuple[str, Callable[[Harness, dict[str, Any]], None], bool]] = [
     # name, what kube-scheduler asks once filter placed web-0 on a, whether room came free
     ("a_filter_placing_it_where_it_was", lambda h, pod: h.filter(pod, ["a"]), False),
