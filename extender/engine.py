@@ -47,6 +47,7 @@ from berth.core import (
     Steer,
     Strategy,
     Winner,
+    bind_record_data,
     evaluate_pod,
     format_time,
     honour_target,
@@ -518,8 +519,6 @@ class Extender:
                 honour_target(state, pod, hold, ev)  # type: ignore[arg-type]
             refusal = ev.decision.refused.get(node)
             earlier_encoded = self._filter_decisions.pop(pod.uid, None)
-            earlier = (DecisionRecord.model_validate_json(earlier_encoded)
-                       if earlier_encoded is not None else None)
             if rnd is not None:
                 ev.decision.plan, ev.decision.round_id = rnd.plan, rnd.id  # type: ignore[assignment]  # read only
             decision = self._stamp(ev.decision, "bind")
@@ -535,16 +534,29 @@ class Extender:
             store.placed_again(released, node)
             # one pod of the round records its whole plan (berth.core.round: the carrier)
             whole_plan = rnd is not None and store.carry_plan(rnd.id, pod.uid)
-            record = _bind_record(node, earlier, decision, whole_plan=whole_plan)
-            encoded = store.record_decision(pod.key, record)
+            if earlier_encoded is not None and self.core_settings.indexed:
+                # filter's record changed as JSON data, not read into the model and encoded again
+                data = bind_record_data(node, orjson.loads(earlier_encoded), decision,
+                                                      whole_plan=whole_plan, limit=ANNOTATION_LIMIT)
+                encoded = store.keep_decision(pod.key, orjson.dumps(data))
+                told = (data["strategy"], data["policy"], data["consideredCount"], data["refusedCount"],
+                        data["warnings"])
+            else:
+                earlier = (DecisionRecord.model_validate_json(earlier_encoded)
+                           if earlier_encoded is not None else None)
+                record = _bind_record(node, earlier, decision, whole_plan=whole_plan)
+                encoded = store.record_decision(pod.key, record)
+                told = (record.strategy, record.policy, record.considered_count, record.refused_count,
+                        record.warnings)
         annotations = {DECISION_ANNOTATION: encoded.decode()}
         if rnd is not None:
             annotations[ROUND_ANNOTATION] = rnd.id
-        message = (f"berth placed the pod on {node} (strategy {record.strategy}"
-                   + (f", policy {record.policy}" if record.policy else "")
-                   + f"; {record.considered_count} nodes considered, {record.refused_count} refused)")
-        if record.warnings:
-            message += "; warnings: " + "; ".join(record.warnings[:3])
+        strategy_name, policy_key, considered_count, refused_count, warnings = told
+        message = (f"berth placed the pod on {node} (strategy {strategy_name}"
+                   + (f", policy {policy_key}" if policy_key else "")
+                   + f"; {considered_count} nodes considered, {refused_count} refused)")
+        if warnings:
+            message += "; warnings: " + "; ".join(warnings[:3])
         return annotations, message
 
     def _known_request_node(self, node: str) -> dict[str, NodeInfo]:

@@ -55,6 +55,7 @@ from berth.core.evaluate import Evaluation, evaluate_pod, score_runs, scores
 from berth.core.fit import check_fit, demand
 from berth.core.framework import collect_candidates
 from berth.core.index.cluster import cache_sizes, prepare_index, read_only_caches
+from berth.core.index.records import bind_record_data
 from berth.core.kube import (
     LEASE_NAMESPACE,
     ObjectError,
@@ -161,6 +162,7 @@ __all__ = [
     "Strategy",
     "Winner",
     "Workload",
+    "bind_record_data",
     "cache_sizes",
     "capacity_report",
     "capacity_table",
