@@ -28,7 +28,8 @@ build many apps in one process).
   ``made``, ``hit``, ``missed``, ``late``, ``superseded``, ``dropped``, ``failed``, ``withdrawn``,
   ``abandoned``; ``hit``, ``missed`` and ``late`` on the replica whose filter judged the pod, for
   any nomination berth wrote (its managedFields name berth's field manager), whichever replica
-  wrote it: sum them over the replicas;
+  wrote it: sum them over the replicas (each knows only its own counts: a missed nomination whose
+  next filter reaches the other replica counts ``late`` there too);
 - ``berth_nominator_leading``: 1 while this replica nominates (it holds the nominator's Lease, or
   nominates without an election), 0 while another replica does (:mod:`berth.extender.leader`);
 - ``berth_nominator_node_bound``: the most pods the nominator lets be nominated on one node ahead of
@@ -123,7 +124,7 @@ class Metrics:
             "Pods berth nominated to a node before kube-scheduler's cycle (status.nominatedNodeName), by what "
             "became of the nomination: made (written by this replica), hit (filter was sent that node alone and "
             "passed it), missed (sent it alone, refused it: berth's decision changed), late (filter was sent more "
-            "nodes); hit, missed and late are counted once a nomination by the replica whose filter judged the pod, "
+            "nodes); hit, missed and late are counted once a nomination on each replica whose filter judged the pod, "
             "for nominations berth wrote (this replica, or another or an earlier process: the pod's managedFields "
             "name berth-extender); superseded "
             "(kube-scheduler's cycle for the pod, or another nomination, came before the write), dropped (the "
