@@ -192,7 +192,8 @@ class ClusterStore(DrainHolds):
             rnd = self.rounds.get(policy.key)
             if old is not None and old.spec != policy.spec and rnd is not None:
                 self.rounds[policy.key] = rounds.close(rnd)  # a changed policy starts a fresh round
-            self.room_changes += 1
+            if old is None or old.spec != policy.spec:  # not its status, which the operator writes often
+                self.room_changes += 1
 
     def delete_policy(self, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}
