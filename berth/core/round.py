@@ -221,10 +221,18 @@ def refused_by_round(failed: Decision, nodes: Sequence[str]) -> Decision:
 def quota(rnd: Round, exclude_uid: str = "") -> dict[str, int]:
     """The places left, node -> pods, in plan order; ``exclude_uid``'s own place counts as free
     (the pod asking again)."""
-    left = _left_of(rnd)
     own = rnd.placed.get(exclude_uid) if exclude_uid else None
+    # the round's functions take no settings: the index's switch is read from the environment
+    if index_from_environment():  # kept on the round by the index, read without a walk of the plan
+        return kept_rounds.quota(rnd, own, counted_left, with_place)
+    left = counted_left(rnd)
     if own is not None and own in left:
         left = {**left, own: left[own] + 1}
+    return with_place(left)
+
+
+def with_place(left: Mapping[str, int]) -> dict[str, int]:
+    """The nodes of ``left`` (node -> places left) with a place left, in its order."""
     return {node: n for node, n in left.items() if n > 0}
 
 
@@ -235,14 +243,6 @@ def counted_left(rnd: Round) -> dict[str, int]:
     for node in rnd.placed.values():
         used[node] = used.get(node, 0) + 1
     return {node: count - used.get(node, 0) for node, count in rnd.plan.items()}
-
-
-def _left_of(rnd: Round) -> dict[str, int]:
-    """:func:`counted_left`, kept on the round by the index (read only). The round's functions take
-    no settings, so the index's switch is read from the environment (``BERTH_INDEX``)."""
-    if index_from_environment():
-        return kept_rounds.places_left(rnd, counted_left)
-    return counted_left(rnd)
 
 
 def _moved(rnd: Round, changed: Round, took: str | None, gave: str | None) -> Round:

@@ -4,6 +4,7 @@ back, expired at the caller's ``now``, and rebuilt from the decisions recorded o
 from __future__ import annotations
 
 from typing import Any
+from unittest import mock
 
 import orjson
 import pytest
@@ -138,12 +139,13 @@ CHANGES = st.lists(st.tuples(st.sampled_from(["consume", "release", "note"]), st
                              st.sampled_from(["a", "b", "c"])), max_size=12)
 
 
-def _places_left_pod_by_pod(changes: list[tuple[str, str, str]], index: str) -> list[dict[str, dict[str, int]]]:
+def _places_left_pod_by_pod(changes: list[tuple[str, str, str]], index: str,
+                            plan: dict[str, int] = PLAN) -> list[dict[str, dict[str, int]]]:
     """Each pod's places left after each change, with ``BERTH_INDEX`` set to ``index``."""
     seen = []
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(INDEX_VARIABLE, index)
-        rnd: Round | None = opened()
+        rnd: Round | None = Round("shop/web", NOW, plan, NOW)
         mark = RoundMark(opened().id, None, None)
         for i, (change, uid, node) in enumerate(changes):
             assert rnd is not None
@@ -163,6 +165,40 @@ def test_places_left_kept_by_the_index_are_those_counted_from_the_pods(changes: 
     """With the index on, a round's places left are kept as its pods take and give them back;
     with it off, counted from its pods at every ask: the same, whatever the changes."""
     assert _places_left_pod_by_pod(changes, "on") == _places_left_pod_by_pod(changes, "off")
+
+
+# A longer plan, so that a node given its first place back goes in front of, between or behind the
+# nodes with a place left (node "e" is off the plan).
+LONG_CHANGES = st.lists(st.tuples(st.sampled_from(["consume", "release", "note"]),
+                                  st.sampled_from(["p0", "p1", "p2", "p3", "p4", "p5"]),
+                                  st.sampled_from(["a", "b", "c", "d", "e"])), max_size=20)
+
+
+@given(LONG_CHANGES)
+def test_places_left_kept_by_the_index_on_a_longer_plan_are_those_counted_from_the_pods(
+        changes: list[tuple[str, str, str]]) -> None:
+    plan = {"d": 1, "b": 2, "a": 1, "c": 2}
+    assert _places_left_pod_by_pod(changes, "on", plan) == _places_left_pod_by_pod(changes, "off", plan)
+
+
+@pytest.mark.parametrize("index", ["on", "off"])
+def test_a_rounds_places_left_are_read_without_a_walk_of_its_plan_with_the_index_on(
+        index: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As the extender's cycle asks, pod after pod: filter asks and takes a place, bind gives it back,
+    asks and takes it again. With the index, the nodes with a place left are walked out of the
+    plan's counts once, then kept; without it, at every ask."""
+    monkeypatch.setenv(INDEX_VARIABLE, index)
+    rnd = Round("shop/web", NOW, {f"n{i}": 2 for i in range(5)}, NOW)
+    walks = mock.patch.object(rounds, "with_place", wraps=rounds.with_place)
+    with walks as walked:
+        for i in range(9):
+            uid = f"p{i}"
+            node = rounds.next_node(rnd, uid)
+            assert node == f"n{i // 2}"
+            rnd = rounds.release(rounds.consume(rnd, uid, node, NOW + i), uid)
+            assert rounds.quota(rnd, uid) == {f"n{j}": 2 - (j == i // 2) * (i % 2) for j in range(i // 2, 5)}
+            rnd = rounds.consume(rnd, uid, node, NOW + i)
+    assert walked.call_count == (1 if index == "on" else 18)
 
 
 def test_a_round_keeps_its_places_left_with_the_index_on_only(monkeypatch: pytest.MonkeyPatch) -> None:
