@@ -344,7 +344,8 @@ class ClusterStore(DrainHolds):
         self._pending_remove(uid)
         self.release(uid)
         self.view.remove_pod(uid)
-        self.room_changes += 1
+        if gone is not None:  # off its node (a pending pod counts on none: its deletion frees no room)
+            self.room_changes += 1
 
     def _pending_remove(self, uid: str) -> None:
         self.berth_nominated.pop(uid, None)

@@ -537,6 +537,7 @@ ROOM: list[tuple[str, Callable[[Harness], object], bool]] = [
     ("a_policy_deleted", lambda h: h.store.delete_policy(make_policy("web").obj()), True),
     ("a_policy_changed", lambda h: h.store.apply_policy(make_policy("web").strategy("Fill").count(3).obj()), True),
     ("a_place_in_the_round_taken", lambda h: h.filter(pending("web-1")), False),
+    ("a_pending_pod_deleted", lambda h: h.store.delete_pod(pending("web-1")), False),
     ("the_policys_status_written", lambda h: h.store.apply_policy(
         make_policy("web").strategy("Fill").count(2).status({"observedGeneration": 1}).obj()), False),
     ("the_watch_showing_the_placed_pod_bound",
