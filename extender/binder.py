@@ -30,7 +30,7 @@ from urllib.parse import quote
 import orjson
 
 from berth.core import API_GROUP, CRD_VERSION, NODEDRAIN_PLURAL, PodInfo, format_time
-from berth.extender.kube_http import ApiError, ApiSession
+from berth.extender.kube_http import ApiError, ApiSession, NoConnection
 from berth.extender.store import NOMINATION_MANAGER, ClusterStore
 
 log = logging.getLogger("berth.extender.binder")
@@ -40,6 +40,11 @@ COMPONENT = "berth-extender"
 
 class BindError(RuntimeError):
     """The API server refused a step of the bind; the message is what kube-scheduler shows."""
+
+
+class BindingNotSent(BindError):
+    """The Binding was never sent (no connection to the API server came free in time): the pod is
+    certainly not bound by it."""
 
 
 class NominationRefused(BindError):
@@ -214,6 +219,14 @@ BINDING_CONNECTIONS_WARM = BINDING_CONNECTIONS
 """Connections of the Bindings' pool opened ahead of the binds and kept open while the pool is idle
 (:meth:`berth.extender.kube_http.ApiSession.warm`), so that no bind of a burst pays a TLS
 handshake: the whole pool, which the first binds of a burst open whole when it is cold."""
+BINDING_QUEUE_SECONDS = 3.0
+"""How long a Binding waits for a free connection of its pool at most; then it is not sent and the
+bind fails. kube-scheduler gives up on an extender's bind after its ``httpTimeout`` (5 s by
+default) and retries the pod: a Binding sent after that is work for an API server that is already
+behind, for a bind nobody waits for, and its retry then only meets Conflict. Failing early instead
+sends kube-scheduler's retry of the pod through its backoff, which is what lets a saturated API
+server catch up (measured at 5,000 nodes: berth's bind p99 reached 4.9 s with the connection wait
+at 1.9 s p50, and on a busier run binds that passed 5 s were retried, 7,377 binds for 5,000 pods)."""
 WARM_INTERVAL_SECONDS = 20.0
 """How often an idle pool's connections are used again: well within its keep-alive (60 s), after
 which an idle connection is closed."""
@@ -227,9 +240,10 @@ class KubeBinder:
     read holds; everything else on ``api``."""
 
     def __init__(self, api_client: Any, *, record_events: bool = True, warm: int = BINDING_CONNECTIONS_WARM,
-                 warm_interval: float = WARM_INTERVAL_SECONDS) -> None:
+                 warm_interval: float = WARM_INTERVAL_SECONDS, queue_seconds: float = BINDING_QUEUE_SECONDS) -> None:
         self.api = ApiSession(api_client.configuration)
-        self.bindings_api = ApiSession(api_client.configuration, connections=BINDING_CONNECTIONS)
+        self.bindings_api = ApiSession(api_client.configuration, connections=BINDING_CONNECTIONS,
+                                       connect_timeout=queue_seconds)
         self.record_events = record_events
         self.warm = warm
         self.warm_interval = warm_interval
@@ -278,6 +292,8 @@ class KubeBinder:
                 "POST", f"/api/v1/namespaces/{_seg(pod.namespace)}/pods/{_seg(pod.name)}/binding", body)
         except ApiError as exc:
             raise BindError(f"cannot bind pod {pod.key} to {node}: {_api_reason(exc)}") from None
+        except NoConnection as exc:
+            raise BindingNotSent(f"cannot bind pod {pod.key} to {node} now: {exc}") from None
 
     async def nominate(self, pod: PodInfo, node: str) -> None:
         # A nomination is set only where none is (KEP-5278's rule for components other than

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from berth.core import HOLD_ANNOTATION, ObjectError, PodInfo, pod_from_object
-from berth.extender.binder import Binder, BindError, EventQueue
+from berth.extender.binder import Binder, BindError, BindingNotSent, EventQueue
 from berth.extender.kube_http import CALL_TIMINGS
 from berth.extender.metrics import Metrics
 from berth.extender.store import Assumption, ClusterStore
@@ -100,7 +100,7 @@ class Bindings:
             for step in ("connection_wait", "connect", "answer"):
                 metrics.labelled(steps, step).observe(waits.get(step, 0.0))
             if failed is not None:
-                await self._after_failed_bind(pod, prior)
+                await self._after_failed_bind(pod, prior, sent=not isinstance(failed, BindingNotSent))
                 if isinstance(failed, BindError):  # the API server's refusal, already worded
                     return "bind_failed", str(failed)
                 log.error("bind of %s to %s failed", pod.key, node, exc_info=failed)  # the network, or worse
@@ -111,20 +111,22 @@ class Bindings:
             self.events.offer(pod, node, message)
         return "bound", ""
 
-    async def _after_failed_bind(self, pod: PodInfo, prior: Assumption | None) -> None:
+    async def _after_failed_bind(self, pod: PodInfo, prior: Assumption | None, *, sent: bool = True) -> None:
         """After a Binding failed, make the view hold what the API server holds. A refusal does not
         mean the pod runs nowhere: an earlier Binding (whose reply timed out) or another scheduler
         may have bound it, and the API server then answers Conflict while the pod takes room on
         its node. So the pod is read again and counted as the API server shows it. When it cannot
-        be read, an earlier bind's assumption is put back (that Binding may have been created) and
-        anything else is released."""
+        be read, or the Binding was not ``sent`` at all (no read is added to an API server too busy
+        to take the Binding), an earlier bind's assumption is put back (that Binding may have been
+        created) and anything else is released."""
         with self._store.lock:
             self._store.release(pod.uid)
-        try:
-            raw = await self._binder.fetch_pod(pod.namespace, pod.name)
-        except Exception as exc:
-            log.warning("cannot read pod %s after its failed bind: %s", pod.key, exc)
-            raw = None
+        raw = None
+        if sent:
+            try:
+                raw = await self._binder.fetch_pod(pod.namespace, pod.name)
+            except Exception as exc:
+                log.warning("cannot read pod %s after its failed bind: %s", pod.key, exc)
         with self._store.lock:
             if raw is not None and _uid(raw) == pod.uid:
                 self._store.apply_pod(raw)

@@ -61,6 +61,11 @@ class ApiUnreachable(Exception):
     """No answer from the API server: the connection failed or the call timed out."""
 
 
+class NoConnection(ApiUnreachable):
+    """The request was never sent: no connection of the pool came free (or could be opened) within
+    the session's ``connect_timeout``."""
+
+
 def ssl_context(configuration: Any) -> ssl.SSLContext | None:
     """The TLS context the kubernetes client's urllib3 pool would use for ``configuration``; None for
     a plain-HTTP server."""
@@ -134,11 +139,12 @@ class ApiSession:
     ``asyncio.run``) gets a pool of its own. :meth:`close` closes the current one."""
 
     def __init__(self, configuration: Any, *, connections: int = CONNECTIONS,
-                 timeout: float = REQUEST_TIMEOUT_SECONDS) -> None:
+                 timeout: float = REQUEST_TIMEOUT_SECONDS, connect_timeout: float = CONNECT_TIMEOUT_SECONDS) -> None:
         self.configuration = configuration
         self.base = str(configuration.host).rstrip("/")
         self.connections = connections
-        self.timeout = aiohttp.ClientTimeout(total=timeout, connect=CONNECT_TIMEOUT_SECONDS)
+        # connect: the wait for a free connection of the pool and the opening of a new one, together
+        self.timeout = aiohttp.ClientTimeout(total=timeout, connect=connect_timeout)
         self._ssl = ssl_context(configuration)
         self._server_hostname = getattr(configuration, "tls_server_name", None) or None
         self._proxy, self._proxy_headers = proxy_of(configuration)
@@ -169,7 +175,8 @@ class ApiSession:
                       content_type: str = "application/json") -> bytes:
         """The reply's body to ``method path`` (``body`` sent as JSON, as ``content_type``: a PATCH
         names its kind, e.g. ``application/merge-patch+json``); :class:`ApiError` for an error
-        status, :class:`ApiUnreachable` when no answer came. Its waits and its answer's time go to
+        status, :class:`ApiUnreachable` when no answer came (:class:`NoConnection` when the request
+        was not even sent). Its waits and its answer's time go to
         :data:`CALL_TIMINGS` when the caller set it."""
         headers = self._headers()
         data = None
@@ -186,6 +193,10 @@ class ApiSession:
                 if resp.status >= 400:
                     raise ApiError(resp.status, resp.reason or "", payload)
                 return payload
+        except aiohttp.ConnectionTimeoutError:  # before TimeoutError, which it also is
+            raise NoConnection(f"no connection to the API server for {method} {path} within "
+                               f"{self.timeout.connect:g}s (all {self.connections} of the pool busy, or none "
+                               "could be opened)") from None
         except TimeoutError:
             raise ApiUnreachable(f"the API server did not answer {method} {path} within "
                                  f"{self.timeout.total:g}s") from None

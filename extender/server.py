@@ -68,8 +68,9 @@ def build_app(snapshot: str | None = None, settings: ExtenderSettings | None = N
     live = LiveView(store, KubeSource(api_client), metrics=metrics, track_leases=settings.track_leases,
                     watch_timeout_seconds=settings.watch_timeout_seconds,
                     backoff_max_seconds=settings.relist_backoff_max_seconds, settle_heap=settle_heap)
-    return create_app(store, settings, binder=KubeBinder(api_client, record_events=settings.record_events,
-                                                                warm=settings.bind_connections_warm),
+    binder = KubeBinder(api_client, record_events=settings.record_events, warm=settings.bind_connections_warm,
+                        queue_seconds=settings.bind_queue_seconds)
+    return create_app(store, settings, binder=binder,
                       source=live, metrics=metrics, reviewer=KubeReviewer(api_client),
                       elector=nominator_elector(settings, api_client.configuration))
 

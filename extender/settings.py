@@ -99,6 +99,10 @@ class ExtenderSettings(BaseSettings):
     # connections for the Bindings opened from the start and kept open while idle, so that no bind of a
     # burst pays a TLS handshake (extender/binder.py); at most the Bindings' pool's 64; 0: opened on demand
     bind_connections_warm: int = Field(default=64, ge=0, le=64)
+    # a Binding that found no free connection within this many seconds is not sent and its bind fails
+    # (kube-scheduler retries the pod after its backoff): keep it below kube-scheduler's extender
+    # httpTimeout (5 s by default), after which kube-scheduler no longer waits for the bind
+    bind_queue_seconds: float = Field(default=3.0, gt=0, le=600)
     watch_timeout_seconds: int = Field(default=300, ge=10, le=3600)  # server-side watch timeout, then re-watch
     relist_backoff_max_seconds: float = Field(default=30.0, gt=0, le=600)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"

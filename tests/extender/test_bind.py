@@ -16,7 +16,7 @@ import pytest
 from berth.core.decision import DECISION_ANNOTATION, Winner
 from berth.core.model import PodInfo
 from berth.extender.app import create_app
-from berth.extender.binder import BindError, EventQueue
+from berth.extender.binder import BindError, BindingNotSent, EventQueue
 from berth.extender.settings import ExtenderSettings
 from tests.builders import make_node, make_pod, make_policy
 from tests.decision_schema import valid_record
@@ -30,9 +30,12 @@ class RecordingBinder:
 
     def __init__(self, *, delay: float = 0.0, fail: str | None = None,
                  event_gates: Mapping[str, asyncio.Event] | None = None, event_fails: bool = False,
-                 bind_gates: Mapping[str, asyncio.Event] | None = None, fails: Collection[str] = ()) -> None:
+                 bind_gates: Mapping[str, asyncio.Event] | None = None, fails: Collection[str] = (),
+                 not_sent: bool = False) -> None:
         self.delay = delay
         self.fail = fail
+        self.not_sent = not_sent  # every Binding fails before it is sent (no connection came free)
+        self.reads: list[str] = []  # the pods read again, by key
         self.bind_gates = bind_gates or {}  # pod key -> its Binding waits for it (a slow API server)
         self.fails = set(fails)  # pod keys whose Binding the API server refuses
         self.in_flight: set[str] = set()
@@ -51,6 +54,8 @@ class RecordingBinder:
             self.in_flight.add(pod.key)
             await gate.wait()
             self.in_flight.discard(pod.key)
+        if self.not_sent:
+            raise BindingNotSent(f"cannot bind pod {pod.key} to {node} now: no connection to the API server")
         if self.fail or pod.key in self.fails:
             raise BindError(self.fail or f"cannot bind pod {pod.key} to {node}: InternalError")
         self.bound[pod.key] = node
@@ -68,6 +73,7 @@ class RecordingBinder:
         self.refusals.setdefault(pod.key, []).append(message)
 
     async def fetch_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.reads.append(f"{namespace}/{name}")
         return None
 
 
@@ -175,6 +181,24 @@ def test_a_failed_binding_releases_the_pod() -> None:
     assert "not found" in r.json()["Error"]
     assert store.view.pod(p["metadata"]["uid"]) is None
     assert store.assumed == {}
+
+
+@pytest.mark.parametrize(("binder", "read_again"), [
+    (RecordingBinder(fail="cannot bind pod shop/web-1 to a: Conflict"), True),
+    (RecordingBinder(not_sent=True), False),
+], ids=["refused_binding_reads_the_pod_again", "binding_never_sent_adds_no_read"])
+def test_a_failed_binding_reads_the_pod_again_only_when_it_was_sent(binder: RecordingBinder,
+                                                                     read_again: bool) -> None:
+    """A Binding the API server refused may have met one that bound the pod (the pod is read again
+    to count it where it is); one never sent bound nothing, and a read would only add to an API
+    server too busy to take it."""
+    store = make_store([make_node("a").cpu("2").obj(), make_policy("web").obj()])
+    app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
+    p = make_pod("web-1").labels(WEB).cpu("1").obj()
+    _, bound = _serve(app, ("/filter", {"Pod": p, "NodeNames": ["a"]}), ("/bind", bind_args(p, "a")))
+    assert bound["Error"].startswith("cannot bind pod shop/web-1 to a")
+    assert binder.reads == (["shop/web-1"] if read_again else [])
+    assert store.view.pod(p["metadata"]["uid"]) is None and store.assumed == {}
 
 
 def test_a_bound_pod_stays_counted_until_the_watch_shows_it_or_its_time_is_up() -> None:

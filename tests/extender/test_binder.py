@@ -18,7 +18,7 @@ import pytest
 
 from berth.core.model import PodInfo
 from berth.extender.app import create_app
-from berth.extender.binder import BindError, KubeBinder
+from berth.extender.binder import BindError, BindingNotSent, KubeBinder
 from berth.extender.kube_http import CALL_TIMINGS, ApiSession, ApiUnreachable, proxy_of
 from berth.extender.settings import ExtenderSettings
 from tests.builders import make_node, make_pod, make_policy
@@ -422,6 +422,28 @@ def test_no_answer_is_api_unreachable_naming_the_call(api_server: _ApiServer) ->
     timed_out, refused = asyncio.run(calls())
     assert timed_out == "the API server did not answer GET /api/v1/namespaces/shop/pods/web-0 within 0.2s"
     assert refused.startswith("cannot reach the API server for GET /api/v1/namespaces/shop/pods/web-0: ")
+
+
+def test_a_binding_that_finds_no_free_connection_in_time_is_never_sent(api_server: _ApiServer) -> None:
+    """kube-scheduler stops waiting for a bind after its httpTimeout: a Binding still waiting for a
+    connection by ``queue_seconds`` is not sent (the API server gets no work for a bind nobody
+    waits for), and the bind fails saying so."""
+    from kubernetes import client
+
+    binder = KubeBinder(client.ApiClient(_configuration(api_server.url)), warm=0, queue_seconds=0.2)
+    binder.bindings_api.connections = 1  # the first Binding holds the pool's one connection
+    api_server.delay = 0.6
+    pods = [PodInfo(uid=f"u{i}", name=f"web-{i}", namespace="shop") for i in range(2)]
+
+    async def calls() -> list[BaseException | None]:
+        return await asyncio.gather(*(binder.bind(pod, "node-a", {}) for pod in pods), return_exceptions=True)
+
+    first, second = _run(binder, calls)
+    assert first is None
+    assert isinstance(second, BindingNotSent)
+    assert str(second).startswith("cannot bind pod shop/web-1 to node-a now: no connection to the API server for "
+                                  "POST /api/v1/namespaces/shop/pods/web-1/binding within 0.2s")
+    assert [path for _, path, _ in api_server.requests] == ["/api/v1/namespaces/shop/pods/web-0/binding"]
 
 
 def test_a_binding_the_api_server_never_answered_releases_the_room_and_says_why() -> None:
