@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 
 from berth.core.fit import REPORTED_DIMENSIONS, SHARE_DIMENSIONS, UNVERIFIED_CAPACITY, Fit, check_fit
 from berth.core.model import NodeInfo, PodInfo
-from berth.core.plugins.fit import _PROJECTED, Candidate, Fitted, NodeUse, weighed_dimensions
+from berth.core.plugins.fit import PROJECTED_DIMENSIONS, Candidate, Fitted, NodeUse, weighed_dimensions
 from berth.core.quantity import CPU, DISK, MEMORY, PODS
 from berth.core.settings import Settings
 
@@ -31,7 +31,7 @@ def shape_judge(need: Mapping[str, int], pod: PodInfo, settings: Settings) -> Sh
     disk_need = need.get(DISK, 0)
     disk_floor_percent = settings.min_free_disk_percent
     weighed = [(dim, need.get(dim, 0)) for dim in weighed_dimensions(need)]
-    projected = [(dim, need.get(dim, 0)) for dim in weighed_dimensions(need, _PROJECTED)]
+    projected = [(dim, need.get(dim, 0)) for dim in weighed_dimensions(need, PROJECTED_DIMENSIONS)]
     shares = [(dim, need.get(dim, 0))
               for dim in (*SHARE_DIMENSIONS, *(d for d in need if d not in SHARE_DIMENSIONS and d != PODS))]
     cpu_need, mem_need, disk_share_need = need.get(CPU, 0), need.get(MEMORY, 0), need.get(DISK, 0)

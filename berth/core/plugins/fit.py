@@ -134,7 +134,9 @@ def weighed_dimensions(need: Mapping[str, int], among: AbstractSet[str] | None =
     return asked or [CPU, MEMORY]
 
 
-_PROJECTED = frozenset({CPU, MEMORY})
+PROJECTED_DIMENSIONS = frozenset({CPU, MEMORY})
+"""The dimensions a node's projected use is weighed over, by the plain judge here and by the index
+layer's per-shape judge (berth.core.index.shape), which must weigh the same."""
 
 
 def _candidate(node: NodeInfo, requested: Mapping[str, int], need: Mapping[str, int], capacity: int,
@@ -151,7 +153,7 @@ def _candidate(node: NodeInfo, requested: Mapping[str, int], need: Mapping[str, 
     if known:
         usage, rate = usage / known, rate / known
     projected = max((((requested.get(d, 0) + need.get(d, 0)) / alloc[d])
-                     for d in weighed_dimensions(need, _PROJECTED) if alloc.get(d)), default=0.0)
+                     for d in weighed_dimensions(need, PROJECTED_DIMENSIONS) if alloc.get(d)), default=0.0)
     free_after = min(
         ((alloc[d] - requested.get(d, 0) - need.get(d, 0)) / alloc[d]
          for d in (*SHARE_DIMENSIONS, *(d for d in need if d not in SHARE_DIMENSIONS and d != PODS))
