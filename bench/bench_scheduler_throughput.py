@@ -368,6 +368,34 @@ class Scrapes:
     def scheduler(self, port: int) -> str:
         return httpx.get(f"https://127.0.0.1:{port}/metrics", verify=self.scheduler_tls, timeout=30).text
 
+    def cpu_profiles(self, scheduler_port: int, seconds: float, into: Path, label: str) -> threading.Thread:
+        """Go CPU profiles of the API server and kube-scheduler over the next ``seconds``, written as
+        ``<label>.<component>.pprof`` (read with ``go tool pprof``): where their time goes while a
+        row binds, one row's profile set against another's (``-diff_base``)."""
+        sources = (("apiserver", self.server, self.apiserver_tls),
+                   ("scheduler", f"https://127.0.0.1:{scheduler_port}", self.scheduler_tls))
+
+        def one(component: str, base: str, tls: ssl.SSLContext) -> None:
+            url = f"{base}/debug/pprof/profile?seconds={max(1, round(seconds))}"
+            try:
+                got = httpx.get(url, verify=tls, timeout=seconds + 30)
+                got.raise_for_status()
+                (into / f"{label}.{component}.pprof").write_bytes(got.content)
+            except httpx.HTTPError as err:  # a profile is a diagnosis: the row's figures stand without it
+                log(f"{label}: no {component} CPU profile: {err}")
+
+        def both() -> None:
+            threads = [threading.Thread(target=one, args=source, daemon=True) for source in sources]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+
+        into.mkdir(parents=True, exist_ok=True)
+        runner = threading.Thread(target=both, daemon=True)
+        runner.start()
+        return runner
+
 
 def make_nodes(api: Any, count: int) -> list[str]:
     names = [f"bench-node-{i:04d}" for i in range(count)]
@@ -432,7 +460,7 @@ def create_pods_paced(cp: ControlPlane, namespace: str, count: int, scheduler: s
 def run_one(cp: ControlPlane, api: Any, label: str, config: dict[str, Any], pods: int,
             extender: Extender | None, strategy: str | None, timeout: float,
             spec: dict[str, Any] | None = None, pace: float | None = None,
-            metrics_dir: Path | None = None) -> dict[str, Any]:
+            metrics_dir: Path | None = None, cpu_profile: tuple[Path, float] | None = None) -> dict[str, Any]:
     """One row: ``pods`` pods bound by a kube-scheduler of ``config``. Without ``pace`` the pods
     exist before the scheduler starts (it binds as fast as it can); with it, the scheduler runs
     first and the pods are created ``pace`` a second, so that it binds at that rate."""
@@ -467,6 +495,8 @@ def run_one(cp: ControlPlane, api: Any, label: str, config: dict[str, Any], pods
     scheduler_before = ""  # a new kube-scheduler: its histograms start empty
     t_start = time.monotonic()
     sched = cp.start_scheduler(config, name=f"kube-scheduler-{label}", verbosity=1)
+    profiling = (scrapes.cpu_profiles(sched.secure_port, cpu_profile[1], cpu_profile[0], label)
+                 if cpu_profile else None)
     try:
         if pace is not None:
             created_rate = create_pods_paced(cp, namespace, pods, sched_name, pace)
@@ -476,6 +506,8 @@ def run_one(cp: ControlPlane, api: Any, label: str, config: dict[str, Any], pods
         apiserver_after = scrapes.apiserver()
         scheduler_after = scrapes.scheduler(sched.secure_port)
         berth_after = httpx.get(extender.url + "/metrics", timeout=10).text if extender is not None else ""
+        if profiling is not None:
+            profiling.join()
     finally:
         sched.stop()
         watch.stop()
@@ -540,6 +572,18 @@ def run_one(cp: ControlPlane, api: Any, label: str, config: dict[str, Any], pods
               "scheduler_ms": scheduler_means_ms(scheduler_after)}
     log(json.dumps(result))
     return result
+
+
+def cpu_profile_option(text: str) -> tuple[Path, float]:
+    """``--cpu-profile DIR:SECONDS`` as the folder and the seconds; ValueError names what is wrong."""
+    folder, _, seconds = text.rpartition(":")
+    try:
+        length = float(seconds)
+    except ValueError:
+        length = 0.0
+    if not folder or not 1 <= length <= 600:
+        raise ValueError(f"{text!r} is not DIR:SECONDS with SECONDS from 1 to 600")
+    return Path(folder), length
 
 
 def nominations(url: str) -> dict[str, float]:
@@ -648,6 +692,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--metrics-dir", type=Path, default=None,
                         help="write each row's /metrics pages (the API server's before and after, kube-scheduler's "
                         "and berth's after) to this folder as <row>.<component>.prom")
+    parser.add_argument("--cpu-profile", default=None, metavar="DIR:SECONDS",
+                        help="take a Go CPU profile of the API server and of kube-scheduler over the first SECONDS "
+                        "of each row's binding, written to DIR as <row>.<apiserver|scheduler>.pprof (compare two "
+                        "rows with go tool pprof -top -diff_base); keep SECONDS below the rows' bind span")
     parser.add_argument("--versus", default=None, metavar="NAME=VALUE[,NAME=VALUE]",
                         help="run each profile and nominate row twice in turn, as is and with these extender "
                         "settings (rows <row>-vs), each with an extender started for it: a change compared "
@@ -677,6 +725,10 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--versus: {item.strip()!r} is not NAME=VALUE with a BERTH_ setting's NAME")
         if sep:
             versus[name] = value
+    try:
+        cpu_profile = None if args.cpu_profile is None else cpu_profile_option(args.cpu_profile)
+    except ValueError as err:
+        parser.error(f"--cpu-profile: {err}")
     if args.pace == "noop" and "noop" not in rows:
         parser.error("--pace noop: paces at the noop row's rate, and --rows has no noop row")
     reference_before = machine_reference_ms()
@@ -698,7 +750,7 @@ def main(argv: list[str] | None = None) -> int:
         plain = {"clientConnection": dict(CLIENT)}
 
         def row(*given: Any) -> dict[str, Any]:  # one row, at the pace in force when it starts
-            return run_one(*given, pace=pace, metrics_dir=args.metrics_dir)
+            return run_one(*given, pace=pace, metrics_dir=args.metrics_dir, cpu_profile=cpu_profile)
 
         references: set[str] = set()
 
@@ -710,7 +762,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 noop_config = {**noop_scheduler_config(noop_url, "bench-noop"), **plain}
                 results.append(run_one(cp, api, label, noop_config, args.pods, None, None, args.timeout,
-                                       metrics_dir=args.metrics_dir))
+                                       metrics_dir=args.metrics_dir, cpu_profile=cpu_profile))
                 references.add(label)
             finally:
                 noop.stop(grace=5)

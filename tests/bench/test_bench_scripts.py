@@ -3,12 +3,13 @@ nothing) reports a figure all the same."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bench.bench_nominated_filter import build_store, run
-from bench.bench_scheduler_throughput import judge_vs_noop, reference_label, scheduler_means_ms
+from bench.bench_scheduler_throughput import cpu_profile_option, judge_vs_noop, reference_label, scheduler_means_ms
 
 SCHEDULER_PAGE = """\
 # TYPE scheduler_framework_extension_point_duration_seconds histogram
@@ -30,6 +31,17 @@ def test_kube_schedulers_filter_time_a_pod_is_the_filter_extension_points_alone(
 
 def test_kube_schedulers_times_are_unknown_when_it_scheduled_nothing() -> None:
     assert scheduler_means_ms("") == {"filter": None, "algorithm": None}
+
+
+def test_a_cpu_profile_option_gives_its_folder_and_seconds() -> None:
+    assert cpu_profile_option("out/profiles:12.5") == (Path("out/profiles"), 12.5)
+
+
+@pytest.mark.parametrize("text", ["profiles", ":10", "profiles:", "profiles:ten", "profiles:0.5", "profiles:601",
+                                  "profiles:nan"])
+def test_a_cpu_profile_option_without_a_folder_and_seconds_from_1_to_600_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="DIR:SECONDS"):
+        cpu_profile_option(text)
 
 
 def test_the_nominated_filter_benchmark_nominates_every_pod_and_each_filter_hits() -> None:
