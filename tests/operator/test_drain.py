@@ -45,6 +45,17 @@ def view(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> ClusterView
     return out
 
 
+def api_pod() -> dict[str, Any]:
+    """The api pod on node-a: its 3 CPUs fit no 2-CPU destination."""
+    return (make_pod("api")
+            .on("node-a")
+            .cpu("3")
+            .labels({"app": "api"})
+            .owner(("ReplicaSet", "api-1"))
+            .memory("1Gi")
+            .obj())
+
+
 def cluster() -> ClusterView:
     """node-a (drained) holds two web pods and a 3-CPU api pod; node-b and node-c have 2 CPUs."""
     return view([make_node("node-a").disk(None).cpu("8").obj(),
@@ -52,13 +63,7 @@ def cluster() -> ClusterView:
                  make_node("node-c").disk(None).cpu("2").obj()],
                 [make_pod("w1").on("node-a").owner(RS).cpu("1").memory("1Gi").obj(),
                  make_pod("w2").on("node-a").owner(RS).cpu("1").memory("1Gi").obj(),
-                 (make_pod("api")
-                  .on("node-a")
-                  .cpu("3")
-                  .labels({"app": "api"})
-                  .owner(("ReplicaSet", "api-1"))
-                  .memory("1Gi")
-                  .obj())])
+                 api_pod()])
 
 
 def no_policy(_: Any) -> PlacementPolicy | None:
@@ -92,14 +97,7 @@ def test_every_pod_planned_is_phase_planned_and_an_event_when_it_was_blocked() -
     bigger = view([make_node("node-a").disk(None).cpu("8").obj(),
                    make_node("node-b").disk(None).cpu("8").obj(),
                    make_node("node-c").disk(None).cpu("2").obj()],
-                  [make_pod("w1").on("node-a").owner(RS).cpu("1").memory("1Gi").obj(),
-                   (make_pod("api")
-                    .on("node-a")
-                    .cpu("3")
-                    .labels({"app": "api"})
-                    .owner(("ReplicaSet", "api-1"))
-                    .memory("1Gi")
-                    .obj())])
+                  [make_pod("w1").on("node-a").owner(RS).cpu("1").memory("1Gi").obj(), api_pod()])
     outcome = compute({"nodes": ["node-a"], "anyDestination": True}, bigger, status=blocked)
     assert (outcome.status["phase"], outcome.status["planned"], outcome.status["blocked"]) == ("Planned", 2, 0)
     planned = next(c for c in outcome.status["conditions"] if c["type"] == "Planned")
@@ -121,13 +119,7 @@ def test_refusals_in_the_status_are_capped_with_their_count() -> None:
                                                                 .disk(None)
                                                                 .cpu("2")
                                                                 .obj()) for i in range(REFUSED_LIMIT + 4)]
-    state = view(nodes, [(make_pod("api")
-                          .on("node-a")
-                          .cpu("3")
-                          .labels({"app": "api"})
-                          .owner(("ReplicaSet", "api-1"))
-                          .memory("1Gi")
-                          .obj())])
+    state = view(nodes, [api_pod()])
     (entry,) = compute({"nodes": ["node-a"], "anyDestination": True}, state).status["pods"]
     assert len(entry["refused"]) == REFUSED_LIMIT and entry["refusedCount"] == REFUSED_LIMIT + 4
 

@@ -20,7 +20,7 @@ from berth.operator.handlers import OperatorConfig, build_registry
 from berth.operator.patches import apply_merge_patch
 from tests.builders import make_node, make_pod
 from tests.operator.objects import store_of
-from tests.operator.test_drain import NOW, RS, no_policy, nodedrain, view
+from tests.operator.test_drain import NOW, RS, api_pod, no_policy, nodedrain, view
 
 PDB = "Cannot evict pod as it would violate the pod's disruption budget."
 
@@ -199,13 +199,7 @@ def test_an_eviction_failing_otherwise_is_asked_for_again_later() -> None:
 
 def test_blocked_pods_stay_and_are_planned_again_when_a_node_is_added() -> None:
     api = FakeApi()
-    big = (make_pod("api")
-           .on("node-a")
-           .cpu("3")
-           .labels({"app": "api"})
-           .owner(("ReplicaSet", "api-1"))
-           .memory("1Gi")
-           .obj())
+    big = api_pod()
     small = [make_node("node-a").disk(None).cpu("8").obj(), make_node("node-b").disk(None).cpu("2").obj()]
     small[0]["spec"]["unschedulable"] = True
     first = tick(view(small, [big, *web("w1")]), api)
