@@ -124,6 +124,22 @@ def events(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
     return posted
 
 
+@pytest.fixture
+def plans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many pods each plan the handlers make is for, in order: what is planned, and when a
+    plan is shared or made again."""
+    from berth.operator import handlers
+
+    counts: list[int] = []
+
+    def counted(view: Any, pod: Any, policy: Any, settings: Any, now: float, count: int) -> Any:
+        counts.append(count)
+        return plan_waiting(view, pod, policy, settings, now, count)
+
+    monkeypatch.setattr(handlers, "plan_waiting", counted)
+    return counts
+
+
 def refresh(state: OperatorState, body: dict[str, Any], now: float | None = None,
             drains: dict[str, Any] | None = None) -> kopf.Patch:
     """One refresh of ``body``; the status written (Kopf's patch, or with a status writer the
@@ -303,16 +319,7 @@ def test_refresh_recomputes_only_when_an_input_changed(events: list[tuple[str, s
 
 
 def test_a_pod_change_updates_the_counts_at_once_and_the_plan_at_most_every_period(
-        monkeypatch: pytest.MonkeyPatch, events: list[tuple[str, str, str]]) -> None:
-    from berth.operator import handlers
-
-    plans: list[int] = []
-
-    def counted(view: Any, pod: Any, policy: Any, settings: Any, now: float, count: int) -> Any:
-        plans.append(count)
-        return plan_waiting(view, pod, policy, settings, now, count)
-
-    monkeypatch.setattr(handlers, "plan_waiting", counted)
+        plans: list[int], events: list[tuple[str, str, str]]) -> None:
     store = store_of([make_node("node-a").disk(None).obj(),
                       make_node("node-b").disk(None).obj()], [make_pod("p1").cpu("1").memory("1Gi").obj(),
                       make_pod("w1").on("node-a").cpu("1").memory("1Gi").obj()])
@@ -347,19 +354,10 @@ SHARING: list[tuple[str, dict[str, Any], int]] = [
 ]
 
 
-@pytest.mark.parametrize(("case", "spec", "plans"), SHARING, ids=[c[0] for c in SHARING])
-def test_policies_alike_share_a_plan_within_the_period(monkeypatch: pytest.MonkeyPatch, case: str,
-                                                       spec: dict[str, Any], plans: int,
+@pytest.mark.parametrize(("case", "spec", "made"), SHARING, ids=[c[0] for c in SHARING])
+def test_policies_alike_share_a_plan_within_the_period(case: str, spec: dict[str, Any], made: int,
+                                                       plans: list[int],
                                                        events: list[tuple[str, str, str]]) -> None:
-    from berth.operator import handlers
-
-    made: list[str] = []
-
-    def counted(view: Any, pod: Any, policy: Any, settings: Any, now: float, count: int) -> Any:
-        made.append(policy.key)
-        return plan_waiting(view, pod, policy, settings, now, count)
-
-    monkeypatch.setattr(handlers, "plan_waiting", counted)
     store = store_of([make_node("node-a").disk(None).obj(), make_node("node-b").disk(None).obj()],
                      [make_pod("p1").cpu("1").memory("1Gi").obj(),
                       make_pod("q1").namespace("other").labels({"app": "api"}).cpu("1").memory("1Gi").obj()])
@@ -368,35 +366,26 @@ def test_policies_alike_share_a_plan_within_the_period(monkeypatch: pytest.Monke
     api = make_policy("api").whole_spec(spec).namespace("other").obj()
     refresh(state, web, 100.0)
     refresh(state, api, 101.0)
-    assert len(made) == plans
+    assert len(plans) == made
     assert api["status"]["plan"] == web["status"]["plan"] and api["status"]["selected"] == 1
     store.apply_node(make_node("node-c")
                       .disk(None)
                       .obj())  # a node added: planned afresh, once a period is over for each
     refresh(state, web, 111.0)
     refresh(state, api, 112.0)
-    assert len(made) == 2 * plans
+    assert len(plans) == 2 * made
 
 
-@pytest.mark.parametrize(("case", "spec", "plans"), SHARING, ids=[c[0] for c in SHARING])
+@pytest.mark.parametrize(("case", "spec", "made"), SHARING, ids=[c[0] for c in SHARING])
 def test_policies_alike_share_no_plan_with_the_index_off_and_show_the_same(
-        monkeypatch: pytest.MonkeyPatch, case: str, spec: dict[str, Any], plans: int,
+        monkeypatch: pytest.MonkeyPatch, case: str, spec: dict[str, Any], made: int, plans: list[int],
         events: list[tuple[str, str, str]]) -> None:
     """Sharing a plan is for speed alone: with ``BERTH_INDEX=off`` each policy plans for itself,
     and the statuses are those the shared plan gives."""
-    from berth.operator import handlers
-
-    made: list[str] = []
-
-    def counted(view: Any, pod: Any, policy: Any, settings: Any, now: float, count: int) -> Any:
-        made.append(policy.key)
-        return plan_waiting(view, pod, policy, settings, now, count)
-
-    monkeypatch.setattr(handlers, "plan_waiting", counted)
     statuses = []
     for index in ("on", "off"):
         monkeypatch.setenv(INDEX_VARIABLE, index)
-        made.clear()
+        plans.clear()
         store = store_of([make_node("node-a").disk(None).obj(), make_node("node-b").disk(None).cpu("4").obj()],
                          [make_pod("p1").cpu("1").memory("1Gi").obj(),
                           make_pod("q1").namespace("other").labels({"app": "api"}).cpu("1").memory("1Gi").obj()])
@@ -405,7 +394,7 @@ def test_policies_alike_share_no_plan_with_the_index_off_and_show_the_same(
         api = make_policy("api").whole_spec(spec).namespace("other").obj()
         refresh(state, web, 100.0)
         refresh(state, api, 101.0)
-        assert len(made) == (plans if index == "on" else 2)
+        assert len(plans) == (made if index == "on" else 2)
         statuses.append([{k: v for k, v in body["status"].items() if k != "conditions"} for body in (web, api)])
     assert statuses[0] == statuses[1]
     assert statuses[0][0]["plan"]
