@@ -12,12 +12,14 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from fastapi import FastAPI
 
 from berth.core.decision import DECISION_ANNOTATION, Winner
 from berth.core.model import PodInfo
 from berth.extender.app import create_app
 from berth.extender.binder import BindError, BindingNotSent, EventQueue
 from berth.extender.settings import ExtenderSettings
+from berth.extender.store import ClusterStore
 from tests.builders import make_node, make_pod, make_policy
 from tests.decision_schema import valid_record
 from tests.extender.helpers import Clock, bind_args, harness, make_store
@@ -77,6 +79,21 @@ class RecordingBinder:
         return None
 
 
+def web_app(binder: RecordingBinder, *nodes: dict[str, Any]) -> tuple[ClusterStore, FastAPI]:
+    """A store with ``nodes`` and the web policy, and the app over it that binds through ``binder``."""
+    store = make_store([*nodes, make_policy("web").obj()])
+    return store, create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
+
+
+def pending_web(store: ClusterStore, count: int) -> list[dict[str, Any]]:
+    """``count`` pending web pods of one CPU each (web-0, web-1, ...), known to ``store``: a bind
+    names a pod the store must already know."""
+    pods = [make_pod(f"web-{i}").labels(WEB).cpu("1").obj() for i in range(count)]
+    for p in pods:
+        store.remember_pod(_info(p))
+    return pods
+
+
 def test_bind_records_the_decision_and_counts_the_pod() -> None:
     h = harness([make_node("a").cpu("2").obj(),
                  make_node("b").cpu("2").obj(),
@@ -94,9 +111,8 @@ def test_bind_records_the_decision_and_counts_the_pod() -> None:
 
 
 def test_bind_writes_annotation_and_event_message() -> None:
-    store = make_store([make_node("a").cpu("2").obj(), make_policy("web").obj()])
     binder = RecordingBinder()
-    app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
+    store, app = web_app(binder, make_node("a").cpu("2").obj())
 
     p = make_pod("web-1").labels(WEB).cpu("1").obj()
     _, bound = _serve(app, ("/filter", {"Pod": p, "NodeNames": ["a"]}), ("/bind", bind_args(p, "a")))
@@ -169,9 +185,7 @@ def test_bind_of_an_unknown_pod_is_refused_with_a_reason() -> None:
 
 
 def test_a_failed_binding_releases_the_pod() -> None:
-    store = make_store([make_node("a").cpu("2").obj(), make_policy("web").obj()])
-    app = create_app(store, ExtenderSettings(), binder=RecordingBinder(fail="cannot bind: pods \"web-1\" not found"),
-                     clock=Clock())
+    store, app = web_app(RecordingBinder(fail="cannot bind: pods \"web-1\" not found"), make_node("a").cpu("2").obj())
     from fastapi.testclient import TestClient
 
     client = TestClient(app)
@@ -192,8 +206,7 @@ def test_a_failed_binding_reads_the_pod_again_only_when_it_was_sent(binder: Reco
     """A Binding the API server refused may have met one that bound the pod (the pod is read again
     to count it where it is); one never sent bound nothing, and a read would only add to an API
     server too busy to take it."""
-    store = make_store([make_node("a").cpu("2").obj(), make_policy("web").obj()])
-    app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
+    store, app = web_app(binder, make_node("a").cpu("2").obj())
     p = make_pod("web-1").labels(WEB).cpu("1").obj()
     _, bound = _serve(app, ("/filter", {"Pod": p, "NodeNames": ["a"]}), ("/bind", bind_args(p, "a")))
     assert bound["Error"].startswith("cannot bind pod shop/web-1 to a")
@@ -307,9 +320,8 @@ def test_a_watch_update_of_a_pending_pod_keeps_its_assumption() -> None:
 # -- concurrency --------------------------------------------------------------------------------
 
 async def _concurrent_binds(count: int, room: int, delay: float) -> tuple[list[str], Any]:
-    store = make_store([make_node("a").cpu(str(room)).memory("64Gi").pods("110").obj(), make_policy("web").obj()])
     binder = RecordingBinder(delay=delay)
-    app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
+    store, app = web_app(binder, make_node("a").cpu(str(room)).memory("64Gi").pods("110").obj())
     pods = [make_pod(f"web-{i}").labels(WEB).cpu("1").obj() for i in range(count)]
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://berth") as client:
@@ -353,13 +365,10 @@ async def _post_bind(client: httpx.AsyncClient, p: dict[str, Any], node_name: st
 
 def test_a_slow_binding_does_not_hold_up_the_next_bind_to_its_node() -> None:
     async def scenario() -> tuple[str, bool, str]:
-        store = make_store([make_node("a").cpu("8").obj(), make_policy("web").obj()])
         gate = asyncio.Event()
         binder = RecordingBinder(bind_gates={"shop/web-0": gate})
-        app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
-        first, second = (make_pod(f"web-{i}").labels(WEB).cpu("1").obj() for i in range(2))
-        for p in (first, second):
-            store.remember_pod(_info(p))
+        store, app = web_app(binder, make_node("a").cpu("8").obj())
+        first, second = pending_web(store, 2)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://berth") as client:
             slow = asyncio.create_task(_post_bind(client, first, "a"))
             await _wait_until(lambda: "shop/web-0" in binder.in_flight)
@@ -374,13 +383,10 @@ def test_a_slow_binding_does_not_hold_up_the_next_bind_to_its_node() -> None:
 
 def test_a_reservation_holds_while_its_binding_is_in_flight_and_a_failed_binding_releases_it() -> None:
     async def scenario() -> tuple[str, str, str, float]:
-        store = make_store([make_node("a").cpu("1").obj(), make_policy("web").obj()])
         gate = asyncio.Event()
         binder = RecordingBinder(bind_gates={"shop/web-0": gate}, fails={"shop/web-0"})
-        app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
-        pods = [make_pod(f"web-{i}").labels(WEB).cpu("1").obj() for i in range(3)]
-        for p in pods:
-            store.remember_pod(_info(p))
+        store, app = web_app(binder, make_node("a").cpu("1").obj())
+        pods = pending_web(store, 3)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://berth") as client:
             first = asyncio.create_task(_post_bind(client, pods[0], "a"))
             await _wait_until(lambda: "shop/web-0" in binder.in_flight)
@@ -398,12 +404,10 @@ def test_a_reservation_holds_while_its_binding_is_in_flight_and_a_failed_binding
 
 def test_a_second_bind_of_a_pod_whose_bind_is_in_flight_is_refused() -> None:
     async def scenario() -> tuple[str, str, str]:
-        store = make_store([make_node("a").cpu("8").obj(), make_node("b").cpu("8").obj(), make_policy("web").obj()])
         gate = asyncio.Event()
         binder = RecordingBinder(bind_gates={"shop/web-0": gate})
-        app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
-        p = make_pod("web-0").labels(WEB).cpu("1").obj()
-        store.remember_pod(_info(p))
+        store, app = web_app(binder, make_node("a").cpu("8").obj(), make_node("b").cpu("8").obj())
+        (p,) = pending_web(store, 1)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://berth") as client:
             first = asyncio.create_task(_post_bind(client, p, "a"))
             await _wait_until(lambda: "shop/web-0" in binder.in_flight)
@@ -421,13 +425,10 @@ def test_a_second_bind_of_a_pod_whose_bind_is_in_flight_is_refused() -> None:
 def test_bind_answers_before_its_event_is_written() -> None:
     """The BerthPlaced Event is off the bind path: a slow Event write delays no bind."""
     async def scenario() -> tuple[list[str], set[str], set[str]]:
-        store = make_store([make_node("a").cpu("8").obj(), make_policy("web").obj()])
         gate = asyncio.Event()
         binder = RecordingBinder(event_gates={"shop/web-0": gate})
-        app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
-        first, second = (make_pod(f"web-{i}").labels(WEB).cpu("1").obj() for i in range(2))
-        for p in (first, second):
-            store.remember_pod(_info(p))
+        store, app = web_app(binder, make_node("a").cpu("8").obj())
+        first, second = pending_web(store, 2)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://berth") as client:
             replies = [await _post_bind(client, first, "a"), await _post_bind(client, second, "a")]
             written_before = set(binder.messages)
@@ -549,9 +550,8 @@ def test_the_binds_own_steps_are_exported_one_observation_a_bind() -> None:
 
 
 def test_a_failed_event_write_leaves_the_pod_bound() -> None:
-    store = make_store([make_node("a").cpu("2").obj(), make_policy("web").obj()])
     binder = RecordingBinder(event_fails=True)
-    app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
+    store, app = web_app(binder, make_node("a").cpu("2").obj())
     from fastapi.testclient import TestClient
 
     p = make_pod("web-1").labels(WEB).cpu("1").obj()
@@ -563,9 +563,8 @@ def test_a_failed_event_write_leaves_the_pod_bound() -> None:
 
 def test_the_annotation_stays_small_on_a_large_cluster() -> None:
     nodes = [make_node(f"n{i:03d}").cpu("1").obj() for i in range(60)] + [make_node("big").cpu("16").obj()]
-    store = make_store([*nodes, make_policy("web").obj()])
     binder = RecordingBinder()
-    app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
+    store, app = web_app(binder, *nodes)
 
     p = make_pod("web-1").labels(WEB).cpu("2").obj()
     result, bound = _serve(app, ("/filter", {"Pod": p, "NodeNames": sorted(store.view.nodes)}),
@@ -596,9 +595,8 @@ async def _filter_all(app: Any, *pods: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_a_pod_no_node_takes_gets_a_berth_refused_event_with_each_nodes_figures() -> None:
-    store = make_store([make_node("a").cpu("1").obj(), make_node("b").cpu("2").obj(), make_policy("web").obj()])
     binder = RecordingBinder()
-    app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
+    _, app = web_app(binder, make_node("a").cpu("1").obj(), make_node("b").cpu("2").obj())
     p = make_pod("web-1").labels(WEB).cpu("3").obj()
     [reply] = asyncio.run(_filter_all(app, p))
     assert reply["FailedNodes"] == {"a": "insufficient capacity: cpu", "b": "insufficient capacity: cpu"}
@@ -609,27 +607,24 @@ def test_a_pod_no_node_takes_gets_a_berth_refused_event_with_each_nodes_figures(
 
 
 def test_a_pod_refused_again_for_the_same_reasons_gets_no_second_event() -> None:
-    store = make_store([make_node("a").cpu("1").obj(), make_node("b").cpu("2").obj(), make_policy("web").obj()])
     binder = RecordingBinder()
-    app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
+    _, app = web_app(binder, make_node("a").cpu("1").obj(), make_node("b").cpu("2").obj())
     p = make_pod("web-1").labels(WEB).cpu("3").obj()
     asyncio.run(_filter_all(app, p, p))
     assert len(binder.refusals["shop/web-1"]) == 1
 
 
 def test_a_pod_that_fits_gets_no_berth_refused_event() -> None:
-    store = make_store([make_node("a").cpu("1").obj(), make_node("b").cpu("2").obj(), make_policy("web").obj()])
     binder = RecordingBinder()
-    app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
+    _, app = web_app(binder, make_node("a").cpu("1").obj(), make_node("b").cpu("2").obj())
     asyncio.run(_filter_all(app, make_pod("web-1").labels(WEB).cpu("1").obj()))
     assert binder.refusals == {}
 
 
 def test_the_refused_event_stays_within_an_events_length() -> None:
     nodes = [make_node(f"node-{i:03d}").cpu(str(1 + i % 2)).obj() for i in range(200)]
-    store = make_store([*nodes, make_policy("web").obj()])
     binder = RecordingBinder()
-    app = create_app(store, ExtenderSettings(), binder=binder, clock=Clock())
+    _, app = web_app(binder, *nodes)
 
     async def run() -> None:
         transport = httpx.ASGITransport(app=app)
