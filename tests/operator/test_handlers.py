@@ -354,10 +354,9 @@ SHARING: list[tuple[str, dict[str, Any], int]] = [
 ]
 
 
-@pytest.mark.parametrize(("case", "spec", "made"), SHARING, ids=[c[0] for c in SHARING])
-def test_policies_alike_share_a_plan_within_the_period(case: str, spec: dict[str, Any], made: int,
-                                                       plans: list[int],
-                                                       events: list[tuple[str, str, str]]) -> None:
+def web_and_api(spec: dict[str, Any]) -> tuple[OperatorStore, OperatorState, dict[str, Any], dict[str, Any]]:
+    """Two nodes and the policies web (in shop) and api (``spec``, in other) with a pending pod
+    each, refreshed once each, web first: the store, the state and the two policies' bodies."""
     store = store_of([make_node("node-a").disk(None).obj(), make_node("node-b").disk(None).obj()],
                      [make_pod("p1").cpu("1").memory("1Gi").obj(),
                       make_pod("q1").namespace("other").labels({"app": "api"}).cpu("1").memory("1Gi").obj()])
@@ -366,6 +365,14 @@ def test_policies_alike_share_a_plan_within_the_period(case: str, spec: dict[str
     api = make_policy("api").whole_spec(spec).namespace("other").obj()
     refresh(state, web, 100.0)
     refresh(state, api, 101.0)
+    return store, state, web, api
+
+
+@pytest.mark.parametrize(("case", "spec", "made"), SHARING, ids=[c[0] for c in SHARING])
+def test_policies_alike_share_a_plan_within_the_period(case: str, spec: dict[str, Any], made: int,
+                                                       plans: list[int],
+                                                       events: list[tuple[str, str, str]]) -> None:
+    store, state, web, api = web_and_api(spec)
     assert len(plans) == made
     assert api["status"]["plan"] == web["status"]["plan"] and api["status"]["selected"] == 1
     store.apply_node(make_node("node-c")
@@ -386,14 +393,7 @@ def test_policies_alike_share_no_plan_with_the_index_off_and_show_the_same(
     for index in ("on", "off"):
         monkeypatch.setenv(INDEX_VARIABLE, index)
         plans.clear()
-        store = store_of([make_node("node-a").disk(None).obj(), make_node("node-b").disk(None).cpu("4").obj()],
-                         [make_pod("p1").cpu("1").memory("1Gi").obj(),
-                          make_pod("q1").namespace("other").labels({"app": "api"}).cpu("1").memory("1Gi").obj()])
-        state = OperatorState(OperatorConfig(track_leases=False, plan_period=10.0), store)
-        web = make_policy("web").obj()
-        api = make_policy("api").whole_spec(spec).namespace("other").obj()
-        refresh(state, web, 100.0)
-        refresh(state, api, 101.0)
+        _, _, web, api = web_and_api(spec)
         assert len(plans) == (made if index == "on" else 2)
         statuses.append([{k: v for k, v in body["status"].items() if k != "conditions"} for body in (web, api)])
     assert statuses[0] == statuses[1]
