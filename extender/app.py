@@ -102,8 +102,7 @@ def create_app(store: ClusterStore, settings: ExtenderSettings | None = None, *,
         nominator = Nominator(engine, engine.binder.nominate, schedulers=settings.nominated_schedulers(),
                               queue_size=settings.nominate_queue, per_second=settings.nominate_per_second,
                               withdraw=engine.binder.withdraw_nomination,
-                              after_seconds=settings.nominate_after_seconds,
-                              per_node=settings.nominate_per_node)
+                              after_seconds=settings.nominate_after_seconds)
         store.on_pending = nominator.offer
         engine.on_stale_nomination = nominator.withdraw
         if elector is not None:

@@ -32,8 +32,6 @@ build many apps in one process).
   next filter reaches the other replica counts ``late`` there too);
 - ``berth_nominator_leading``: 1 while this replica nominates (it holds the nominator's Lease, or
   nominates without an election), 0 while another replica does (:mod:`berth.extender.leader`);
-- ``berth_nominator_node_bound``: the most pods the nominator lets be nominated on one node ahead of
-  kube-scheduler's cycle now (0: no bound; :meth:`berth.extender.nominator.Nominator.bound`);
 - ``berth_cache_entries{cache}``: entries of each bounded cache (counted selectors, verdict tables,
   decisions, binds in flight, Events queued ...), read at scrape time: each stays under its bound whatever clients ask.
 """
@@ -135,11 +133,6 @@ class Metrics:
             "berth_nominator_leading",
             "1 while this replica nominates (it holds the nominator's Lease, or nominates without an election), "
             "0 while it does not", registry=self.registry)
-        self.nomination_bound = Gauge(
-            "berth_nominator_node_bound",
-            "The most pods the nominator lets be nominated on one node and not reached yet by kube-scheduler's "
-            "cycle (BERTH_NOMINATE_PER_NODE and the lead kube-scheduler's pace and the write's latency need; "
-            "0: no bound now)", registry=self.registry)
         self.cache_sizes: Callable[[], Mapping[str, int]] | None = None  # the engine's own caches
         # each metric's child of given label values, looked up once: prometheus_client validates and
         # looks the values up under a lock at every labels() call, a dozen times a pod on the verbs

@@ -58,7 +58,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import threading
 import time
 from collections import OrderedDict
@@ -90,15 +89,6 @@ does not watch for (a node's Lease renewed, which makes it live again)."""
 IDLE_SECONDS = 1.0
 """How long the task sleeps at most without a wake-up, so that one missed never stops it."""
 
-LEAD_FACTOR = 3.0
-"""How many times the pods kube-scheduler reaches during one nomination's write a node may hold
-nominated at once, above ``per_node`` (:meth:`Nominator.bound`): a nomination must land before
-kube-scheduler's cycle reaches its pod, and the write's latency varies."""
-
-PACE_WINDOW_SECONDS = 1.0
-"""The span over which kube-scheduler's pace (the nominator's nominations it reaches a second) is
-measured."""
-
 Write = Callable[[PodInfo, str], Awaitable[None]]
 """Writes a pod's ``status.nominatedNodeName`` (:meth:`berth.extender.binder.KubeBinder.nominate`)."""
 
@@ -107,8 +97,7 @@ class Nominator:
     """The queue of pods to nominate and the task that plans and writes their nominations."""
 
     def __init__(self, engine: Extender, write: Write, *, schedulers: Iterable[str], queue_size: int,
-                 per_second: float, withdraw: Write | None = None, after_seconds: float = 0.0,
-                 per_node: int | None = None) -> None:
+                 per_second: float, withdraw: Write | None = None, after_seconds: float = 0.0) -> None:
         self.engine = engine
         self.write = write
         self.withdraw_write = withdraw
@@ -116,13 +105,6 @@ class Nominator:
         self.queue_size = queue_size
         self.per_second = per_second
         self.after_seconds = after_seconds
-        self.per_node = per_node
-        self._blocked = False  # the last take found a node at its bound: woken when one of them is reached
-        self._ended = 0  # nominations that stopped counting on their node (kube-scheduler reached them)
-        self._window = (time.monotonic(), 0)  # (since, _ended then): kube-scheduler's pace
-        self._pace_seen: float | None = None  # nominations reached a second, over the last window
-        self._write_seconds: float | None = None  # a nomination's write, moving average
-        engine.store.on_nomination_end = self._nomination_ended
         self._queue: OrderedDict[str, tuple[PodInfo, float]] = OrderedDict()  # uid -> (pod, when it came)
         self._queue_lock = threading.Lock()  # offer runs on the watch threads
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -215,18 +197,6 @@ class Nominator:
             self._take_back()
         if self._waiting and self._may_help():
             self.requeue(self._unpark())
-        bound = self.bound()
-        if bound is not None:
-            # pods planned a few at a time, not one by one as each is reached: a plan's cost is
-            # mostly its own (the whole view judged once), not its pods'. Blocked under the store's
-            # lock, which a watch thread holds when it ends a nomination (_nomination_ended): one
-            # ended between the count and the flag would not wake the task
-            with self.engine.store.lock:
-                room = bound - self.engine.store.most_nominated()
-                self._blocked = room < min(limit, max(1, bound // 2))
-            if self._blocked:
-                return []
-            limit = min(limit, room)  # however they are planned, no node gets more than its bound
         ready = self.engine.clock() - self.after_seconds
         taken = self._pop(limit, ready)
         if taken and len(taken) < limit and self.after_seconds > 0 and self._behind(taken):
@@ -243,45 +213,6 @@ class Nominator:
                 del self._queue[uid]
                 taken.append(pod)
             return taken
-
-    def bound(self) -> int | None:
-        """The most pods nominated on one node and not reached yet by kube-scheduler's cycle (None:
-        no bound).
-
-        kube-scheduler copies every pod nominated on a node into it at each filter of that node
-        (``addGENominatedPods``: the pod deep-copied, added, the PreFilter extensions run for it),
-        so the cycle of a pod nominated on a node holding n others costs O(n): a packing strategy
-        (Drained, BestFit) nominating hundreds of pods ahead onto its few nodes makes each cycle
-        slower than the in-tree filters of every node. But a nomination pays off only if it lands
-        before the cycle reaches its pod: the bound is ``per_node`` plus ``LEAD_FACTOR`` times the
-        nominations kube-scheduler reaches during one write (its pace times the write's latency,
-        both measured), so that the lead follows the API server's latency. Until both are measured
-        (the start of a burst, or after a second in which kube-scheduler reached none) there is
-        none: a lead too short at a burst's start lets kube-scheduler's cycle overtake the writes,
-        and then every nomination comes late. Where the pods go is filter's decision either way."""
-        if not self.per_node:
-            return None
-        now = time.monotonic()
-        since, ended = self._window
-        if now - since >= PACE_WINDOW_SECONDS:  # none reached in a window: idle, or a burst's start
-            reached = self._ended - ended
-            self._pace_seen = reached / (now - since) if reached else None
-            self._window = (now, self._ended)
-        if self._pace_seen is None or self._write_seconds is None:
-            self.engine.metrics.nomination_bound.set(0)
-            return None
-        bound = self.per_node + math.ceil(LEAD_FACTOR * self._pace_seen * self._write_seconds)
-        self.engine.metrics.nomination_bound.set(bound)
-        return bound
-
-    def _nomination_ended(self) -> None:
-        """One of the nominator's nominations stopped counting on its node (kube-scheduler's cycle
-        reached the pod, or it was bound, deleted or released): the task takes pods again if a node
-        at its bound held it back (under the store's lock)."""
-        self._ended += 1
-        if self._blocked:
-            self._blocked = False
-            self._signal()
 
     def _behind(self, pods: list[PodInfo]) -> bool:
         """Whether one of ``pods`` is still pending with no node and not judged by filter (not under
@@ -341,8 +272,7 @@ class Nominator:
             # Woken by a pod offered to an empty queue or by the election, and in any case once
             # the oldest queued pod has waited (or, idle, every IDLE_SECONDS): a wake-up missed
             # can delay a nomination, never stop the nominator.
-            # held back by a node at its bound: woken once one of its pods is reached (_nomination_ended)
-            left = self.wait_left() if self.leading and not self._blocked else None
+            left = self.wait_left() if self.leading else None
             timeout = IDLE_SECONDS if left is None else min(left, IDLE_SECONDS)
             if self._waiting and self.leading:  # a change of the view may give them a place
                 timeout = min(timeout, RETRY_SECONDS)
@@ -382,11 +312,7 @@ class Nominator:
                 counted.labels("abandoned").inc()  # this replica lost the Lease while the write waited
                 self._release(pod, node)
                 return
-            started = time.monotonic()
             await self.write(pod, node)
-            spent = time.monotonic() - started
-            last = self._write_seconds
-            self._write_seconds = spent if last is None else 0.8 * last + 0.2 * spent
         except Exception as exc:
             if isinstance(exc, NominationRefused) or self._superseded(pod):
                 # bound meanwhile, or nominated first by another (a second replica, preemption)
@@ -519,7 +445,7 @@ class Nominator:
         settings = engine.core_settings  # the cluster's (a pod no policy selects gets its default strategy from them)
         if policy is None or policy.strategy not in ROUND_STRATEGIES:
             def put(pod: PodInfo, node: str) -> None:
-                store.assume(pod, node, bound=False, deadline=float("inf"), nominated=True, nominator=True)
+                store.assume(pod, node, bound=False, deadline=float("inf"), nominated=True)
 
             placed = place_in_turn(store.view, pods, policy, settings, eval_now, put=put)
             return [(pod, node) for pod, node in zip(pods, placed.nodes, strict=False) if node is not None]
@@ -533,8 +459,7 @@ class Nominator:
             turn, rest = rest[:size], rest[size:]  # the pods the round has places for; the rest try the next
 
             def put_in(pod: PodInfo, node: str, round_id: str = rnd.id) -> None:
-                store.assume(pod, node, bound=False, deadline=float("inf"), round_id=round_id, nominated=True,
-                             nominator=True)
+                store.assume(pod, node, bound=False, deadline=float("inf"), round_id=round_id, nominated=True)
 
             placed = place_in_turn(store.view, turn, policy, settings, eval_now, put=put_in, quota=quota)
             for pod, node in zip(turn, placed.nodes, strict=False):

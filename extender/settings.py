@@ -77,11 +77,6 @@ class ExtenderSettings(BaseSettings):
     # a pod is nominated only once it has waited this long unreached by kube-scheduler's cycle (it is then
     # behind a backlog, where a nomination wins): longer than kube-scheduler takes to reach a pod when idle
     nominate_after_seconds: float = Field(default=0.1, ge=0, le=60)
-    # pods nominated on one node and not reached yet by kube-scheduler's cycle, at most, above the lead
-    # kube-scheduler's pace and the write's latency need: kube-scheduler copies each into the node at
-    # every filter of it, so a packing strategy nominating far ahead onto its few nodes makes each
-    # cycle slower (extender/README.md, "Nominate"); 0 (the default): no bound
-    nominate_per_node: int = Field(default=0, ge=0, le=100_000)
     # With BERTH_NOMINATE, one replica nominates: the holder of a coordination.k8s.io/v1 Lease
     # (extender/leader.py; the others answer filter, prioritize and bind only). Off: every replica
     # nominates (one replica, or no API server).

@@ -89,7 +89,6 @@ class Assumption:
     round_id: str | None = None  # the round the pod holds a place in (berth.core.round)
     nominated: bool = False  # a preemptor on the node kube-scheduler nominated (status.nominatedNodeName)
     made: float = 0.0  # the store's clock when it was made
-    nominator: bool = False  # nominated by berth's nominator (counted in ClusterStore.nominated_on)
 
 
 class ClusterStore(DrainHolds):
@@ -110,11 +109,6 @@ class ClusterStore(DrainHolds):
         self.pending: dict[str, PodInfo] = {}
         self._pending_by_ns: dict[str, dict[str, PodInfo]] = {}
         self.assumed: dict[str, Assumption] = {}
-        # node -> the pending pods berth's nominator nominated there that kube-scheduler's cycle has
-        # not reached yet: kube-scheduler adds each to the node at every filter of it (the
-        # nominator's bound per node, BERTH_NOMINATE_PER_NODE)
-        self.nominated_on: dict[str, int] = {}
-        self.on_nomination_end: Callable[[], None] | None = None  # one of them no longer counts there
         self._deadlines: list[tuple[float, int, str, Assumption]] = []  # min-heap; stale entries skipped
         self._assumptions_made = 0
         self.rounds: dict[str, Round] = {}  # policy key -> its latest round (the book; berth.core.round)
@@ -301,7 +295,6 @@ class ClusterStore(DrainHolds):
             confirmed = self.assumed.pop(uid, None)
             if confirmed is not None:
                 self._unhold(confirmed)
-                self._uncount(confirmed)
                 if self.on_confirm is not None:
                     self.on_confirm(uid)
             if uid in self._claimant_of:
@@ -386,15 +379,12 @@ class ClusterStore(DrainHolds):
     # -- assumptions -------------------------------------------------------------------
 
     def assume(self, pod: PodInfo, node: str, *, bound: bool, deadline: float,
-               round_id: str | None = None, nominated: bool = False, nominator: bool = False) -> None:
+               round_id: str | None = None, nominated: bool = False) -> None:
         """Count ``pod`` on ``node`` now (replacing an earlier assumption of it), and in round
-        ``round_id`` when it has one; ``nominator``: a nomination of berth's nominator."""
+        ``round_id`` when it has one."""
         self._drop(pod.uid)
         placed = self.view.assume(pod, node)
-        entry = self.assumed[pod.uid] = Assumption(placed, bound, deadline, round_id, nominated, self.clock(),
-                                                   nominated and nominator)
-        if entry.nominator:
-            self.nominated_on[node] = self.nominated_on.get(node, 0) + 1
+        entry = self.assumed[pod.uid] = Assumption(placed, bound, deadline, round_id, nominated, self.clock())
         if not bound and round_id in self._holders:
             self._holders[round_id] += 1
         self._assumptions_made += 1
@@ -419,7 +409,6 @@ class ClusterStore(DrainHolds):
         if entry is None:
             return None
         self._unhold(entry)
-        self._uncount(entry)
         if self.view.is_assumed(uid):
             self.view.remove_pod(uid)
         if entry.round_id is not None:
@@ -432,7 +421,7 @@ class ClusterStore(DrainHolds):
         """Count a released assumption again, as it was (its node, kind, deadline and round)."""
         if entry.pod.node_name:
             self.assume(entry.pod, entry.pod.node_name, bound=entry.bound, deadline=entry.deadline,
-                        round_id=entry.round_id, nominated=entry.nominated, nominator=entry.nominator)
+                        round_id=entry.round_id, nominated=entry.nominated)
 
     def release_tentative(self, uid: str) -> Assumption | None:
         """Stop counting a pod's place not bound yet, for a new judgement of the pod: not counted
@@ -476,7 +465,6 @@ class ClusterStore(DrainHolds):
         entry = self.assumed.pop(pod.uid, None)
         if entry is not None:
             self._unhold(entry)
-            self._uncount(entry)
             round_id = entry.round_id
         self._pending_remove(pod.uid)
         self.view.upsert_pod(pod)
@@ -563,24 +551,6 @@ class ClusterStore(DrainHolds):
             del self._holders[rid], self._superseded[rid]
         while len(self._superseded) > ROUNDS_KEPT:
             del self._holders[self._superseded.popitem(last=False)[0]]
-
-    def _uncount(self, entry: Assumption) -> None:
-        """``entry`` no longer counts among its node's pods berth nominated."""
-        if not entry.nominator:
-            return
-        node = entry.pod.node_name or ""
-        left = self.nominated_on.get(node, 0) - 1
-        if left > 0:
-            self.nominated_on[node] = left
-        else:
-            self.nominated_on.pop(node, None)
-        if self.on_nomination_end is not None:
-            self.on_nomination_end()
-
-    def most_nominated(self) -> int:
-        """The most pods berth's nominator has nominated on any one node and kube-scheduler's cycle
-        has not reached yet (under the lock)."""
-        return max(self.nominated_on.values(), default=0)
 
     def _unhold(self, entry: Assumption) -> None:
         """``entry`` no longer holds a place not bound yet in its round."""
