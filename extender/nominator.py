@@ -27,12 +27,12 @@ first ``after_seconds`` of binds). A backlog count was the other rule considered
 record of which pods kube-scheduler has tried (a pod it could not place stays pending without
 being ahead of anyone) and adapts by itself to how fast kube-scheduler is.
 
-How: the store hands each new pending pod to :meth:`Nominator.offer` (a bounded queue: beyond it a
-pod is dropped and counted, and kube-scheduler schedules it the usual way). A task on the event
-loop takes the pods in the order they came (kube-scheduler's queue is first in, first out among
-pods of equal priority) once they have waited ``after_seconds``, keeps those berth governs that
-are still pending with no node, no nomination and no assumption, plans runs of pods of one policy
-in turn with the core's placer
+How: the store hands each new pending pod to :meth:`Nominator.offer` (a bounded queue, which the
+pods waiting for a place count against: beyond it a pod is dropped and counted, and kube-scheduler
+schedules it the usual way). A task on the event loop takes the pods in the order they came
+(kube-scheduler's queue is first in, first out among pods of equal priority) once they have waited
+``after_seconds``, keeps those berth governs that are still pending with no node, no nomination and
+no assumption, plans runs of pods of one policy in turn with the core's placer
 (:func:`berth.core.place_in_turn`, each pod counted on its node before the next is placed, as
 filter counts them; a Fill or Each policy's pods within its round, the next round opening as soon
 as they use one up, as it opens for the pod after a round's last in filter), counts each on its
@@ -128,7 +128,8 @@ class Nominator:
 
     def offer(self, pod: PodInfo, scheduler: str | None) -> None:
         """A pending pod with no nominated node, as the store sees it (under its lock): queued if
-        one of berth's schedulers schedules it; dropped and counted when the queue is full."""
+        one of berth's schedulers schedules it; dropped and counted when the nominator holds
+        ``queue_size`` pods already (:meth:`queued`)."""
         if scheduler not in self.schedulers:
             return
         with self._queue_lock:
@@ -139,19 +140,26 @@ class Nominator:
             if pod.uid in queue:
                 queue[pod.uid] = (pod, queue[pod.uid][1])  # it keeps its place and its wait
                 return
-            if len(queue) >= self.queue_size:
+            if len(queue) + len(self._waiting) >= self.queue_size:
                 if self.leading:
                     self.engine.metrics.nominations.labels("dropped").inc()
                     return
-                # a standby keeps the latest pods for when it leads, and the others' uids
-                self._evict(queue.popitem(last=False)[0])
+                # a standby keeps the latest pods for when it leads, and the others' uids: the
+                # waiting ones were taken before any still queued came
+                if self._waiting:
+                    self._evict(self._waiting.popitem(last=False)[0])
+                else:
+                    self._evict(queue.popitem(last=False)[0])
             was_empty = not queue
             queue[pod.uid] = (pod, self.engine.clock())
         if was_empty:
             self._signal()
 
     def queued(self) -> int:
-        return len(self._queue)
+        """The pods the nominator holds, queued or waiting for a place (:meth:`_park`): at most
+        ``queue_size``, whatever the cluster sends."""
+        with self._queue_lock:
+            return len(self._queue) + len(self._waiting)
 
     def _evict(self, uid: str) -> None:
         """Remember an evicted pod (under the store's lock, which offer runs under): those no longer
@@ -169,7 +177,7 @@ class Nominator:
         for: a pod kube-scheduler has not placed is nominated by whichever replica leads."""
         store = self.engine.store
         with store.lock, self._queue_lock:
-            room = self.queue_size - len(self._queue)
+            room = self.queue_size - len(self._queue) - len(self._waiting)
             back: list[PodInfo] = []
             while self._evicted and len(back) < room:
                 uid, _ = self._evicted.popitem(last=False)
@@ -193,7 +201,7 @@ class Nominator:
         together are planned together)."""
         if not self.leading:
             return []
-        if self._evicted and len(self._queue) < self.queue_size:
+        if self._evicted and self.queued() < self.queue_size:
             self._take_back()
         if self._waiting and self._may_help():
             self.requeue(self._unpark())
@@ -479,7 +487,11 @@ class Nominator:
 
     def _park(self, pods: list[PodInfo], until: float) -> None:
         """``pods`` wait until :meth:`_may_help`: planned again at once, each would find what it
-        found now, a plan over the whole view each time (about 9 ms a pod at 5,000 nodes)."""
+        found now, a plan over the whole view each time (about 9 ms a pod at 5,000 nodes).
+
+        They count against ``queue_size`` with the queued pods, as they did before the plan took
+        them: pods offered while they were planned that leave the nominator over it are dropped,
+        the latest first (offered with the plan's pods counted, they would have been refused)."""
         with self._queue_lock:
             if not self._waiting:
                 self._waiting_until = until
@@ -488,7 +500,15 @@ class Nominator:
                 self._waiting_room = self._room()
             self._waiting_until = min(self._waiting_until, until)
             for pod in pods:
-                self._waiting[pod.uid] = pod
+                again = self._queue.pop(pod.uid, None)  # offered again while it was planned
+                self._waiting[pod.uid] = again[0] if again is not None else pod
+            # the pods offered while the plan ran are the queue's last: the plan's came out of
+            # it, and the waiting ones go back to its head
+            over = min(len(self._queue), len(self._queue) + len(self._waiting) - self.queue_size)
+            for _ in range(over):
+                self._queue.popitem(last=True)
+            if over > 0:
+                self.engine.metrics.nominations.labels("dropped").inc(over)
 
     def _may_help(self) -> bool:
         """Whether the view changed since the waiting pods were parked in a way that can give them a

@@ -500,6 +500,85 @@ def test_a_change_that_came_while_other_pods_were_planned_still_has_the_waiting_
     assert [pod.name for pod in nominator.take(10)] == ["web-1", "web-2"]
 
 
+def nvme(name: str) -> dict[str, Any]:
+    """A pending pod that takes only a node labelled disk=nvme, which CHOOSY_NODES has none of."""
+    pod = pending(name)
+    pod["spec"]["nodeSelector"] = {"disk": "nvme"}
+    return pod
+
+
+def one_waiting(queue: int) -> tuple[Harness, Nominator]:
+    """A Fill policy's round of two places over CHOOSY_NODES, web-0 nominated in it and web-1, which
+    no node suits, waiting for a place, with a nominator of ``queue`` pods at most."""
+    h, nominator = nominating([*CHOOSY_NODES, make_policy("web").strategy("Fill").count(2).obj()],
+                              round_timeout_seconds=60, nominate_queue=queue)
+    h.store.apply_pod(pending("web-0"))
+    h.store.apply_pod(nvme("web-1"))
+    assert list(plan_queued(nominator)) == ["web-0"]
+    assert nominator.queued() == 1  # web-1 waits: the round's place left does not suit it
+    return h, nominator
+
+
+def test_pods_waiting_for_a_place_count_against_the_queue_size() -> None:
+    """Pods no place suits wait with the nominator, and the queue's size bounds them with the queued
+    ones: pods that never find a place do not grow what the nominator holds; the pods beyond it are
+    dropped and counted, and kube-scheduler schedules them the usual way."""
+    h, nominator = one_waiting(3)
+    for i in range(2, 12):
+        h.store.apply_pod(nvme(f"web-{i}"))
+        assert plan_queued(nominator) == {}  # no place suits it either: it waits
+        assert nominator.queued() <= 3
+    assert nominator.queued() == 3
+    assert counted(h, "dropped") == 8
+
+
+def test_pods_offered_while_a_batch_is_planned_leave_room_for_its_pods_that_wait() -> None:
+    """The pods a plan takes out of the queue still hold their room: those of them that wait take
+    it back, and the pods offered meanwhile that leave the nominator over its queue size are
+    dropped, the latest first (the queue would have refused them, the plan's pods counted)."""
+    h, nominator = one_waiting(3)
+    h.store.apply_pod(nvme("web-2"))
+    taken = nominator.take(10)
+    assert [pod.name for pod in taken] == ["web-2"]
+    for i in range(3, 6):
+        h.store.apply_pod(nvme(f"web-{i}"))  # offered while web-2 is planned: web-5 finds no room
+    assert counted(h, "dropped") == 1
+    assert nominator.plan(taken) == []  # web-2 waits: web-4, the latest, makes room for it
+    assert nominator.queued() == 3
+    assert counted(h, "dropped") == 2
+    h.clock.advance(61)  # the round lapses: the waiting pods are planned again, ahead of web-3
+    assert [pod.name for pod in nominator.take(10)] == ["web-1", "web-2", "web-3"]
+
+
+def test_a_pod_offered_again_while_it_is_planned_waits_once() -> None:
+    """A pod that changes while its plan runs is offered again: if it then waits, it waits once,
+    as it is now, and holds one place of the queue's size."""
+    h, nominator = one_waiting(3)
+    h.store.apply_pod(nvme("web-2"))
+    taken = nominator.take(10)
+    changed = nvme("web-2")
+    changed["metadata"]["labels"]["tier"] = "front"
+    h.store.apply_pod(changed)  # offered again while it is planned
+    assert nominator.plan(taken) == []
+    assert nominator.queued() == 2
+    assert counted(h, "dropped") == 0
+    h.clock.advance(61)  # the round lapses: the waiting pods are planned again
+    assert [(pod.name, pod.labels.get("tier")) for pod in nominator.take(10)] == [("web-1", None), ("web-2", "front")]
+
+
+def test_a_standby_lets_go_of_the_waiting_pods_first() -> None:
+    """A replica that stops leading keeps the pods that waited for a place within its queue's size;
+    the pods offered while it stands by take their room, the oldest, the waiting ones, let go of
+    first (their uids kept for when it leads)."""
+    h, nominator = one_waiting(2)
+    nominator.lead(False)
+    h.store.apply_pod(nvme("web-2"))
+    h.store.apply_pod(nvme("web-3"))
+    assert nominator.queued() == 2
+    assert list(nominator._evicted) == ["uid-shop-web-1"]
+    assert counted(h, "dropped") == 0
+
+
 JUDGED_AGAIN: list[tuple[str, Callable[[Harness, dict[str, Any]], None], bool]] = [
     # name, what kube-scheduler asks once filter placed web-0 on a, whether room came free
     ("a_filter_placing_it_where_it_was", lambda h, pod: h.filter(pod, ["a"]), False),
