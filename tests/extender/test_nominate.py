@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import uvloop
 
-from berth.core.round import ROUND_ANNOTATION
+from berth.core.round import ROUND_ANNOTATION, quota
+from berth.extender.binder import BindError
 from berth.extender.nominator import Nominator
 from tests.builders import make_node, make_pod, make_policy
 from tests.extender.helpers import Harness, harness
@@ -259,6 +260,50 @@ def test_the_task_writes_nominations_and_a_failed_write_releases_the_place(caplo
     assert [r.getMessage().split(":")[0] for r in caplog.records] == ["cannot nominate b for pod shop/web-1"]
     assert "uid-shop-web-1" not in h.store.assumed  # its place on b is free again
     assert h.store.assumed["uid-shop-web-2"].pod.node_name == "c"
+
+
+def test_a_write_of_a_batch_that_fails_frees_its_pods_place_at_once_and_the_others_keep_theirs() -> None:
+    """The API server applies every status patch of a batch but one, which it fails: as soon as the
+    batch's writes are done, with no event of the pod since, that pod's place is free, on its node
+    and in its round, and its filter would count no hit nor miss; the pods written keep theirs."""
+    h, nominator = nominating([*NODES, make_policy("web").strategy("Fill").count(2).obj()], round_timeout_seconds=60)
+    patched: dict[str, str] = {}
+    failed_on: list[str] = []
+
+    async def write(pod: Any, node: str) -> None:  # the API server's answers to the status patches
+        await asyncio.sleep(0)
+        if pod.name == "web-1":
+            failed_on.append(node)
+            raise BindError(f"cannot nominate {node} for pod {pod.key}: Internal error (500)")
+        patched[pod.name] = node
+
+    nominator.write = write
+    for i in range(4):
+        h.store.apply_pod(pending(f"web-{i}"))
+
+    async def run() -> None:
+        nominator.start()
+        try:
+            for _ in range(300):
+                if counted(h, "made") + counted(h, "failed") >= 4:
+                    break
+                await asyncio.sleep(0.01)
+        finally:
+            await nominator.stop()
+
+    asyncio.run(run())
+    assert (counted(h, "made"), counted(h, "failed")) == (3, 1)
+    [node] = failed_on
+    rnd = h.store.rounds["shop/web"]
+    assert "uid-shop-web-1" not in h.store.assumed and "uid-shop-web-1" not in rnd.placed
+    assert "uid-shop-web-1" not in h.app.state.engine.nominations
+    assert h.store.view.pod("uid-shop-web-1") is None  # counted on no node
+    assert quota(rnd) == {node: 1}  # the round's one place left is web-1's
+    for name, on in patched.items():
+        entry = h.store.assumed[f"uid-shop-{name}"]
+        assert entry.nominated and entry.pod.node_name == on and rnd.placed[f"uid-shop-{name}"] == on
+    h.store.apply_pod(pending("web-4"))
+    assert plan_queued(nominator) == {"web-4": node}  # the next pod takes it in the same round
 
 
 @pytest.mark.parametrize("new_loop", [asyncio.new_event_loop, uvloop.new_event_loop], ids=["asyncio", "uvloop"])
