@@ -409,29 +409,38 @@ class Nominator:
         planned: list[tuple[PodInfo, str]] = []
         deferred: list[PodInfo] = []
         lapse = [float("inf")]
+        tried: list[str] = []  # the pods it may count as nominated: none of them was counted anywhere
         with store.lock:
-            now = engine.clock()
-            engine.expire_assumptions(now)
-            eval_now = engine.eval_clock()
-            run: list[PodInfo] = []
-            run_key: object = None
-            for pod in pods:
-                current = store.pending.get(pod.uid)
-                if current is None or current.node_name or pod.uid in store.assumed:
-                    continue  # bound, gone, or already counted somewhere (filter's winner, a nomination)
-                if (store.holds or store.drained_workloads) and store.drain_steer(current, now) is not NO_STEER:
-                    continue  # a drain's replacement: its filter steers it
-                policy, strategy, governed = engine.governing(current)
-                if not governed:
-                    continue
-                key = (policy.key if policy is not None else None, strategy)
-                if run and key != run_key:
+            try:
+                now = engine.clock()
+                engine.expire_assumptions(now)
+                eval_now = engine.eval_clock()
+                run: list[PodInfo] = []
+                run_key: object = None
+                for pod in pods:
+                    current = store.pending.get(pod.uid)
+                    if current is None or current.node_name or pod.uid in store.assumed:
+                        continue  # bound, gone, or already counted somewhere (filter's winner, a nomination)
+                    if (store.holds or store.drained_workloads) and store.drain_steer(current, now) is not NO_STEER:
+                        continue  # a drain's replacement: its filter steers it
+                    policy, strategy, governed = engine.governing(current)
+                    if not governed:
+                        continue
+                    key = (policy.key if policy is not None else None, strategy)
+                    if run and key != run_key:
+                        planned += self._place(run, now, eval_now, deferred, lapse)
+                        run = []
+                    run_key = key
+                    run.append(current)
+                    tried.append(current.uid)
+                if run:
                     planned += self._place(run, now, eval_now, deferred, lapse)
-                    run = []
-                run_key = key
-                run.append(current)
-            if run:
-                planned += self._place(run, now, eval_now, deferred, lapse)
+            except BaseException:
+                # a fault midway writes none of the batch: no place it counted stays held unwritten
+                for uid in tried:
+                    if uid in store.assumed:
+                        store.release(uid)
+                raise
             for pod, node in planned:
                 engine.nominated(pod.uid, node)
             if deferred:

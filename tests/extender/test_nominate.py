@@ -12,6 +12,7 @@ import pytest
 import uvloop
 
 from berth.core.round import ROUND_ANNOTATION, quota
+from berth.extender import nominator as nominator_module
 from berth.extender.binder import BindError
 from berth.extender.nominator import Nominator
 from tests.builders import make_node, make_pod, make_policy
@@ -304,6 +305,32 @@ def test_a_write_of_a_batch_that_fails_frees_its_pods_place_at_once_and_the_othe
         assert entry.nominated and entry.pod.node_name == on and rnd.placed[f"uid-shop-{name}"] == on
     h.store.apply_pod(pending("web-4"))
     assert plan_queued(nominator) == {"web-4": node}  # the next pod takes it in the same round
+
+
+def test_a_plan_that_fails_midway_holds_no_place_it_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fault while a batch is planned (the task logs it and goes on) writes none of the batch's
+    nominations, so the places it counted before the fault, of an earlier policy's pods and of the
+    pods placed as it came, are given back at once, not held until each pod's next event."""
+    h, nominator = nominating([*NODES, make_policy("web").strategy("Spread").obj(),
+                               make_policy("db").match({"app": "db"}).strategy("Spread").obj()])
+    real = nominator_module.place_in_turn
+
+    def failing(view: Any, pods: list[Any], *args: Any, **kw: Any) -> Any:
+        placed = real(view, pods, *args, **kw)  # each pod counted where it goes
+        if pods[0].name.startswith("db"):
+            raise RuntimeError("a fault of the placer")
+        return placed
+
+    monkeypatch.setattr(nominator_module, "place_in_turn", failing)
+    for name, app in (("web-0", "web"), ("web-1", "web"), ("db-0", "db")):
+        h.store.apply_pod(pending(name, labels={"app": app}))
+    rooms = h.store.room_changes
+    with pytest.raises(RuntimeError):
+        plan_queued(nominator)
+    assert h.store.assumed == {}
+    assert all(h.store.view.pod(f"uid-shop-{name}") is None for name in ("web-0", "web-1", "db-0"))
+    assert h.store.room_changes > rooms  # pods waiting for a place look again
+    assert not h.app.state.engine.nominations
 
 
 @pytest.mark.parametrize("new_loop", [asyncio.new_event_loop, uvloop.new_event_loop], ids=["asyncio", "uvloop"])
