@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from tests.e2e.harness import NodeSpec, simple_pod, wait_for
+from tests.e2e.harness import NodeSpec
 from tests.e2e.harness.fixtures import (  # noqa: F401  (pytest fixtures)
     control_plane,
     e2e_namespace,
@@ -26,8 +26,18 @@ from tests.e2e.harness.fixtures import (  # noqa: F401  (pytest fixtures)
     make_nodes,
     node_leases,
 )
+from tests.e2e.nominator import (
+    SCHEDULER,
+    create_pods,
+    create_policy,
+    elected,
+    leading,
+    lease_holder,
+    nominations,
+    policy_seen,
+    wait_nominated,
+)
 from tests.e2e.stack import Extender, berth_crd  # noqa: F401  (berth_crd: a pytest fixture)
-from tests.extender.test_nominate_e2e import SCHEDULER, _leading, _nominated, _nominations, _policy, _policy_seen
 
 pytestmark = pytest.mark.e2e
 
@@ -39,12 +49,6 @@ LEASE_DURATION = 15.0
 RETRY_PERIOD = 2.0
 """How often a candidate reads the Lease (the default): it takes an expired Lease within about
 1.2 of these after the expiry as it measures it."""
-
-
-def _create(core: Any, namespace: str, names: list[str]) -> None:
-    for name in names:
-        core.create_namespaced_pod(namespace, k8s.V1Pod.model_validate(
-            simple_pod(name, cpu="1", memory="256Mi", labels={"app": "web"}, scheduler_name=SCHEDULER)))
 
 
 def test_a_killed_holders_lease_expires_and_the_other_replica_nominates(
@@ -72,35 +76,31 @@ def test_a_killed_holders_lease_expires_and_the_other_replica_nominates(
     try:
         for extender in replicas.values():
             extender.start()
-        holder = wait_for(lambda: coord.read_namespaced_lease(lease, e2e_namespace).spec.holder_identity,
-                          lambda h: h in replicas, timeout=30, what="a holder of the nominator's Lease")
-        standby = next(name for name in replicas if name != holder)
         urls = {name: extender.url for name, extender in replicas.items()}
-        wait_for(lambda: {n: _leading(u) for n, u in urls.items()}, lambda got: got == {holder: 1, standby: 0},
-                 timeout=30, what="the holder alone leading")
-        _policy(kube_api, e2e_namespace, "Spread", selector, urls[holder])
-        _policy_seen(urls[standby], e2e_namespace)
+        holder, standby = elected(coord, lease, e2e_namespace, urls)
+        create_policy(kube_api, e2e_namespace, "Spread", selector, urls[holder])
+        policy_seen(urls[standby], e2e_namespace)
 
         first = [f"web-{i}" for i in range(3)]
-        _create(core, e2e_namespace, first)
-        _nominated(core, e2e_namespace, first)
-        assert not _nominations(urls[standby]).get("made"), "the replica without the Lease nominated"
+        create_pods(core, e2e_namespace, first)
+        wait_nominated(core, e2e_namespace, first)
+        assert not nominations(urls[standby]).get("made"), "the replica without the Lease nominated"
 
         replicas[holder].kill()  # SIGKILL: the Lease is not given up
         killed = time.monotonic()
         second = [f"web-{i}" for i in range(3, 6)]
-        _create(core, e2e_namespace, second)
-        wait_for(lambda: coord.read_namespaced_lease(lease, e2e_namespace).spec.holder_identity,
-                 lambda h: h == standby, timeout=LEASE_DURATION + 4 * RETRY_PERIOD + 10,
-                 what="the standby holding the Lease once it expired")
+        create_pods(core, e2e_namespace, second)
+        lease_holder(coord, lease, e2e_namespace, until=lambda h: h == standby,
+                     timeout=LEASE_DURATION + 4 * RETRY_PERIOD + 10,
+                     what="the standby holding the Lease once it expired")
         took = time.monotonic() - killed
         # not before the Lease expired as the standby measures it (from the last renewal it read,
         # up to a retry period before the kill), so a killed holder was not released
         assert took >= LEASE_DURATION - 1.2 * RETRY_PERIOD - 1, f"taken over {took:.1f}s after the kill"
-        assert _leading(urls[standby]) == 1
-        nominated = _nominated(core, e2e_namespace, second)
+        assert leading(urls[standby]) == 1
+        nominated = wait_nominated(core, e2e_namespace, second)
         assert set(nominated) == set(second)
-        assert _nominations(urls[standby]).get("made") == len(second)
+        assert nominations(urls[standby]).get("made") == len(second)
         assert coord.read_namespaced_lease(lease, e2e_namespace).spec.lease_transitions == 1
     finally:
         for extender in replicas.values():

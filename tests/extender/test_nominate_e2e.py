@@ -15,7 +15,6 @@ from typing import Any
 import httpx
 import pytest
 from kubernetes import client as k8s
-from prometheus_client.parser import text_string_to_metric_families
 
 from berth.core.round import ROUND_ANNOTATION
 from berth.extender.binder import KubeBinder
@@ -30,11 +29,20 @@ from tests.e2e.harness.fixtures import (  # noqa: F401  (pytest fixtures)
     node_leases,
     start_scheduler,
 )
+from tests.e2e.nominator import (
+    SCHEDULER,
+    create_pods,
+    create_policy,
+    elected,
+    leading,
+    lease_holder,
+    nominations,
+    policy_seen,
+    wait_nominated,
+)
 from tests.extender.test_e2e import CRD, served_extender
 
 pytestmark = pytest.mark.e2e
-
-SCHEDULER = "berth-nominate-e2e"
 
 
 @pytest.fixture(scope="module")
@@ -50,41 +58,12 @@ def extender(control_plane: ControlPlane, crd: None) -> Iterator[str]:  # noqa: 
         yield url
 
 
-def _nominations(url: str) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for family in text_string_to_metric_families(httpx.get(url + "/metrics", timeout=10).text):
-        if family.name == "berth_nominations":
-            out.update((s.labels["result"], s.value) for s in family.samples if s.name.endswith("_total"))
-    return out
-
-
-def _policy(api: Any, namespace: str, strategy: str, selector: dict[str, str], url: str, **spec: Any) -> None:
-    k8s.CustomObjectsApi(api).create_namespaced_custom_object(
-        "berth.dev", "v1alpha1", namespace, "placementpolicies", {
-            "apiVersion": "berth.dev/v1alpha1", "kind": "PlacementPolicy",
-            "metadata": {"name": "web", "namespace": namespace},
-            "spec": {"selector": {"matchLabels": {"app": "web"}}, "strategy": strategy,
-                     "nodeFilter": {"labels": selector}, **spec}})
-    wait_for(lambda: httpx.get(url + "/api/v1/nodes/allocations").json()["policies"],
-             lambda policies: f"{namespace}/web" in policies, timeout=30, what="the policy in berth's view")
-
-
-def _nominated(core: Any, namespace: str, names: list[str]) -> dict[str, str]:
-    def seen() -> dict[str, str]:
-        pods = {p.metadata.name: p for p in core.list_namespaced_pod(namespace).items}
-        return {n: pods[n].status.nominated_node_name for n in names
-                if n in pods and pods[n].status.nominated_node_name}
-
-    return wait_for(seen, lambda got: len(got) == len(names), timeout=30,  # type: ignore[no-any-return]
-                    what=f"{len(names)} pods nominated", describe=lambda got: f"nominated so far: {got}")
-
-
 def _bound(core: Any, namespace: str, names: list[str]) -> dict[str, Any]:
     def placed() -> dict[str, Any]:
         pods = {p.metadata.name: p for p in core.list_namespaced_pod(namespace).items}
         return {n: pods[n] for n in names if n in pods and pods[n].spec.node_name}
 
-    return wait_for(placed, lambda got: len(got) == len(names), timeout=60,  # type: ignore[no-any-return]
+    return wait_for(placed, lambda got: len(got) == len(names), timeout=60,
                     what=f"{len(names)} pods bound", describe=lambda got: f"bound so far: {sorted(got)}")
 
 
@@ -104,19 +83,17 @@ def test_governed_pods_are_nominated_and_land_on_their_nominated_nodes(
     run = "r" + uuid.uuid4().hex[:6]
     selector = {"berth.e2e/nominate": run}
     nodes = make_nodes(*(NodeSpec(f"nom-{run}-{i}", cpu="4", memory="8Gi", labels=selector) for i in range(3)))
-    _policy(kube_api, e2e_namespace, "Spread", selector, extender)
+    create_policy(kube_api, e2e_namespace, "Spread", selector, extender)
     core: Any = k8s.CoreV1Api(kube_api)
     web = [f"web-{i}" for i in range(3)]
-    for name in web:  # pending before kube-scheduler runs: berth nominates them first
-        core.create_namespaced_pod(e2e_namespace, k8s.V1Pod.model_validate(
-            simple_pod(name, cpu="1", memory="256Mi", labels={"app": "web"}, scheduler_name=SCHEDULER)))
-    nominated = _nominated(core, e2e_namespace, web)
+    create_pods(core, e2e_namespace, web)  # pending before kube-scheduler runs: berth nominates them first
+    nominated = wait_nominated(core, e2e_namespace, web)
     assert sorted(nominated.values()) == sorted(nodes)  # Spread: one a node, planned in turn
 
     _start(start_scheduler, extender)
     placed = _bound(core, e2e_namespace, web)
     assert {n: p.spec.node_name for n, p in placed.items()} == nominated
-    counts = _nominations(extender)
+    counts = nominations(extender)
     assert counts.get("made") == 3
     assert counts.get("hit") == 3, counts  # berth's filter was sent each nominated node alone and passed it
     # the API server clears the nomination when it binds the pod (ClearingNominatedNodeNameAfterBinding)
@@ -137,21 +114,19 @@ def test_pods_of_a_round_policy_coming_in_waves_are_all_nominated_round_after_ro
     run = "r" + uuid.uuid4().hex[:6]
     selector = {"berth.e2e/nominate": run}
     make_nodes(*(NodeSpec(f"nom-{run}-{i}", cpu="4", memory="8Gi", labels=selector) for i in range(3)))
-    _policy(kube_api, e2e_namespace, strategy, selector, extender, count=2)
+    create_policy(kube_api, e2e_namespace, strategy, selector, extender, count=2)
     core: Any = k8s.CoreV1Api(kube_api)
     waves = [["web-0", "web-1"], ["web-2", "web-3"]]
     nominated: dict[str, str] = {}
     for wave in waves:  # pending before kube-scheduler runs: berth nominates them first
-        for name in wave:
-            core.create_namespaced_pod(e2e_namespace, k8s.V1Pod.model_validate(
-                simple_pod(name, cpu="1", memory="256Mi", labels={"app": "web"}, scheduler_name=SCHEDULER)))
-        nominated |= _nominated(core, e2e_namespace, wave)
+        create_pods(core, e2e_namespace, wave)
+        nominated |= wait_nominated(core, e2e_namespace, wave)
 
     _start(start_scheduler, extender)
     names = [name for wave in waves for name in wave]
     placed = _bound(core, e2e_namespace, names)
     assert {n: p.spec.node_name for n, p in placed.items()} == nominated
-    counts = _nominations(extender)
+    counts = nominations(extender)
     assert (counts.get("made"), counts.get("hit")) == (4, 4), counts
     # the second wave's rounds opened after the first's were used up (by nominations alone)
     rounds = [{placed[n].metadata.annotations[ROUND_ANNOTATION] for n in wave} for wave in waves]
@@ -169,11 +144,10 @@ def test_a_stale_nomination_still_lands_where_berth_decides(
     selector = {"berth.e2e/nominate": run}
     first, second = make_nodes(NodeSpec(f"nom-{run}-a", cpu="4", memory="8Gi", labels=selector),
                                NodeSpec(f"nom-{run}-b", cpu="4", memory="8Gi", labels=selector))
-    _policy(kube_api, e2e_namespace, "Spread", selector, extender)
+    create_policy(kube_api, e2e_namespace, "Spread", selector, extender)
     core: Any = k8s.CoreV1Api(kube_api)
-    core.create_namespaced_pod(e2e_namespace, k8s.V1Pod.model_validate(
-        simple_pod("web-0", cpu="1", memory="256Mi", labels={"app": "web"}, scheduler_name=SCHEDULER)))
-    nominated = _nominated(core, e2e_namespace, ["web-0"])["web-0"]
+    create_pods(core, e2e_namespace, ["web-0"])
+    nominated = wait_nominated(core, e2e_namespace, ["web-0"])["web-0"]
     assert nominated == first
     # The nominated node fills up before kube-scheduler comes: it still fits the pod (kube-scheduler's
     # own filters pass it), but Spread now ranks the other node first.
@@ -189,7 +163,7 @@ def test_a_stale_nomination_still_lands_where_berth_decides(
     _start(start_scheduler, extender)
     placed = _bound(core, e2e_namespace, ["web-0"])
     assert placed["web-0"].spec.node_name == second  # berth's decision, not the stale nomination
-    counts = _nominations(extender)
+    counts = nominations(extender)
     assert counts.get("missed") == 1, counts
     assert not counts.get("hit"), counts
 
@@ -251,13 +225,6 @@ def test_a_nomination_is_written_only_where_none_is(
         api.close()
 
 
-def _leading(url: str) -> float | None:
-    for family in text_string_to_metric_families(httpx.get(url + "/metrics", timeout=10).text):
-        if family.name == "berth_nominator_leading":
-            return float(family.samples[0].value)
-    return None
-
-
 def test_of_two_extenders_one_holds_the_lease_and_nominates(
     control_plane: ControlPlane,  # noqa: F811
     kube_api: Any,  # noqa: F811
@@ -288,47 +255,34 @@ def test_of_two_extenders_one_holds_the_lease_and_nominates(
     try:
         urls = {name: stack.enter_context(served_extender(control_plane, settings(name)))
                 for name, stack in stacks.items()}
-        holder = wait_for(lambda: coord.read_namespaced_lease(lease, e2e_namespace).spec.holder_identity,
-                          lambda h: h in urls, timeout=30, what="a holder of the nominator's Lease")
-        standby = next(name for name in urls if name != holder)
-        wait_for(lambda: {n: _leading(u) for n, u in urls.items()}, lambda got: got == {holder: 1, standby: 0},
-                 timeout=30, what="the holder alone leading")
-        _policy(kube_api, e2e_namespace, "Spread", selector, urls[holder])
-        _policy_seen(urls[standby], e2e_namespace)
+        holder, standby = elected(coord, lease, e2e_namespace, urls)
+        create_policy(kube_api, e2e_namespace, "Spread", selector, urls[holder])
+        policy_seen(urls[standby], e2e_namespace)
 
         first = [f"web-{i}" for i in range(4)]
-        for name in first:
-            core.create_namespaced_pod(e2e_namespace, k8s.V1Pod.model_validate(
-                simple_pod(name, cpu="1", memory="256Mi", labels={"app": "web"}, scheduler_name=SCHEDULER)))
-        _nominated(core, e2e_namespace, first)
-        wait_for(lambda: _nominations(urls[holder]).get("made"), lambda made: made == len(first), timeout=30,
+        create_pods(core, e2e_namespace, first)
+        wait_nominated(core, e2e_namespace, first)
+        wait_for(lambda: nominations(urls[holder]).get("made"), lambda made: made == len(first), timeout=30,
                  what="the holder's nominations counted")
-        assert not _nominations(urls[standby]), "the replica without the Lease planned nominations"
+        assert not nominations(urls[standby]), "the replica without the Lease planned nominations"
 
         stacks[holder].close()  # the holder stops: it releases the Lease, the standby takes it at its next try
-        wait_for(lambda: coord.read_namespaced_lease(lease, e2e_namespace).spec.holder_identity,
-                 lambda h: h == standby, timeout=30, what="the standby holding the Lease")
-        assert _leading(urls[standby]) == 1
+        lease_holder(coord, lease, e2e_namespace, until=lambda h: h == standby, timeout=30,
+                     what="the standby holding the Lease")
+        assert leading(urls[standby]) == 1
         second = [f"web-{i}" for i in range(4, 6)]
-        for name in second:
-            core.create_namespaced_pod(e2e_namespace, k8s.V1Pod.model_validate(
-                simple_pod(name, cpu="1", memory="256Mi", labels={"app": "web"}, scheduler_name=SCHEDULER)))
-        _nominated(core, e2e_namespace, second)
-        wait_for(lambda: _nominations(urls[standby]).get("made"), lambda made: made == len(second), timeout=30,
+        create_pods(core, e2e_namespace, second)
+        wait_nominated(core, e2e_namespace, second)
+        wait_for(lambda: nominations(urls[standby]).get("made"), lambda made: made == len(second), timeout=30,
                  what="the new holder's nominations counted")
         assert coord.read_namespaced_lease(lease, e2e_namespace).spec.lease_transitions == 1
 
         _start(start_scheduler, urls[standby])
         _bound(core, e2e_namespace, first + second)
-        counts = _nominations(urls[standby])
+        counts = nominations(urls[standby])
         judged = {r: counts.get(r, 0) for r in ("hit", "missed", "late")}
         assert sum(judged.values()) == len(first + second), counts  # each nomination counted once
         assert judged["hit"] >= len(first), counts  # the old holder's too
     finally:
         for stack in stacks.values():
             stack.close()
-
-
-def _policy_seen(url: str, namespace: str) -> None:
-    wait_for(lambda: httpx.get(url + "/api/v1/nodes/allocations").json()["policies"],
-             lambda policies: f"{namespace}/web" in policies, timeout=30, what="the policy in the standby's view")
