@@ -41,6 +41,7 @@ from tests.e2e.harness.fixtures import (  # noqa: F401  (pytest fixtures)
     start_scheduler,
 )
 from tests.e2e.harness.process import free_port
+from tests.e2e.stack import events
 
 pytestmark = pytest.mark.e2e
 
@@ -170,23 +171,13 @@ def test_kube_scheduler_places_pods_through_berth(
         huge["spec"]["containers"][0]["resources"][key]["ephemeral-storage"] = "95Gi"
     core.create_namespaced_pod(e2e_namespace, k8s.V1Pod.model_validate(huge))
 
-    def failed_event() -> str:
-        for e in core.list_namespaced_event(e2e_namespace, field_selector="involvedObject.name=huge").items:
-            if e.reason == "FailedScheduling":
-                return str(e.message)
-        return ""
-
-    message = wait_for(failed_event, bool, timeout=60, what="a FailedScheduling event for huge")
+    message = wait_for(lambda: events(core, e2e_namespace, "huge", "FailedScheduling"), bool, timeout=60,
+                       what="a FailedScheduling event for huge")[0]
     assert "insufficient capacity: ephemeral-storage" in message, message  # counted, not one group per node
     assert "MISSING" not in message
 
-    def refused_event() -> str:
-        for e in core.list_namespaced_event(e2e_namespace, field_selector="involvedObject.name=huge").items:
-            if e.reason == "BerthRefused":
-                return str(e.message)
-        return ""
-
-    refused = wait_for(refused_event, bool, timeout=30, what="berth's BerthRefused Event on huge")
+    refused = wait_for(lambda: events(core, e2e_namespace, "huge", "BerthRefused"), bool, timeout=30,
+                       what="berth's BerthRefused Event on huge")[0]
     # the small node has too little cpu left for kube-scheduler itself; the others share one text
     shared = f"{', '.join(sorted((medium, large)))}: insufficient capacity: ephemeral-storage: placing leaves"
     assert shared in refused, refused
