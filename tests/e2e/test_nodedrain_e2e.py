@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -281,6 +282,20 @@ def _act_as_kubelet(core: Any, namespace: str) -> None:
                          **({} if ready else {"reason": "ReadinessGatesNotReady"})}]}})
 
 
+def _kubelet_pods(core: Any, namespace: str) -> list[Any]:
+    """The namespace's pods not being deleted, once the fake nodes' kubelets have done their part."""
+    _act_as_kubelet(core, namespace)
+    return _live(core, namespace)
+
+
+def _running_on(core: Any, namespace: str, node: str, count: int) -> list[Any]:
+    """The namespace's ``count`` pods, once they all run on ``node`` and are Ready."""
+    return wait_for(partial(_kubelet_pods, core, namespace),
+                    lambda ps: len(ps) == count and all(p.spec.node_name == node and _ready(p) for p in ps),
+                    timeout=90, what="the pods running on the node to drain",
+                    describe=lambda ps: str([(p.metadata.name, p.spec.node_name) for p in ps]))
+
+
 def _open_gate(core: Any, namespace: str, pods: Iterable[Any], gate: str) -> None:
     """Set the readiness gate ``gate`` of ``pods`` True, as the controller that owns the gate would
     (a load balancer's, once the pod receives traffic)."""
@@ -528,13 +543,8 @@ def test_a_pod_with_no_room_stays_blocked_and_moves_once_a_node_is_added(
     _deployment(apps, e2e_namespace, "web", 2, {"app": f"web-{run}"}, drain_stack.scheduler_name)
     _deployment(apps, e2e_namespace, "big", 1, {"app": f"big-{run}"}, drain_stack.scheduler_name, cpu="3")
 
-    def running() -> list[Any]:
-        _act_as_kubelet(core, e2e_namespace)
-        return _live(core, e2e_namespace)
-
-    first = wait_for(running, lambda ps: len(ps) == 3 and all(p.spec.node_name == a and _ready(p) for p in ps),
-                     timeout=90, what="the pods running on the node to drain",
-                     describe=lambda ps: str([(p.metadata.name, p.spec.node_name) for p in ps]))
+    running = partial(_kubelet_pods, core, e2e_namespace)
+    first = _running_on(core, e2e_namespace, a, 3)
     (big,) = [p for p in first if p.metadata.labels["app"] == f"big-{run}"]
     (b,) = make_nodes(NodeSpec(f"room-{run}-b", cpu="2", labels=dest_label))
     operator = drain_stack.operator.start()
@@ -595,13 +605,8 @@ def test_a_move_of_one_workload_to_a_named_node_honours_it_over_berths_checks(
     _deployment(apps, e2e_namespace, "web", 3, web, drain_stack.scheduler_name, cpu="1")
     _deployment(apps, e2e_namespace, "other", 1, other, drain_stack.scheduler_name)
 
-    def running() -> list[Any]:
-        _act_as_kubelet(core, e2e_namespace)
-        return _live(core, e2e_namespace)
-
-    first = wait_for(running, lambda ps: len(ps) == 4 and all(p.spec.node_name == a and _ready(p) for p in ps),
-                     timeout=90, what="the pods running on the node to drain",
-                     describe=lambda ps: str([(p.metadata.name, p.spec.node_name) for p in ps]))
+    running = partial(_kubelet_pods, core, e2e_namespace)
+    first = _running_on(core, e2e_namespace, a, 4)
     target, roomy = make_nodes(NodeSpec(f"target-{run}-t", cpu="2"), NodeSpec(f"target-{run}-roomy", cpu="16"))
     operator = drain_stack.operator.start()
     custom.create_namespaced_custom_object("berth.dev", "v1alpha1", e2e_namespace, "placementpolicies", {
@@ -646,11 +651,7 @@ def test_a_move_of_one_workload_to_a_named_node_honours_it_over_berths_checks(
              what="the policy's status naming the drain",
              describe=lambda p: json.dumps((p.get("status") or {}).get("drains")) + operator.log()[-2000:])
 
-    def pods() -> list[Any]:
-        _act_as_kubelet(core, e2e_namespace)
-        return _live(core, e2e_namespace)
-
-    landed = wait_for(pods, lambda ps: len(ps) == 4 and all(p.spec.node_name for p in ps), timeout=90,
+    landed = wait_for(running, lambda ps: len(ps) == 4 and all(p.spec.node_name for p in ps), timeout=90,
                       what="the replacements bound",
                       describe=lambda ps: str([(p.metadata.name, p.spec.node_name) for p in ps]))
     where = sorted((p.metadata.labels["app"], p.spec.node_name) for p in landed)
@@ -682,13 +683,8 @@ def test_holds_survive_an_extender_restart(control_plane: ControlPlane, drain_st
     (a,) = make_nodes(NodeSpec(f"restart-{run}-a", cpu="8"))
     _deployment(apps, e2e_namespace, "web", 2, labels, drain_stack.scheduler_name)
 
-    def running() -> list[Any]:
-        _act_as_kubelet(core, e2e_namespace)
-        return _live(core, e2e_namespace)
-
-    first = wait_for(running, lambda ps: len(ps) == 2 and all(p.spec.node_name == a and _ready(p) for p in ps),
-                     timeout=90, what="the pods running on the node to drain",
-                     describe=lambda ps: str([(p.metadata.name, p.spec.node_name) for p in ps]))
+    running = partial(_kubelet_pods, core, e2e_namespace)
+    first = _running_on(core, e2e_namespace, a, 2)
     b, c, roomy = make_nodes(NodeSpec(f"restart-{run}-b", cpu="1"), NodeSpec(f"restart-{run}-c", cpu="1"),
                              NodeSpec(f"restart-{run}-roomy", cpu="16"))
     drain_stack.extender.kill()
