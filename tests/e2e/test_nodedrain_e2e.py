@@ -296,6 +296,12 @@ def _running_on(core: Any, namespace: str, node: str, count: int) -> list[Any]:
                     describe=lambda ps: str([(p.metadata.name, p.spec.node_name) for p in ps]))
 
 
+def _drain_progress(api: Any, core: Any, namespace: str, name: str) -> dict[str, Any]:
+    """The NodeDrain ``name``'s status, once the fake nodes' kubelets have done their part."""
+    _act_as_kubelet(core, namespace)
+    return _drain_status(api, name)
+
+
 def _open_gate(core: Any, namespace: str, pods: Iterable[Any], gate: str) -> None:
     """Set the readiness gate ``gate`` of ``pods`` True, as the controller that owns the gate would
     (a load balancer's, once the pod receives traffic)."""
@@ -553,9 +559,7 @@ def test_a_pod_with_no_room_stays_blocked_and_moves_once_a_node_is_added(
              "spec": {"nodes": [a], "destinationSelector": {"matchLabels": dest_label}, "mode": "Execute"}}
     control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(drain))
 
-    def status() -> dict[str, Any]:
-        _act_as_kubelet(core, e2e_namespace)
-        return _drain_status(kube_api, name)
+    status = partial(_drain_progress, kube_api, core, e2e_namespace, name)
 
     def by_pod(s: dict[str, Any]) -> dict[str, dict[str, Any]]:
         return {p["pod"].split("/")[1]: p for p in s.get("pods") or ()}
@@ -622,9 +626,7 @@ def test_a_move_of_one_workload_to_a_named_node_honours_it_over_berths_checks(
                       "mode": "Execute"}}
     control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(drain))
 
-    def status() -> dict[str, Any]:
-        _act_as_kubelet(core, e2e_namespace)
-        return _drain_status(kube_api, name)
+    status = partial(_drain_progress, kube_api, core, e2e_namespace, name)
 
     done = wait_for(status, lambda s: s.get("phase") == "Blocked", timeout=120, interval=0.5,
                     what="two pods moved to the target, the third blocked",
@@ -694,9 +696,7 @@ def test_holds_survive_an_extender_restart(control_plane: ControlPlane, drain_st
              "spec": {"nodes": [a], "destinations": [b, c], "mode": "Execute"}}
     control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(drain))
 
-    def status() -> dict[str, Any]:
-        _act_as_kubelet(core, e2e_namespace)
-        return _drain_status(kube_api, name)
+    status = partial(_drain_progress, kube_api, core, e2e_namespace, name)
 
     done = wait_for(status, lambda s: s.get("phase") == "Drained", timeout=120, interval=0.5,
                     what="the pods evicted while the extender is down",
