@@ -12,7 +12,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -41,20 +40,13 @@ from tests.e2e.harness.fixtures import (  # noqa: F401  (pytest fixtures)
     start_scheduler,
 )
 from tests.e2e.harness.process import free_port
-from tests.e2e.stack import events
+from tests.e2e.stack import berth_crd, events  # noqa: F401  (berth_crd: a pytest fixture)
 
 pytestmark = pytest.mark.e2e
 
-CRD = Path(__file__).resolve().parents[2] / "crds" / "placementpolicies.berth.dev.yaml"
-
-
-@pytest.fixture(scope="module")
-def crd(control_plane: ControlPlane) -> None:  # noqa: F811
-    control_plane.apply_crds(CRD)
-
 
 @pytest.fixture
-def extender(control_plane: ControlPlane, crd: None) -> Iterator[str]:  # noqa: F811
+def extender(control_plane: ControlPlane, berth_crd: None) -> Iterator[str]:  # noqa: F811
     """berth's extender against the control plane, served by uvicorn on 127.0.0.1."""
     with served_extender(control_plane, ExtenderSettings(api_anonymous=True)) as url:  # explain API without tokens
         yield url

@@ -40,18 +40,14 @@ from tests.e2e.nominator import (
     policy_seen,
     wait_nominated,
 )
-from tests.extender.test_e2e import CRD, served_extender
+from tests.e2e.stack import berth_crd  # noqa: F401  (a pytest fixture)
+from tests.extender.test_e2e import served_extender
 
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module")
-def crd(control_plane: ControlPlane) -> None:  # noqa: F811
-    control_plane.apply_crds(CRD)
-
-
 @pytest.fixture
-def extender(control_plane: ControlPlane, crd: None) -> Iterator[str]:  # noqa: F811
+def extender(control_plane: ControlPlane, berth_crd: None) -> Iterator[str]:  # noqa: F811
     """berth's extender with the nominate profile's settings, nominating the pods of :data:`SCHEDULER`."""
     with served_extender(control_plane, ExtenderSettings(api_anonymous=True, filter_winner_only=True,
                                                          nominate=True, nominate_schedulers=SCHEDULER)) as url:
@@ -231,7 +227,7 @@ def test_of_two_extenders_one_holds_the_lease_and_nominates(
     make_nodes: Callable[..., list[str]],  # noqa: F811
     e2e_namespace: str,  # noqa: F811
     start_scheduler: Callable[..., Scheduler],  # noqa: F811
-    crd: None,
+    berth_crd: None,  # noqa: F811
 ) -> None:
     """Two extender replicas against one API server: the holder of the nominator's Lease nominates,
     the other plans nothing; when the holder stops (releasing the Lease), the other takes over, and
