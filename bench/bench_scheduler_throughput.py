@@ -151,6 +151,7 @@ from tests.e2e.harness import (  # noqa: E402
     wait_for,
 )
 from tests.e2e.harness.process import ManagedProcess, free_port  # noqa: E402
+from tests.e2e.nominator import nominations  # noqa: E402
 from tests.e2e.stack import CRD, Extender, berth_scheduler_config, policy_manifest  # noqa: E402
 
 CLIENT = {"qps": 1000, "burst": 1000}
@@ -584,17 +585,6 @@ def cpu_profile_option(text: str) -> tuple[Path, float]:
     if not folder or not 1 <= length <= 600:
         raise ValueError(f"{text!r} is not DIR:SECONDS with SECONDS from 1 to 600")
     return Path(folder), length
-
-
-def nominations(url: str) -> dict[str, float]:
-    """berth_nominations_total by result (empty when berth nominates nothing)."""
-    out: dict[str, float] = {}
-    for family in text_string_to_metric_families(httpx.get(url + "/metrics", timeout=10).text):
-        if family.name == "berth_nominations":
-            for sample in family.samples:
-                if sample.name == "berth_nominations_total":
-                    out[sample.labels["result"]] = sample.value
-    return out
 
 
 def delete_pods(core: Any, namespace: str, attempts: int = 3) -> None:
