@@ -29,6 +29,7 @@ from berth.core import (
     SLEEPY_MEMORY_FACTOR,
     Settings,
     Strategy,
+    index_from_environment,
 )
 from berth.extender.leader import LeaseTimes, default_identity, default_namespace
 
@@ -183,6 +184,8 @@ class ExtenderSettings(BaseSettings):
         return frozenset(n.strip() for n in self.nominate_schedulers.split(",") if n.strip())
 
     def core(self) -> Settings:
+        """The core's settings, ``BERTH_INDEX`` read once here like the others: left unresolved, every
+        evaluation would read the environment again, several times a pod."""
         return Settings(
             cpu_overcommit_percent=self.cpu_overcommit_percent,
             memory_overcommit_percent=self.memory_overcommit_percent,
@@ -191,6 +194,7 @@ class ExtenderSettings(BaseSettings):
             liveness_threshold_seconds=self.liveness_threshold_seconds,
             sleepy_memory_factor=self.sleepy_memory_factor,
             default_strategy=self.default_strategy,
+            index=index_from_environment(),
         )
 
 

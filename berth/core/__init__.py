@@ -98,6 +98,7 @@ from berth.core.settings import (
     SLEEPY_MEMORY_FACTOR,
     Bounds,
     Settings,
+    index_from_environment,
 )
 from berth.core.view import ClusterView, Overlay
 
@@ -175,6 +176,7 @@ __all__ = [
     "format_amount",
     "format_time",
     "honour_target",
+    "index_from_environment",
     "is_terminal",
     "lease_renew_seconds",
     "node_allocations",

@@ -4,6 +4,7 @@ and replaced by the safe default, and they reach the core's Settings."""
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import pytest
 
@@ -60,7 +61,19 @@ def test_environment_values(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogC
 
 
 def test_defaults_never_overcommit() -> None:
-    assert load_settings().core() == Settings()
+    assert replace(load_settings().core(), index=None) == Settings()
+
+
+@pytest.mark.parametrize(("variable", "indexed"), [(None, True), ("off", False), ("on", True)])
+def test_the_index_switch_is_read_once_into_the_core_settings(monkeypatch: pytest.MonkeyPatch, variable: str | None,
+                                                               indexed: bool) -> None:
+    if variable is None:
+        monkeypatch.delenv("BERTH_INDEX", raising=False)
+    else:
+        monkeypatch.setenv("BERTH_INDEX", variable)
+    core = load_settings().core()
+    monkeypatch.setenv("BERTH_INDEX", "on" if variable == "off" else "off")  # changed after start: not read again
+    assert core.index is indexed and core.indexed is indexed
 
 
 def test_settings_reach_the_core(monkeypatch: pytest.MonkeyPatch) -> None:
