@@ -6,7 +6,11 @@ Builds a deterministic synthetic cluster and prints:
    node, a zone topology spread constraint and two placement rules (a Node rule and a Pod rule
    with ``within``) on: p50 / p99 over ``--runs`` runs, plus the first (cold-cache) call;
 2. a 100-pod round (plan_round count=100) per strategy on 5,000 nodes, no spread: the median of
-   ``--round-runs`` runs per strategy.
+   ``--round-runs`` runs per strategy;
+3. small turns (place_in_turn of 2 to 12 pods alike) per greedy strategy at each size, on the
+   view itself (as the extender's nominator plans a steady stream of pods a few at a time) and on
+   an overlay (as a round's plan): placed through the nodes left standing and judged in full one
+   by one, side by side, with the placer's choice marked (``berth.core.index.worth_keeping``).
 
 Targets (issue 2): one pod vs 5,000 nodes p50 <= 5 ms; a 100-pod round <= 100 ms for every greedy
 strategy. ``--profile`` adds a cProfile of both measurements (top functions by own time).
@@ -30,10 +34,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from berth.core import index
 from berth.core.evaluate import evaluate_pod
 from berth.core.index.cluster import prepare_index
 from berth.core.model import NodeInfo, PodInfo
-from berth.core.plan import plan_round
+from berth.core.plan import place_in_turn, plan_round, replicas
 from berth.core.policy import PlacementPolicy, Strategy, policy_from_manifest
 from berth.core.quantity import CPU, DISK, MEMORY, PODS
 from berth.core.settings import Settings
@@ -157,6 +162,41 @@ def round_for(view: ClusterView, strategy: Strategy | None, runs: int) -> tuple[
     return timed(go, runs), outcome
 
 
+SMALL_TURNS = (2, 3, 4, 6, 8, 12)
+
+
+def small_turn(view: ClusterView, strategy: Strategy | None, pods: int, runs: int, *, heap: bool,
+               overlay: bool) -> Samples:
+    """``pods`` alike placed in turn through the heap or each judged in full: on ``view`` itself,
+    each counted there before the next as the nominator counts them (and taken off after), or on
+    an overlay of it, as a round's plan counts them."""
+    pol = manifest({"strategy": strategy.value} if strategy else {})
+    chooses = index.worth_keeping
+    index.worth_keeping = lambda state, count: heap  # type: ignore[assignment]
+
+    def go() -> object:
+        if overlay:
+            over = view.overlay()
+            return place_in_turn(over, replicas(NEW_POD, pods), pol, Settings(), NOW, put=over.place)
+        placed: list[str] = []
+
+        def put(pod: PodInfo, node: str) -> None:
+            view.assume(pod, node)
+            placed.append(pod.uid)
+
+        try:
+            return place_in_turn(view, replicas(NEW_POD, pods), pol, Settings(), NOW, put=put)
+        finally:
+            for uid in placed:
+                view.remove_pod(uid)
+
+    try:
+        go()  # the verdict tables made once, as a long-lived view has them
+        return timed(go, runs)
+    finally:
+        index.worth_keeping = chooses
+
+
 def profile(fn: Callable[[], object], title: str, top: int) -> None:
     prof = cProfile.Profile()
     prof.enable()
@@ -226,6 +266,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:>9} {median:>10.1f} {max(samples.wall):>8.1f} {cpu:>8.1f}  {outcome}")
         if strategy not in ROUND_STRATEGIES:
             verdicts.append((f"{ROUND}-pod round, {name}", median, cpu, ROUND_TARGET_MS))
+
+    print(f"\n3. small turns (place_in_turn of k pods alike), ms a turn, median of {args.round_runs * 4}: "
+          "through the nodes left standing / each judged in full; * the placer's choice")
+    print(f"{'nodes':>8} {'on':>8} {'strategy':>9} " + " ".join(f"{f'k={k}':>15}" for k in SMALL_TURNS))
+    for size, small_view in views.items():
+        for on_overlay in (False, True):
+            for strategy in GREEDY:
+                cells = []
+                for k in SMALL_TURNS:
+                    chosen = index.worth_keeping(small_view.overlay() if on_overlay else small_view, k)
+                    heap, full = (statistics.median(small_turn(small_view, strategy, k, args.round_runs * 4,
+                                                               heap=kept, overlay=on_overlay).wall)
+                                  for kept in (True, False))
+                    cells.append(f"{heap:>6.2f}{'*' if chosen else ' '}/{full:>6.2f}{' ' if chosen else '*'}")
+                name = strategy.value if strategy else "Default"
+                on = "overlay" if on_overlay else "view"
+                print(f"{size:>8} {on:>8} {name:>9} " + " ".join(f"{c:>15}" for c in cells))
 
     load = _load()
     print(f"\ntargets (wall / cpu; load average {load})")

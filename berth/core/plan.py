@@ -189,8 +189,9 @@ def place_in_turn(state: ClusterState, pods: Sequence[PodInfo], policy: Placemen
     - ``placed``: called after each pod placed.
 
     ``settings`` are the cluster's (the policy's overrides are applied here). With the index on,
-    pods alike are placed through the nodes left standing between them
-    (:mod:`berth.core.index.standing`), not judged in full one by one; the answers are the same."""
+    pods alike, enough of them to pay for it (:func:`berth.core.index.worth_keeping`), are placed
+    through the nodes left standing between them (:mod:`berth.core.index.standing`), not judged in
+    full one by one; the answers are the same."""
     settings = settings.for_policy(policy)
     if settings.index is None:  # the environment's switch, read once for the turn, not at each judgement
         settings = replace(settings, index=settings.indexed)
@@ -210,7 +211,8 @@ def place_in_turn(state: ClusterState, pods: Sequence[PodInfo], policy: Placemen
     out = Placed(nodes=[], first=first, refusals={}, warnings=[])
     warnings = dict.fromkeys(first.warnings)
     kept = None
-    if settings.indexed and count > 1 and (isinstance(pods, Replicas) or index.alike(pods[:count])):
+    if (settings.indexed and index.worth_keeping(state, count)
+            and (isinstance(pods, Replicas) or index.alike(pods[:count]))):
         kept = index.standing_nodes(state, pods[0], policy, strategy, left)
     ready = False  # the heap holds every node left standing (once a pod was placed)
     # With no spread constraint and no rule, the first pod's candidates are the nodes left standing.

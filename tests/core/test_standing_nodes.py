@@ -1,16 +1,19 @@
 """The nodes a round keeps standing between its pods (berth.core.index.standing) come out in the
 order the full judgement ranks them: each greedy strategy's own order with every node of unknown
 capacity after the others (docs/behaviour.md#unknown-capacity), a round's plan in its order, and a
-node judged again in its new place."""
+node judged again in its new place. The placer keeps them only for turns long enough to pay for
+the heap (that the answers are the same either way is a property: tests/core/test_properties.py)."""
 
 from __future__ import annotations
 
 import pytest
 
+from berth.core import index
 from berth.core.evaluate import rank
 from berth.core.framework import collect_candidates
 from berth.core.index import standing_nodes
-from berth.core.index.standing import StandingNodes
+from berth.core.index.standing import VIEW_WORTH_FROM, StandingNodes
+from berth.core.plan import place_in_turn, replicas
 from berth.core.policy import PlacementPolicy, Strategy
 from berth.core.settings import Settings
 from berth.core.view import ClusterView
@@ -87,3 +90,32 @@ def test_a_node_judged_again_stands_in_its_new_place_only() -> None:
     kept.add(again.candidates)
     whole = collect_candidates(overlay, pod, policy, Settings(), NOW, strategy=Strategy.AUTO)
     assert _drained(kept) == rank(whole, pod, Strategy.AUTO)
+
+
+TURNS = [
+    # name, placed on the view itself (else an overlay), pods in the turn, the heap made
+    ("one_pod_on_the_view", True, 1, False),
+    ("a_turn_too_short_to_pay_on_the_view", True, VIEW_WORTH_FROM - 1, False),
+    ("a_turn_long_enough_on_the_view", True, VIEW_WORTH_FROM, True),
+    ("one_pod_on_an_overlay", False, 1, False),
+    ("two_pods_on_an_overlay", False, 2, True),
+]
+
+
+@pytest.mark.parametrize(("name", "on_view", "pods", "made"), TURNS, ids=[t[0] for t in TURNS])
+def test_the_placer_keeps_nodes_standing_only_for_turns_that_pay_for_the_heap(
+        monkeypatch: pytest.MonkeyPatch, name: str, on_view: bool, pods: int, made: bool) -> None:
+    """On the view itself a full judgement reads the order its verdict table keeps, so a short turn
+    (a nominator's few pods) is judged pod by pod; on an overlay a judgement makes every candidate,
+    so the heap pays from the second pod."""
+    view = _cluster()
+    state = view if on_view else view.overlay()
+    heaps: list[object] = []
+    real = index.standing_nodes
+    monkeypatch.setattr(index, "standing_nodes", lambda *a: heaps.append(a) or real(*a))
+    pod = make_pod("new").cpu("100m").memory("64Mi").info()
+    put = view.assume if on_view else state.place  # type: ignore[union-attr]
+    placed = place_in_turn(state, replicas(pod, pods), make_policy().strategy("Auto").build(),
+                           Settings(index=True), NOW, put=put)
+    assert None not in placed.nodes and len(placed.nodes) == pods
+    assert bool(heaps) is made

@@ -23,7 +23,7 @@ nothing beyond the plain data is kept.
 from berth.core.index.cluster import index_of, whole_view
 from berth.core.index.judge import IndexedVerdicts, shared_refusals, verdicts
 from berth.core.index.spread import spread_context
-from berth.core.index.standing import StandingNodes, alike, standing_nodes
+from berth.core.index.standing import StandingNodes, alike, standing_nodes, worth_keeping
 
 __all__ = ["IndexedVerdicts", "StandingNodes", "alike", "index_of", "shared_refusals", "spread_context",
-           "standing_nodes", "verdicts", "whole_view"]
+           "standing_nodes", "verdicts", "whole_view", "worth_keeping"]

@@ -25,10 +25,14 @@ from berth.core.plugins.fit import Candidate
 from berth.core.plugins.score import rank_order
 from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy, Strategy
 from berth.core.strategies import strategy_key
-from berth.core.view import ClusterState
+from berth.core.view import ClusterState, ClusterView
 
 Key = Callable[[Candidate], tuple[object, ...]]
 Entry = tuple[tuple[object, ...], str]
+
+VIEW_WORTH_FROM = 8
+"""The fewest pods alike a turn on the view itself places through the nodes left standing (the
+nominator's turns; fewer are judged in full, one by one): see :func:`worth_keeping`."""
 
 _PUSH_AT_MOST = 16
 """More nodes than this at once are heapified with the heap (linear in it), fewer pushed."""
@@ -122,6 +126,18 @@ def _push(heap: list[Entry], entries: list[Entry]) -> None:
     else:
         for entry in entries:
             heapq.heappush(heap, entry)
+
+
+def worth_keeping(state: ClusterState, count: int) -> bool:
+    """Whether ``count`` pods alike are placed on ``state`` through the nodes left standing sooner
+    than judged in full one by one. The heap is made from every candidate of the first pod, each
+    keyed by the ranking. On an overlay (a round's plan, a drain's), once a pod is placed there, a
+    full judgement costs about ten times one on the view at 5,000 nodes, so the heap pays from the
+    second pod. On the view itself a judgement reads the order its verdict table keeps, and the
+    heap costs as much as eight to twelve of them at 5,000 nodes (three to five at 500): a
+    nominator's turn of two or three pods took four times longer through it
+    (``bench/bench_core.py``, small turns)."""
+    return count >= (VIEW_WORTH_FROM if isinstance(state, ClusterView) else 2)
 
 
 def standing_nodes(state: ClusterState, pod: PodInfo, policy: PlacementPolicy | None, strategy: Strategy | None,
