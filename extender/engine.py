@@ -307,8 +307,12 @@ class Extender:
                 honour_target(state, pod, steered.hold, ev)  # type: ignore[arg-type]
             decision = self._stamp(ev.decision, "filter")
             winner = decision.winner
+            winner_alone = winner is not None and self.settings.filter_winner_only
             if nominated is None:
-                failed, unresolvable = failed_nodes(decision.refused)
+                # With the winner alone kube-scheduler binds it and reads no refusal (it keeps them for
+                # a pod no node passes); the pod's record keeps them all. Under Fill at 5,000 nodes
+                # they are 4,999 reasons, a reply of about 300 kB, a pod.
+                failed, unresolvable = ({}, {}) if winner_alone else failed_nodes(decision.refused)
                 passing = ev.passing
             else:
                 failed, unresolvable, passing = self._judge_nominated(nominated, decision, pod)
@@ -331,7 +335,7 @@ class Extender:
             self._refusals_told.pop(pod.uid, None)
         result = "placed" if passing else (decision.error.code.value if decision.error else "no_node")
         self.metrics.observe("filter", time.perf_counter() - started, result)
-        if winner is not None and self.settings.filter_winner_only:
+        if winner_alone:
             # One feasible node: kube-scheduler binds it without scoring or asking prioritize.
             passing = [winner]
         return filter_reply(cache_capable, passing, failed, unresolvable, raw_nodes, self._echo)

@@ -431,17 +431,32 @@ def test_a_match_fields_pin_sends_the_pod_to_its_node_only() -> None:
     assert "a" in result["FailedAndUnresolvableNodes"]
 
 
-@pytest.mark.parametrize(("winner_only", "expected"), [(False, ["a", "b", "c"]), (True, ["c"])],
-                         ids=["every-passing-node", "winner-only"])
-def test_filter_answers_with_the_winner_alone_when_set(winner_only: bool, expected: list[str]) -> None:
+WINNER_ONLY = [
+    # name, BERTH_FILTER_WINNER_ONLY, the pod's cpu, NodeNames, FailedNodes
+    ("every_passing_node_and_the_refusals", False, "1500m", ["a", "b", "c"], ["tiny"]),
+    ("the_winner_alone_and_no_refusal", True, "1500m", ["c"], []),
+    ("no_winner_every_refusal", True, "16", [], ["a", "b", "c", "tiny"]),
+]
+
+
+@pytest.mark.parametrize(("name", "winner_only", "cpu", "expected", "failed"), WINNER_ONLY,
+                         ids=[c[0] for c in WINNER_ONLY])
+def test_filter_answers_with_the_winner_alone_when_set(name: str, winner_only: bool, cpu: str, expected: list[str],
+                                                       failed: list[str]) -> None:
+    """With the winner alone kube-scheduler binds it and reads no refusal, so none is sent; a pod no
+    node takes gets every refusal, for kube-scheduler's FailedScheduling event and its preemption."""
     h = harness([make_node("a").cpu("2").obj(),
                  make_node("b").cpu("4").obj(),
                  make_node("c").cpu("8").obj(),
                  make_node("tiny").cpu("1").obj(),
                  make_policy("web").strategy("Spread").obj()], filter_winner_only=winner_only)
-    reply = h.filter(make_pod("web-1").labels({"app": "web"}).cpu("1500m").obj(), ["a", "b", "c", "tiny"])
+    pod = make_pod("web-1").labels({"app": "web"}).cpu(cpu).obj()
+    reply = h.filter(pod, ["a", "b", "c", "tiny"])
     assert reply["NodeNames"] == expected
-    assert list(reply["FailedNodes"]) == ["tiny"]  # refusals are reported either way
+    assert sorted(reply["FailedNodes"]) == failed
+    assert reply["FailedAndUnresolvableNodes"] == {}
+    refused = orjson.loads(h.store.decisions["shop/web-1"])["refused"]
+    assert sorted(n for group in refused for n in group["nodes"]) == (failed or ["tiny"])  # the record keeps them
 
 
 def test_filter_winner_only_leaves_pods_no_policy_selects_every_node() -> None:
