@@ -136,7 +136,8 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
         result.warnings.append(unknown)
     verdicts.refuse_alone(considered, refused)
     if quota is not None:
-        refuse_unknown()  # before the plan, which would claim them too
+        if whole is None:  # the view's own names (whole) are all known
+            refuse_unknown()  # before the plan, which would claim them too
         _refuse_off_plan(quota, considered, refused)
     if ceiling := round_quota.ceiling(ctx):
         _refuse_at_ceiling(verdicts.workload_counts(considered), ceiling, considered, refused)
