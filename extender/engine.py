@@ -335,7 +335,7 @@ class Extender:
             self._refusals_told.pop(pod.uid, None)
         result = "placed" if passing else (decision.error.code.value if decision.error else "no_node")
         self.metrics.observe("filter", time.perf_counter() - started, result)
-        if winner_alone:
+        if winner_alone and winner is not None:
             # One feasible node: kube-scheduler binds it without scoring or asking prioritize.
             passing = [winner]
         return filter_reply(cache_capable, passing, failed, unresolvable, raw_nodes, self._echo)
