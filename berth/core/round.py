@@ -173,8 +173,8 @@ def plan_fixed_round(state: ClusterState, pod: PodInfo, policy: PlacementPolicy,
         result.warnings.append(SPREAD_WARNING)
     if result.error is not None:
         return RoundPlan({}, result, result.error)
-    make = fill.plan if strategy is Strategy.FILL else each.plan
-    planned = make(result.candidates, policy.count, policy.nodes_limit)
+    own = fill if strategy is Strategy.FILL else each
+    planned = own.plan(result.sorted_by(own.key), policy.count, policy.nodes_limit)
     if isinstance(planned, PlacementError):
         return RoundPlan({}, result, planned)
     if count is None:

@@ -27,7 +27,7 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import berth.core.strategies as strategies
+import berth.core.candidates as candidate_set
 from berth.core.candidates import CandidateSet
 from berth.core.capacity import capacity_table
 from berth.core.decision import Decision, Refusal, Refused
@@ -369,8 +369,9 @@ def _mutate(view: ClusterView, kind: str, arg: Any, p: PodInfo, pol: PlacementPo
 
 
 def _ranking(*, through_order: bool) -> Any:
-    """Rank every candidate set through the fit table's kept order, or by sorting it."""
-    return mock.patch.object(strategies, "_ORDER_WORTH_IT", 0 if through_order else 1 << 30)
+    """Rank and order every candidate set (a ranking, a Fill or Each plan) through the fit table's kept
+    order, or by sorting it."""
+    return mock.patch.object(candidate_set, "ORDER_WORTH_IT", 0 if through_order else 1 << 30)
 
 
 STAMP = "2026-01-01T00:00:00Z"
@@ -517,7 +518,8 @@ def test_indexed_answers_like_naive(data: st.DataObject, world: World, p: PodInf
             want = judged(evaluate_pod(view, p, pol, _plain(s), at).decision, ranking_limit=100)
             assert got == want, (kind, pol.spec)
             assert judged(evaluate_pod(fresh, p, pol, _plain(s), at).decision, ranking_limit=100) == want
-            got_plan = plan_round(view, p, pol, s, at, 3)
+            with _ranking(through_order=True):  # a Fill or Each plan walks the kept order too
+                got_plan = plan_round(view, p, pol, s, at, 3)
             want_plan = plan_round(fresh, p, pol, _plain(s), at, 3)
             assert got_plan.to_dict(STAMP) == want_plan.to_dict(STAMP), (kind, pol.spec)
         assert fresh.index is None  # the plain path keeps nothing on the view it reads

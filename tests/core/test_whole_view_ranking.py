@@ -9,7 +9,7 @@ from unittest import mock
 
 import pytest
 
-from berth.core import strategies
+from berth.core import candidates as candidate_set
 from berth.core.evaluate import evaluate_pod
 from berth.core.framework import collect_candidates
 from berth.core.model import NodeInfo, PodInfo
@@ -67,7 +67,7 @@ WHOLE_VIEW = [
 def evaluated(nodes: tuple[NodeInfo, ...], pods: tuple[PodInfo, ...], pol: PlacementPolicy, indexed: bool,
               names: list[str] | None) -> dict[str, Any]:
     settings = Settings(index=indexed)
-    with mock.patch.object(strategies, "_ORDER_WORTH_IT", 0):  # rank through the kept order at any size
+    with mock.patch.object(candidate_set, "ORDER_WORTH_IT", 0):  # rank through the kept order at any size
         ev = evaluate_pod(cluster(nodes, pods), WEB, pol, settings, NOW, nodes=names)
     return {**judged(ev.decision, ranking_limit=100), "passing": ev.passing}
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from itertools import filterfalse
 
+from berth.core import candidates as candidate_set
 from berth.core.candidates import Candidate, candidate_name, is_unverified, spread_scored
 from berth.core.model import PodInfo
 from berth.core.policy import Strategy
@@ -43,17 +44,13 @@ def rank_key(strategy: Strategy | None, pod: PodInfo) -> RankKey:
     return key
 
 
-_ORDER_WORTH_IT = 64
-"""Fewer candidates than this are sorted: cheaper than walking every node of the view's order."""
-
-
 def ranked_less(strategy: Strategy | None, pod: PodInfo, order: Callable[[RankKey], Sequence[str] | None],
                 rest_of: AbstractSet[str], count: int) -> list[str] | None:
     """The candidates' names, best first, when they are every node of ``order`` (every node sorted
     by a strategy key, ``CandidateSet.order``) but ``rest_of``, ``count`` of them, none of unknown
     capacity or scored by spread (``CandidateSet.rest_of``): that order less ``rest_of``, made
     without reading a candidate. None when :func:`ranked` is to rank them (too few, or no order)."""
-    if count < _ORDER_WORTH_IT:
+    if count < candidate_set.ORDER_WORTH_IT:
         return None
     every = order(strategy_key(strategy, pod))
     if every is None:
@@ -72,7 +69,7 @@ def ranked(candidates: list[Candidate], strategy: Strategy | None, pod: PodInfo,
     if any(map(is_unverified, candidates)) or any(map(spread_scored, candidates)):
         return [c.name for c in sorted(candidates, key=rank_key(strategy, pod))]
     inner = strategy_key(strategy, pod)
-    every = order(inner) if order is not None and len(candidates) >= _ORDER_WORTH_IT else None
+    every = order(inner) if order is not None and len(candidates) >= candidate_set.ORDER_WORTH_IT else None
     if every is not None:
         names = set(map(candidate_name, candidates))
         ranking = list(filter(names.__contains__, every))

@@ -12,8 +12,13 @@ from berth.core.fit import room_text
 from berth.core.strategies.fill import LISTED
 
 
-def plan(candidates: Sequence[Candidate], count: int, limit: int) -> dict[str, int] | PlacementError:
-    ordered = sorted(candidates, key=lambda c: (bool(c.unverified), -c.capacity, c.name))
+def key(c: Candidate) -> tuple[object, ...]:
+    """Each's order of the nodes (lower first)."""
+    return (bool(c.unverified), -c.capacity, c.name)
+
+
+def plan(ordered: Sequence[Candidate], count: int, limit: int) -> dict[str, int] | PlacementError:
+    """``ordered``: the candidates in :func:`key`'s order (``CandidateSet.sorted_by``)."""
     chosen = ordered[:limit] if limit else ordered
     if limit and len(ordered) < limit:
         return PlacementError(ErrorCode.INSUFFICIENT_RESOURCE,

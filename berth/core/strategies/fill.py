@@ -16,8 +16,13 @@ LISTED = 10
 """Nodes that cannot reach count named in the error; the rest are counted."""
 
 
-def plan(candidates: Sequence[Candidate], count: int, limit: int) -> dict[str, int] | PlacementError:
-    ordered = sorted(candidates, key=lambda c: (bool(c.unverified), -c.count, -c.capacity, c.name))
+def key(c: Candidate) -> tuple[object, ...]:
+    """Fill's order of the nodes (lower first)."""
+    return (bool(c.unverified), -c.count, -c.capacity, c.name)
+
+
+def plan(ordered: Sequence[Candidate], count: int, limit: int) -> dict[str, int] | PlacementError:
+    """``ordered``: the candidates in :func:`key`'s order (``CandidateSet.sorted_by``)."""
     wanted = limit or len(ordered)
     result: dict[str, int] = {}
     covered = 0
