@@ -18,6 +18,7 @@ Usage (from the repository root)::
 
     python bench/bench_full_cycle.py                              # 500 nodes, Auto and BestFit
     python bench/bench_full_cycle.py --nodes 5000 --pods 500 --strategies Auto,Spread,Fill
+    python bench/bench_full_cycle.py --nodes 5000 --pods 300 --strategies Fill,Each --arriving
 """
 
 from __future__ import annotations
@@ -75,11 +76,11 @@ def policy(strategy: str, per_node: int) -> dict[str, Any]:
             "metadata": {"name": "bench", "namespace": NAMESPACE, "generation": 1}, "spec": spec}
 
 
-def run(strategy: str, nodes: int, pods: int) -> dict[str, float]:
+def run(strategy: str, nodes: int, pods: int, *, arriving: bool = False) -> dict[str, float]:
     store = ClusterStore(leases_tracked=False)
     store.replace("policies", [policy(strategy, max(1, pods // nodes + 1))])
     store.replace("nodes", [node(i) for i in range(nodes)])
-    store.replace("pods", [pod(i) for i in range(pods)])
+    store.replace("pods", [] if arriving else [pod(i) for i in range(pods)])
     store.mark_listed("leases")
     engine = create_app(store, ExtenderSettings(track_leases=False)).state.engine
     settle()  # as the live view does once the first full list is in
@@ -91,6 +92,8 @@ def run(strategy: str, nodes: int, pods: int) -> dict[str, float]:
         nonlocal cpu
         for i in range(pods):
             raw = pod(i)
+            if arriving:  # a steady stream: each pod pending alone when its cycle comes
+                store.apply_pod(raw)
             start = i * 7 % nodes  # kube-scheduler starts each pod's search where the last one left off
             asked = ExtenderArgs.model_validate({"Pod": raw, "NodeNames": names[start:] + names[:start]})
             c0, t0 = time.process_time(), time.perf_counter()
@@ -128,14 +131,17 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=500)
     parser.add_argument("--pods", type=int, default=1000)
     parser.add_argument("--strategies", default="Auto,BestFit", help="comma-separated PlacementPolicy strategies")
+    parser.add_argument("--arriving", action="store_true",
+                        help="each pod created just before its cycle, as in a steady stream (default: every pod "
+                        "pending from the start, as in a burst); a Fill or Each round then opens for each pod")
     args = parser.parse_args()
     if args.pods <= WARM_UP:
         parser.error(f"--pods must be more than the {WARM_UP} pods of the warm-up")
     before = machine_reference_ms()
-    print(f"berth's full profile in process: {args.nodes} nodes, {args.pods} pods ({WARM_UP} of warm-up), "
-          "ms a pod")
+    print(f"berth's full profile in process: {args.nodes} nodes, {args.pods} pods ({WARM_UP} of warm-up)"
+          + (", each arriving alone" if args.arriving else "") + ", ms a pod")
     for strategy in args.strategies.split(","):
-        got = run(strategy.strip(), args.nodes, args.pods)
+        got = run(strategy.strip(), args.nodes, args.pods, arriving=args.arriving)
         print(f"  {strategy:>9}  " + "  ".join(f"{step} {got[step]:.3f}" for step in STEPS)
               + f"  (cycle CPU {got['cpu']:.3f})", flush=True)
     print(f"machine reference: {before:.2f} ms before, {machine_reference_ms():.2f} ms after")
