@@ -76,15 +76,13 @@ class CandidateSet:
 
     def sorted_by(self, key: SortKey) -> list[Candidate]:
         """The candidates sorted by ``key`` (one function kept for the purpose, unique per node):
-        through the order the view keeps by it (:attr:`order`) when there are enough of them, with
-        no key worked out nor sort; else each key worked out once a candidate and sorted."""
+        in the order the view keeps by it (:func:`kept_order`) when it serves, else each key worked
+        out once a candidate and sorted."""
         candidates = self.candidates
-        every = self.order(key) if self.order is not None and len(candidates) >= ORDER_WORTH_IT else None
-        if every is not None:
+        names = kept_order(candidates, key, self.order)
+        if names is not None:
             by_name = {c.name: c for c in candidates}
-            ordered = [by_name[n] for n in every if n in by_name]
-            if len(ordered) == len(by_name) == len(candidates):
-                return ordered
+            return [by_name[n] for n in names]
         return sorted(candidates, key=lambda c: c.sort_key(key))
 
     def passing(self) -> list[str]:
@@ -162,6 +160,22 @@ class Refusals:
 
 
 candidate_name = attrgetter("name")
+
+
+def kept_order(candidates: Sequence[Candidate], key: SortKey,
+               order: Callable[[SortKey], Sequence[str] | None] | None) -> list[str] | None:
+    """The candidates' names sorted by ``key``, read off ``order`` (every node of the view as kept
+    sorted by that key, ``CandidateSet.order``) with no key worked out nor sort. None when that
+    does not serve: no order, too few candidates for a walk of every node to pay
+    (:data:`ORDER_WORTH_IT`), or a candidate the order does not hold."""
+    if order is None or len(candidates) < ORDER_WORTH_IT:
+        return None
+    every = order(key)
+    if every is None:
+        return None
+    names = set(map(candidate_name, candidates))
+    ranking = list(filter(names.__contains__, every))
+    return ranking if len(ranking) == len(names) == len(candidates) else None
 is_unverified = attrgetter("unverified")  # the dimensions whose capacity is unknown: truthy if any
 spread_scored = attrgetter("spread_score")
 

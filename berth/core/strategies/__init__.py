@@ -8,7 +8,7 @@ from collections.abc import Set as AbstractSet
 from itertools import filterfalse
 
 from berth.core import candidates as candidate_set
-from berth.core.candidates import Candidate, candidate_name, is_unverified, spread_scored
+from berth.core.candidates import Candidate, is_unverified, spread_scored
 from berth.core.model import PodInfo
 from berth.core.policy import Strategy
 from berth.core.strategies import auto, balanced, best_fit, default, drained, global_balance, spread
@@ -69,11 +69,8 @@ def ranked(candidates: list[Candidate], strategy: Strategy | None, pod: PodInfo,
     if any(map(is_unverified, candidates)) or any(map(spread_scored, candidates)):
         return [c.name for c in sorted(candidates, key=rank_key(strategy, pod))]
     inner = strategy_key(strategy, pod)
-    every = order(inner) if order is not None and len(candidates) >= candidate_set.ORDER_WORTH_IT else None
-    if every is not None:
-        names = set(map(candidate_name, candidates))
-        ranking = list(filter(names.__contains__, every))
-        if len(ranking) == len(names) == len(candidates):
-            return ranking
+    kept = candidate_set.kept_order(candidates, inner, order)
+    if kept is not None:
+        return kept
     keys = [c.keys.get(inner) or c.sort_key(inner) for c in candidates]
     return [candidates[i].name for i in sorted(range(len(candidates)), key=keys.__getitem__)]
