@@ -10,7 +10,7 @@ plan leave it room, does topology spread allow it, does it fit, and do the place
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from itertools import filterfalse
@@ -45,6 +45,8 @@ class CandidateSet:
     """When not None (with ``order``): the candidates are exactly every node of the view not in this
     set, in the order considered, none of unknown capacity and none scored by spread, so that
     ranking them is that order less this set."""
+    candidate_of: Callable[[str], Candidate] | None = field(default=None, repr=False, compare=False)
+    """With :attr:`rest_of`: one candidate by its node's name, made alone (:meth:`walk_by`)."""
     _candidates: list[Candidate] | None = field(default=None, repr=False)
     _make: Callable[[], list[Candidate]] | None = field(default=None, repr=False, compare=False)
 
@@ -84,6 +86,19 @@ class CandidateSet:
             by_name = {c.name: c for c in candidates}
             return [by_name[n] for n in names]
         return sorted(candidates, key=lambda c: c.sort_key(key))
+
+    def walk_by(self, key: SortKey) -> Iterator[Candidate] | None:
+        """The candidates in ``key``'s order, each made only when the walk reaches it: the order the
+        view keeps by ``key`` less :attr:`rest_of`, for a walk that may stop early (Fill's round for
+        the pods waiting). None when the candidates are not the view's nodes not refused, or the
+        view keeps no order (:meth:`sorted_by` then). Walk it before the state judged changes."""
+        rest_of, make = self.rest_of, self.candidate_of
+        if rest_of is None or make is None or self.order is None:
+            return None
+        every = self.order(key)
+        if every is None:
+            return None
+        return map(make, filterfalse(rest_of.__contains__, every) if rest_of else every)
 
     def passing(self) -> list[str]:
         """The candidates' names, in the order considered."""

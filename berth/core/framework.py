@@ -157,6 +157,7 @@ def collect_candidates(state: ClusterState, pod: PodInfo, policy: PlacementPolic
     if (whole is not None and result.order is not None and not broken and not unverified
             and (spread is None or not spread.soft)):
         result.rest_of = out  # the candidates are the view's nodes not refused, as they stand
+        result.candidate_of = lambda name: fit[name].candidate
     if lazy and result.rest_of is not None:
         result.defer(standing)  # every name is the view's: none unknown
     else:

@@ -163,18 +163,22 @@ class RoundPlan:
 
 def plan_fixed_round(state: ClusterState, pod: PodInfo, policy: PlacementPolicy, strategy: Strategy,
                      settings: Settings, now: float, count: int | None, *,
-                     nodes: Sequence[str] | None = None) -> RoundPlan:
+                     nodes: Sequence[str] | None = None, enough: int | None = None) -> RoundPlan:
     """Fill's or Each's own plan for pods shaped like ``pod``, cut to the first ``count`` places in
     plan order (None: uncut; more than the plan holds is an error); ``nodes`` limits where they may
-    go (default: every node). ``settings`` carry the policy's overrides already."""
+    go (default: every node). ``settings`` carry the policy's overrides already. ``enough``: a
+    caller that takes no more than that many places of the plan may get only its first places,
+    at least that many when the plan has them (Fill: :func:`_fill_plan`)."""
     result = collect_candidates(state, pod, policy, settings, now, nodes=nodes, strategy=strategy,
-                                require_fit=False)
+                                require_fit=False, lazy=enough is not None)
     if policy.spread_constraints:
         result.warnings.append(SPREAD_WARNING)
     if result.error is not None:
         return RoundPlan({}, result, result.error)
-    own = fill if strategy is Strategy.FILL else each
-    planned = own.plan(result.sorted_by(own.key), policy.count, policy.nodes_limit)
+    if strategy is Strategy.FILL:
+        planned = _fill_plan(result, policy, enough)
+    else:
+        planned = each.plan(result.sorted_by(each.key), policy.count, policy.nodes_limit)
     if isinstance(planned, PlacementError):
         return RoundPlan({}, result, planned)
     if count is None:
@@ -187,6 +191,18 @@ def plan_fixed_round(state: ClusterState, pod: PodInfo, policy: PlacementPolicy,
     return RoundPlan(take(planned, count), result, None)
 
 
+def _fill_plan(result: CandidateSet, policy: PlacementPolicy, enough: int | None) -> dict[str, int] | PlacementError:
+    """Fill's plan of ``result``'s candidates. With ``enough``, and every candidate able to reach
+    the policy's count (read off the least :func:`fill.reach` of the view's kept order), a walk of
+    the kept order that stops once the plan holds ``enough`` pods; else the whole plan."""
+    if enough is not None:
+        walk, by_reach = result.walk_by(fill.key), result.walk_by(fill.reach)
+        if walk is not None and by_reach is not None and fill.every_reaches(next(by_reach, None), policy.count):
+            return fill.plan(walk, result.count, policy.count, policy.nodes_limit, enough=enough)
+    ordered = result.sorted_by(fill.key)
+    return fill.plan(ordered, len(ordered), policy.count, policy.nodes_limit)
+
+
 def open_round(state: ClusterState, pod: PodInfo, policy: PlacementPolicy, settings: Settings, now: float,
                waiting: int, *, judged_at: float | None = None) -> Opening:
     """Open a round of ``policy`` at ``now`` for ``waiting`` pods shaped like ``pod`` (the count
@@ -196,7 +212,9 @@ def open_round(state: ClusterState, pod: PodInfo, policy: PlacementPolicy, setti
     strategy = policy.strategy
     if strategy not in ROUND_STRATEGIES:
         raise ValueError(f"{policy.strategy_name} places pod by pod: it has no round")
-    fixed = plan_fixed_round(state, pod, policy, strategy, settings, now if judged_at is None else judged_at, None)
+    # the round takes at most the waiting pods' places (round_size): the plan's first ones will do
+    fixed = plan_fixed_round(state, pod, policy, strategy, settings, now if judged_at is None else judged_at, None,
+                             enough=max(waiting, 1))
     first, error = fixed.candidates, fixed.error
     plan = take(fixed.plan, round_size(sum(fixed.plan.values()), waiting)) if error is None else {}
     decision = Decision(pod=pod.key, policy=policy.key, strategy=strategy.value, considered=first.considered,

@@ -38,8 +38,9 @@ from berth.core.model import NodeInfo, PodInfo
 from berth.core.plan import Placed, PlanResult, place_in_turn, plan_round, replicas
 from berth.core.plugins import count_matching
 from berth.core.plugins.fit import NodeUse, node_use
-from berth.core.policy import PlacementPolicy
+from berth.core.policy import ROUND_STRATEGIES, PlacementPolicy
 from berth.core.quantity import CPU, DISK, MEMORY, PODS
+from berth.core.round import Opening, open_round
 from berth.core.settings import Settings
 from berth.core.view import ClusterView
 from tests.builders import ZONE, make_policy
@@ -293,6 +294,13 @@ def _indexed(s: Settings) -> Settings:
     return replace(s, index=True)
 
 
+def opened(opening: Opening) -> tuple[object, ...]:
+    """What an opening decides: the round's plan in its order, and the decision's refusals and error."""
+    decision = opening.decision
+    return (None if opening.round is None else list(opening.round.plan.items()), judged(decision, ranking_limit=100),
+            decision.plan)
+
+
 def _plain(s: Settings) -> Settings:
     """The index off: every check over every node, nothing kept between evaluations."""
     return replace(s, index=False)
@@ -522,6 +530,10 @@ def test_indexed_answers_like_naive(data: st.DataObject, world: World, p: PodInf
                 got_plan = plan_round(view, p, pol, s, at, 3)
             want_plan = plan_round(fresh, p, pol, _plain(s), at, 3)
             assert got_plan.to_dict(STAMP) == want_plan.to_dict(STAMP), (kind, pol.spec)
+            if pol.strategy in ROUND_STRATEGIES:  # a round for the pods waiting: Fill may stop its walk
+                waiting = data.draw(st.integers(0, 4), label="waiting")
+                got_open = opened(open_round(view, p, pol, s, at, waiting))
+                assert got_open == opened(open_round(fresh, p, pol, _plain(s), at, waiting)), (kind, pol.spec)
         assert fresh.index is None  # the plain path keeps nothing on the view it reads
         kept = index_of(view)
         for name in view.nodes:

@@ -3,6 +3,7 @@ back, expired at the caller's ``now``, and rebuilt from the decisions recorded o
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 from unittest import mock
 
@@ -12,11 +13,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from berth.core import round as rounds
+from berth.core.candidates import Candidate
 from berth.core.decision import DECISION_ANNOTATION, Decision
+from berth.core.errors import ErrorCode, PlacementError
 from berth.core.round import ROUND_ANNOTATION, Round, RoundMark
 from berth.core.settings import INDEX_VARIABLE, Settings
+from berth.core.strategies import fill
 from tests.builders import make_node, make_pod, make_policy
-from tests.core.builders import NOW, cluster
+from tests.core.builders import NOW, cluster, fill_candidate
 
 NODES = [make_node("a").cpu("4").info(), make_node("b").cpu("8").info(), make_node("c").cpu("2").info()]
 SHAPE = make_pod("w").cpu("500m").info()
@@ -34,6 +38,12 @@ OPEN: list[tuple[str, dict[str, Any], int, dict[str, int] | None, str | None]] =
      {"b": 2, "a": 2}, None),
     ("no_pod_counted_waiting_still_places_the_asking_pod", {"strategy": "Fill", "count": 2, "nodesLimit": 2}, 0,
      {"b": 1}, None),
+    ("fill_every_node_round_cut_to_the_waiting_pods", {"strategy": "Fill", "count": 2}, 3,
+     {"b": 2, "a": 1}, None),
+    ("fill_every_node_round_refused_when_a_node_cannot_reach_count_however_few_wait",
+     {"strategy": "Fill", "count": 5}, 1, None, "insufficient_resource"),
+    ("fill_every_node_round_of_more_waiting_than_it_holds_is_the_whole_plan", {"strategy": "Fill", "count": 2}, 9,
+     {"b": 2, "a": 2, "c": 2}, None),
     ("each_round_cut_to_the_waiting_pods", {"strategy": "Each", "count": 2, "nodesLimit": 3}, 5,
      {"b": 2, "a": 2, "c": 1}, None),
     ("each_round_refused_when_too_few_nodes_take_count", {"strategy": "Each", "count": 9, "nodesLimit": 2}, 1,
@@ -52,6 +62,60 @@ def test_open_round(name: str, spec: dict[str, Any], waiting: int, plan: dict[st
     assert list(opening.round.plan.items()) == list(plan.items())  # the plan's order is the order pods take it
     assert opening.round.opened == opening.round.active == NOW and opening.round.placed == {}
     assert opening.decision.plan == plan and opening.round.id == f"shop/web@{int(NOW * 1000)}"
+
+
+def test_a_fill_round_for_one_waiting_pod_plans_only_its_place_with_the_index_on(index_path: str) -> None:
+    """Fill over every node, one pod waiting: with the index, once the least reach among the
+    candidates shows every node can be covered, the walk of the kept order stops at the pod's place
+    (a steady stream opens a round a pod); without it, the whole plan is made and then cut."""
+    planned = {"n0": 1} if index_path == "indexed" else {f"n{i}": 1 for i in range(6)}
+    nodes = [make_node(f"n{i}").cpu("4").info() for i in range(6)]
+    made: list[object] = []
+    whole_plan = fill.plan
+
+    def recorded(*args: Any, **kwargs: Any) -> object:
+        made.append(whole_plan(*args, **kwargs))
+        return made[-1]
+
+    with mock.patch.object(rounds.fill, "plan", recorded):
+        opening = rounds.open_round(cluster(nodes), SHAPE, make_policy().strategy("Fill").count(1).build(),
+                                    Settings(), NOW, 1)
+    assert opening.round is not None and opening.round.plan == {"n0": 1}
+    assert made == [planned]
+
+
+def test_fill_plan_stops_its_walk_at_enough_pods() -> None:
+    pulled: list[str] = []
+
+    def walk() -> Iterator[Candidate]:
+        for c in candidates:
+            pulled.append(c.name)
+            yield c
+
+    candidates = [fill_candidate("full", count=2, capacity=3), fill_candidate("half", count=1, capacity=3),
+                  fill_candidate("empty", count=0, capacity=3), fill_candidate("last", count=0, capacity=3)]
+    assert fill.plan(walk(), 4, 2, 0, enough=2) == {"half": 1, "empty": 2}
+    assert pulled == ["full", "half", "empty"]
+    pulled.clear()
+    assert fill.plan(walk(), 4, 2, 0) == {"half": 1, "empty": 2, "last": 2}
+    assert pulled == ["full", "half", "empty", "last"]
+    pulled.clear()  # nodesLimit beyond the candidates: the whole walk, and its error
+    error = fill.plan(walk(), 4, 2, 5, enough=1)
+    assert isinstance(error, PlacementError) and error.code is ErrorCode.INSUFFICIENT_RESOURCE
+    assert pulled == ["full", "half", "empty", "last"]
+
+
+@pytest.mark.parametrize(("counts_and_room", "count", "every"), [
+    ([(0, 3), (2, 0)], 2, True),
+    ([(0, 3), (1, 0)], 2, False),
+    ([], 2, True),
+])
+def test_every_candidate_reaches_count_read_off_the_least_reach(counts_and_room: list[tuple[int, int]], count: int,
+                                                                 every: bool) -> None:
+    candidates = [fill_candidate(f"n{i}", count=c, capacity=room) for i, (c, room) in enumerate(counts_and_room)]
+    lowest = min(candidates, key=fill.reach, default=None)
+    assert fill.every_reaches(lowest, count) is every
+    assert every == all(max(count - c.count, 0) <= c.capacity for c in candidates)
 
 
 def test_a_full_fill_round_opens_nothing() -> None:

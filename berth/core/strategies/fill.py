@@ -6,7 +6,7 @@ round. A convergence target: once satisfied it returns already_filled."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 from berth.core.candidates import Candidate
 from berth.core.errors import ErrorCode, PlacementError
@@ -21,11 +21,31 @@ def key(c: Candidate) -> tuple[object, ...]:
     return (bool(c.unverified), -c.count, -c.capacity, c.name)
 
 
-def plan(ordered: Sequence[Candidate], count: int, limit: int) -> dict[str, int] | PlacementError:
-    """``ordered``: the candidates in :func:`key`'s order (``CandidateSet.sorted_by``)."""
-    wanted = limit or len(ordered)
+def reach(c: Candidate) -> tuple[object, ...]:
+    """The most pods of the workload a node can hold, its pods and its room (lower first): Fill can
+    cover a node for ``count`` only where this reaches ``count``."""
+    return (c.count + c.capacity, c.name)
+
+
+def every_reaches(lowest: Candidate | None, count: int) -> bool:
+    """Whether every candidate can be covered for ``count``, from the one of least :func:`reach`
+    (None: there is no candidate)."""
+    return lowest is None or lowest.count + lowest.capacity >= count
+
+
+def plan(ordered: Iterable[Candidate], size: int, count: int, limit: int, *,
+         enough: int | None = None) -> dict[str, int] | PlacementError:
+    """``ordered``: the candidates in :func:`key`'s order (``CandidateSet.sorted_by``, or a walk of
+    the view's kept order, ``CandidateSet.walk_by``), ``size`` of them.
+
+    ``enough``: for a caller that knows every candidate can be covered (:func:`every_reaches`), the
+    walk stops once the plan holds that many pods: the plan is then its first places only, which is
+    all a round cut to ``enough`` pods takes of it, and the nodes after could only add places. A
+    round of one pod at 5,000 nodes then walks the nodes filled already and one more, not all."""
+    wanted = limit or size
+    stop = max(enough, 1) if enough is not None and wanted <= size else None
     result: dict[str, int] = {}
-    covered = 0
+    covered = placed = 0
     short: list[str] = []
     for c in ordered:
         if covered == wanted:
@@ -37,11 +57,14 @@ def plan(ordered: Sequence[Candidate], count: int, limit: int) -> dict[str, int]
         covered += 1
         if top_up:
             result[c.name] = top_up
+            placed += top_up
+            if stop is not None and placed >= stop:
+                return result
     if covered < wanted:
         listed = "; ".join(short[:LISTED]) + (f"; and {len(short) - LISTED} more" if len(short) > LISTED else "")
         return PlacementError(ErrorCode.INSUFFICIENT_RESOURCE,
                               f"Fill: {covered} of {wanted} nodes can reach {count} pods"
-                              + (f" ({len(ordered)} candidates)" if wanted > len(ordered) else "")
+                              + (f" ({size} candidates)" if wanted > size else "")
                               + (f": {listed}" if listed else ""))
     if not result:
         return PlacementError(ErrorCode.ALREADY_FILLED,
