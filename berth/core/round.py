@@ -48,9 +48,9 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
-from berth.core.candidates import CandidateSet
+from berth.core.candidates import Candidate, CandidateSet
 from berth.core.decision import DECISION_ANNOTATION, Decision, DecisionRecord, Refusal, Refused
 from berth.core.errors import ErrorCode, PlacementError
 from berth.core.framework import collect_candidates
@@ -168,17 +168,14 @@ def plan_fixed_round(state: ClusterState, pod: PodInfo, policy: PlacementPolicy,
     plan order (None: uncut; more than the plan holds is an error); ``nodes`` limits where they may
     go (default: every node). ``settings`` carry the policy's overrides already. ``enough``: a
     caller that takes no more than that many places of the plan may get only its first places,
-    at least that many when the plan has them (Fill: :func:`_fill_plan`)."""
+    at least that many when the plan has them (:func:`_own_plan`)."""
     result = collect_candidates(state, pod, policy, settings, now, nodes=nodes, strategy=strategy,
                                 require_fit=False, lazy=enough is not None)
     if policy.spread_constraints:
         result.warnings.append(SPREAD_WARNING)
     if result.error is not None:
         return RoundPlan({}, result, result.error)
-    if strategy is Strategy.FILL:
-        planned = _fill_plan(result, policy, enough)
-    else:
-        planned = each.plan(result.sorted_by(each.key), policy.count, policy.nodes_limit)
+    planned = _own_plan(result, strategy, policy, enough)
     if isinstance(planned, PlacementError):
         return RoundPlan({}, result, planned)
     if count is None:
@@ -191,16 +188,33 @@ def plan_fixed_round(state: ClusterState, pod: PodInfo, policy: PlacementPolicy,
     return RoundPlan(take(planned, count), result, None)
 
 
-def _fill_plan(result: CandidateSet, policy: PlacementPolicy, enough: int | None) -> dict[str, int] | PlacementError:
-    """Fill's plan of ``result``'s candidates. With ``enough``, and every candidate able to reach
-    the policy's count (read off the least :func:`fill.reach` of the view's kept order), a walk of
-    the kept order that stops once the plan holds ``enough`` pods; else the whole plan."""
+class _RoundStrategy(Protocol):
+    """What a strategy with a round of its own (:mod:`~berth.core.strategies.fill`,
+    :mod:`~berth.core.strategies.each`) gives the round planner."""
+
+    def key(self, c: Candidate, /) -> tuple[object, ...]: ...
+
+    def reach(self, c: Candidate, /) -> tuple[object, ...]: ...
+
+    def every_reaches(self, lowest: Candidate | None, count: int, /) -> bool: ...
+
+    def plan(self, ordered: Iterable[Candidate], size: int, count: int, limit: int, *,
+             enough: int | None = None) -> dict[str, int] | PlacementError: ...
+
+
+def _own_plan(result: CandidateSet, strategy: Strategy, policy: PlacementPolicy,
+              enough: int | None) -> dict[str, int] | PlacementError:
+    """Fill's or Each's plan of ``result``'s candidates. With ``enough``, and every candidate able
+    to take its part of the policy's count (read off the least ``reach`` of the view's kept
+    order), a walk of the kept order that stops once the plan holds ``enough`` pods; else the
+    whole plan."""
+    own: _RoundStrategy = fill if strategy is Strategy.FILL else each
     if enough is not None:
-        walk, by_reach = result.walk_by(fill.key), result.walk_by(fill.reach)
-        if walk is not None and by_reach is not None and fill.every_reaches(next(by_reach, None), policy.count):
-            return fill.plan(walk, result.count, policy.count, policy.nodes_limit, enough=enough)
-    ordered = result.sorted_by(fill.key)
-    return fill.plan(ordered, len(ordered), policy.count, policy.nodes_limit)
+        walk, by_reach = result.walk_by(own.key), result.walk_by(own.reach)
+        if walk is not None and by_reach is not None and own.every_reaches(next(by_reach, None), policy.count):
+            return own.plan(walk, result.count, policy.count, policy.nodes_limit, enough=enough)
+    ordered = result.sorted_by(own.key)
+    return own.plan(ordered, len(ordered), policy.count, policy.nodes_limit)
 
 
 def open_round(state: ClusterState, pod: PodInfo, policy: PlacementPolicy, settings: Settings, now: float,

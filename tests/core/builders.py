@@ -63,8 +63,8 @@ def plan(
     return plan_round(view, p, pol, settings or Settings(), NOW, count)
 
 
-def fill_candidate(name: str, *, count: int, capacity: int) -> Candidate:
-    """A candidate as Fill reads it: the workload's pods on the node and its room for more."""
+def round_candidate(name: str, *, count: int, capacity: int) -> Candidate:
+    """A candidate as Fill and Each read it: the workload's pods on the node and its room for more."""
     return Candidate(name, capacity, count, usage=0.0, rate=0.0, free_share_after=0.0, pod_count=count,
                      cpu_after=0.0, memory_after=0.0, memory_after_discounted=0.0, disk_after=0.0, sleepy_memory=0,
                      projected_use=0.0)

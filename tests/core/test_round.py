@@ -18,9 +18,9 @@ from berth.core.decision import DECISION_ANNOTATION, Decision
 from berth.core.errors import ErrorCode, PlacementError
 from berth.core.round import ROUND_ANNOTATION, Round, RoundMark
 from berth.core.settings import INDEX_VARIABLE, Settings
-from berth.core.strategies import fill
+from berth.core.strategies import each, fill
 from tests.builders import make_node, make_pod, make_policy
-from tests.core.builders import NOW, cluster, fill_candidate
+from tests.core.builders import NOW, cluster, round_candidate
 
 NODES = [make_node("a").cpu("4").info(), make_node("b").cpu("8").info(), make_node("c").cpu("2").info()]
 SHAPE = make_pod("w").cpu("500m").info()
@@ -44,6 +44,10 @@ OPEN: list[tuple[str, dict[str, Any], int, dict[str, int] | None, str | None]] =
      {"strategy": "Fill", "count": 5}, 1, None, "insufficient_resource"),
     ("fill_every_node_round_of_more_waiting_than_it_holds_is_the_whole_plan", {"strategy": "Fill", "count": 2}, 9,
      {"b": 2, "a": 2, "c": 2}, None),
+    ("each_every_node_round_cut_to_the_waiting_pods", {"strategy": "Each", "count": 2}, 3,
+     {"b": 2, "a": 1}, None),
+    ("each_every_node_round_refused_when_a_node_lacks_room_however_few_wait",
+     {"strategy": "Each", "count": 5}, 1, None, "insufficient_resource"),
     ("each_round_cut_to_the_waiting_pods", {"strategy": "Each", "count": 2, "nodesLimit": 3}, 5,
      {"b": 2, "a": 2, "c": 1}, None),
     ("each_round_refused_when_too_few_nodes_take_count", {"strategy": "Each", "count": 9, "nodesLimit": 2}, 1,
@@ -64,21 +68,23 @@ def test_open_round(name: str, spec: dict[str, Any], waiting: int, plan: dict[st
     assert opening.decision.plan == plan and opening.round.id == f"shop/web@{int(NOW * 1000)}"
 
 
-def test_a_fill_round_for_one_waiting_pod_plans_only_its_place_with_the_index_on(index_path: str) -> None:
-    """Fill over every node, one pod waiting: with the index, once the least reach among the
-    candidates shows every node can be covered, the walk of the kept order stops at the pod's place
-    (a steady stream opens a round a pod); without it, the whole plan is made and then cut."""
+@pytest.mark.parametrize("strategy", ["Fill", "Each"])
+def test_a_round_for_one_waiting_pod_plans_only_its_place_with_the_index_on(strategy: str, index_path: str) -> None:
+    """Fill or Each over every node, one pod waiting: with the index, once the least reach among
+    the candidates shows every node can take its part, the walk of the kept order stops at the
+    pod's place (a steady stream opens a round a pod); without it, the whole plan is made and cut."""
     planned = {"n0": 1} if index_path == "indexed" else {f"n{i}": 1 for i in range(6)}
     nodes = [make_node(f"n{i}").cpu("4").info() for i in range(6)]
     made: list[object] = []
-    whole_plan = fill.plan
+    own = fill if strategy == "Fill" else each
+    whole_plan = own.plan
 
     def recorded(*args: Any, **kwargs: Any) -> object:
         made.append(whole_plan(*args, **kwargs))
         return made[-1]
 
-    with mock.patch.object(rounds.fill, "plan", recorded):
-        opening = rounds.open_round(cluster(nodes), SHAPE, make_policy().strategy("Fill").count(1).build(),
+    with mock.patch.object(own, "plan", recorded):
+        opening = rounds.open_round(cluster(nodes), SHAPE, make_policy().strategy(strategy).count(1).build(),
                                     Settings(), NOW, 1)
     assert opening.round is not None and opening.round.plan == {"n0": 1}
     assert made == [planned]
@@ -92,8 +98,8 @@ def test_fill_plan_stops_its_walk_at_enough_pods() -> None:
             pulled.append(c.name)
             yield c
 
-    candidates = [fill_candidate("full", count=2, capacity=3), fill_candidate("half", count=1, capacity=3),
-                  fill_candidate("empty", count=0, capacity=3), fill_candidate("last", count=0, capacity=3)]
+    candidates = [round_candidate("full", count=2, capacity=3), round_candidate("half", count=1, capacity=3),
+                  round_candidate("empty", count=0, capacity=3), round_candidate("last", count=0, capacity=3)]
     assert fill.plan(walk(), 4, 2, 0, enough=2) == {"half": 1, "empty": 2}
     assert pulled == ["full", "half", "empty"]
     pulled.clear()
@@ -105,6 +111,30 @@ def test_fill_plan_stops_its_walk_at_enough_pods() -> None:
     assert pulled == ["full", "half", "empty", "last"]
 
 
+def test_each_plan_stops_its_walk_at_enough_pods() -> None:
+    pulled: list[str] = []
+
+    def walk() -> Iterator[Candidate]:
+        for c in candidates:
+            pulled.append(c.name)
+            yield c
+
+    candidates = [round_candidate(f"n{i}", count=0, capacity=3) for i in range(4)]
+    assert each.plan(walk(), 4, 2, 0, enough=3) == {"n0": 2, "n1": 2}
+    assert pulled == ["n0", "n1"]
+    pulled.clear()
+    assert each.plan(walk(), 4, 2, 3) == {"n0": 2, "n1": 2, "n2": 2}
+    assert pulled == ["n0", "n1", "n2"]
+
+
+@pytest.mark.parametrize(("room", "count", "every"), [([3, 2], 2, True), ([3, 1], 2, False), ([], 2, True)])
+def test_every_candidate_has_room_for_each_read_off_the_least_room(room: list[int], count: int,
+                                                                   every: bool) -> None:
+    candidates = [round_candidate(f"n{i}", count=5, capacity=r) for i, r in enumerate(room)]
+    assert each.every_reaches(min(candidates, key=each.reach, default=None), count) is every
+    assert every == all(c.capacity >= count for c in candidates)
+
+
 @pytest.mark.parametrize(("counts_and_room", "count", "every"), [
     ([(0, 3), (2, 0)], 2, True),
     ([(0, 3), (1, 0)], 2, False),
@@ -112,7 +142,7 @@ def test_fill_plan_stops_its_walk_at_enough_pods() -> None:
 ])
 def test_every_candidate_reaches_count_read_off_the_least_reach(counts_and_room: list[tuple[int, int]], count: int,
                                                                  every: bool) -> None:
-    candidates = [fill_candidate(f"n{i}", count=c, capacity=room) for i, (c, room) in enumerate(counts_and_room)]
+    candidates = [round_candidate(f"n{i}", count=c, capacity=room) for i, (c, room) in enumerate(counts_and_room)]
     lowest = min(candidates, key=fill.reach, default=None)
     assert fill.every_reaches(lowest, count) is every
     assert every == all(max(count - c.count, 0) <= c.capacity for c in candidates)
