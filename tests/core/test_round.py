@@ -90,7 +90,29 @@ def test_a_round_for_one_waiting_pod_plans_only_its_place_with_the_index_on(stra
     assert made == [planned]
 
 
-def test_fill_plan_stops_its_walk_at_enough_pods() -> None:
+FILL_WALK = [round_candidate("full", count=2, capacity=3), round_candidate("half", count=1, capacity=3),
+             round_candidate("empty", count=0, capacity=3), round_candidate("last", count=0, capacity=3)]
+EACH_WALK = [round_candidate(f"n{i}", count=0, capacity=3) for i in range(4)]
+
+WALKS: list[tuple[str, str, list[Candidate], int, int, int | None, dict[str, int] | ErrorCode, list[str]]] = [
+    # name, strategy, candidates in its order, count, nodesLimit, enough, the plan (or its error), nodes walked
+    ("fill_stops_once_the_plan_holds_enough", "Fill", FILL_WALK, 2, 0, 2, {"half": 1, "empty": 2},
+     ["full", "half", "empty"]),
+    ("fill_without_enough_walks_every_node", "Fill", FILL_WALK, 2, 0, None, {"half": 1, "empty": 2, "last": 2},
+     ["full", "half", "empty", "last"]),
+    ("fill_with_a_limit_beyond_the_candidates_walks_every_node_and_fails", "Fill", FILL_WALK, 2, 5, 1,
+     ErrorCode.INSUFFICIENT_RESOURCE, ["full", "half", "empty", "last"]),
+    ("each_stops_once_the_plan_holds_enough", "Each", EACH_WALK, 2, 0, 3, {"n0": 2, "n1": 2}, ["n0", "n1"]),
+    ("each_without_enough_walks_its_limit", "Each", EACH_WALK, 2, 3, None, {"n0": 2, "n1": 2, "n2": 2},
+     ["n0", "n1", "n2"]),
+]
+
+
+@pytest.mark.parametrize(("name", "strategy", "candidates", "count", "limit", "enough", "want", "walked"), WALKS,
+                         ids=[c[0] for c in WALKS])
+def test_a_round_plan_stops_its_walk_at_enough_pods(name: str, strategy: str, candidates: list[Candidate],
+                                                    count: int, limit: int, enough: int | None,
+                                                    want: dict[str, int] | ErrorCode, walked: list[str]) -> None:
     pulled: list[str] = []
 
     def walk() -> Iterator[Candidate]:
@@ -98,33 +120,10 @@ def test_fill_plan_stops_its_walk_at_enough_pods() -> None:
             pulled.append(c.name)
             yield c
 
-    candidates = [round_candidate("full", count=2, capacity=3), round_candidate("half", count=1, capacity=3),
-                  round_candidate("empty", count=0, capacity=3), round_candidate("last", count=0, capacity=3)]
-    assert fill.plan(walk(), 4, 2, 0, enough=2) == {"half": 1, "empty": 2}
-    assert pulled == ["full", "half", "empty"]
-    pulled.clear()
-    assert fill.plan(walk(), 4, 2, 0) == {"half": 1, "empty": 2, "last": 2}
-    assert pulled == ["full", "half", "empty", "last"]
-    pulled.clear()  # nodesLimit beyond the candidates: the whole walk, and its error
-    error = fill.plan(walk(), 4, 2, 5, enough=1)
-    assert isinstance(error, PlacementError) and error.code is ErrorCode.INSUFFICIENT_RESOURCE
-    assert pulled == ["full", "half", "empty", "last"]
-
-
-def test_each_plan_stops_its_walk_at_enough_pods() -> None:
-    pulled: list[str] = []
-
-    def walk() -> Iterator[Candidate]:
-        for c in candidates:
-            pulled.append(c.name)
-            yield c
-
-    candidates = [round_candidate(f"n{i}", count=0, capacity=3) for i in range(4)]
-    assert each.plan(walk(), 4, 2, 0, enough=3) == {"n0": 2, "n1": 2}
-    assert pulled == ["n0", "n1"]
-    pulled.clear()
-    assert each.plan(walk(), 4, 2, 3) == {"n0": 2, "n1": 2, "n2": 2}
-    assert pulled == ["n0", "n1", "n2"]
+    own = fill if strategy == "Fill" else each
+    got = own.plan(walk(), len(candidates), count, limit, enough=enough)
+    assert (got.code if isinstance(got, PlacementError) else got) == want
+    assert pulled == walked
 
 
 @pytest.mark.parametrize(("room", "count", "every"), [([3, 2], 2, True), ([3, 1], 2, False), ([], 2, True)])
