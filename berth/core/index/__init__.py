@@ -7,8 +7,10 @@ the same.
   tables, and its node names in order and as a set (:func:`whole_view`); an overlay's simulated
   pods on top of them;
 - :func:`verdicts`: the framework's questions answered for whole node sets (:mod:`.judge`), with
-- verdict tables per evaluation signature, caught up from the view's change log, and the
-  nodes they keep sorted by each strategy's key (:mod:`.verdicts`);
+  verdict tables per evaluation signature, caught up from the view's change log, and the
+  nodes they keep sorted by each strategy's key (:mod:`.verdicts`), and by Fill's and Each's
+  reach, whose first node tells whether a round's walk may stop at the pods waiting
+  (``CandidateSet.walk_by``);
 - the nodes whose Lease may be stale, from a heap of renew times (:mod:`.leases`);
 - topology spread's domain counts, caught up from the view's node log (:mod:`.spread`);
 - placement rules as node sets, the node-label ones kept until a node changes (:mod:`.rules`);
