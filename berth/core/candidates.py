@@ -175,6 +175,8 @@ class Refusals:
 
 
 candidate_name = attrgetter("name")
+is_unverified = attrgetter("unverified")  # the dimensions whose capacity is unknown: truthy if any
+spread_scored = attrgetter("spread_score")
 
 
 def kept_order(candidates: Sequence[Candidate], key: SortKey,
@@ -191,8 +193,6 @@ def kept_order(candidates: Sequence[Candidate], key: SortKey,
     names = set(map(candidate_name, candidates))
     ranking = list(filter(names.__contains__, every))
     return ranking if len(ranking) == len(names) == len(candidates) else None
-is_unverified = attrgetter("unverified")  # the dimensions whose capacity is unknown: truthy if any
-spread_scored = attrgetter("spread_score")
 
 
 LISTED = 10
