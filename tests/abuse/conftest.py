@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import httpx
 import pytest
 
 from tests.builders import make_node, make_pod, make_policy
+from tests.e2e.harness.process import free_port
 
 WEB = {"app": "web"}
 
@@ -33,13 +33,6 @@ LIMITS = {
     "BERTH_API_MAX_AFFINITY_TERMS": "64",
     "BERTH_DEFAULT_STRATEGY": "Spread",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass

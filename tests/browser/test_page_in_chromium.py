@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from tests.builders import make_node, make_pod, make_policy
-from tests.extender.test_server import free_port
+from tests.e2e.harness.process import free_port
 
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -8,7 +8,6 @@ import functools
 import importlib.metadata
 import inspect
 import json
-import socket
 import threading
 import time
 import tomllib
@@ -28,16 +27,10 @@ from berth.extender.server import UVICORN_IO, build_app, serve
 from berth.extender.settings import load_settings
 from tests.builders import make_node, make_pod, make_policy
 from tests.decision_schema import valid_record
+from tests.e2e.harness.process import free_port
 from tests.extender.helpers import args, bind_args
 
 WEB = {"app": "web"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -20,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.e2e.harness.process import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 FILTER_REQUEST = ROOT / "tests/extender/fixtures/kube-scheduler-v1.36/cache-true/filter-0000-request.json"
@@ -137,12 +138,6 @@ def test_no_build_secret_is_left_in_the_image(container: str) -> None:
     assert "index-url" not in history and "/run/secrets/pip-ca" not in history.replace("id=pip-ca", "")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _get(url: str, body: bytes | None = None) -> tuple[int, bytes]:
     request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
     try:
@@ -160,7 +155,7 @@ def test_extender_serves_the_sample_cluster_snapshot(container: str, tmp_path: P
     tmp_path.chmod(0o755)
     (tmp_path / "cluster.json").chmod(0o644)
     nodes = [i["metadata"]["name"] for i in json.loads(sample.stdout)["items"] if i["kind"] == "Node"]
-    port = _free_port()
+    port = free_port()
     cmd = ["bash", "hack/run-image.sh", "--input", str(tmp_path), "--container", container,
            "extender", "--snapshot", "/tmp/input/cluster.json", "--host", "127.0.0.1", "--port", str(port),
            "--dev-insecure"]
