@@ -30,6 +30,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -39,6 +40,7 @@ from typing import Any
 
 import httpx
 import pytest
+import uvicorn
 import yaml
 from kubernetes import client as k8s
 from prometheus_client.parser import text_string_to_metric_families
@@ -47,9 +49,16 @@ from berth.core.kube import pod_from_object
 from berth.core.plan import plan_round
 from berth.core.policy import ROUND_STRATEGIES, policy_from_manifest
 from berth.core.settings import Settings
+from berth.extender.app import create_app
+from berth.extender.binder import KubeBinder
+from berth.extender.leader import nominator_elector
+from berth.extender.live_view import KubeSource, LiveView
+from berth.extender.metrics import Metrics
 from berth.extender.scheduler_config import scheduler_config  # type: ignore[import-not-found,unused-ignore]
+from berth.extender.settings import ExtenderSettings
+from berth.extender.store import ClusterStore
 from berth.snapshot import snapshot_from_documents
-from tests.e2e.harness import ControlPlane, HarnessError, temporary_namespace
+from tests.e2e.harness import ControlPlane, HarnessError, temporary_namespace, wait_for
 from tests.e2e.harness.fixtures import control_plane, kube_api  # noqa: F401  (pytest fixtures)
 from tests.e2e.harness.process import ManagedProcess, free_port
 
@@ -109,10 +118,7 @@ class Extender:
         return self
 
     def ready(self) -> bool:
-        try:
-            return httpx.get(self.url + "/readyz", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
+        return extender_ready(self.url)
 
     def kill(self) -> None:
         """SIGKILL, as a crash would."""
@@ -189,6 +195,41 @@ class Operator:
         if self.webhook_config:
             self.cp.kubectl("delete", "validatingwebhookconfiguration", self.webhook_config, "--ignore-not-found",
                             check=False)
+
+
+@contextlib.contextmanager
+def served_extender(control_plane: ControlPlane, settings: ExtenderSettings) -> Iterator[str]:
+    """An extender with ``settings`` on the control plane's live view, served by uvicorn on
+    127.0.0.1 until the block ends; its URL. With ``nominate`` it nominates while it holds the
+    nominator's Lease (``leader_*`` settings; in ``default`` unless they say otherwise), as the
+    server does."""
+    api = control_plane.api_client()
+    store = ClusterStore(leases_tracked=True)
+    metrics = Metrics(store)
+    live = LiveView(store, KubeSource(api), metrics=metrics, watch_timeout_seconds=60, settle_heap=False)
+    app = create_app(store, settings, binder=KubeBinder(api), source=live, metrics=metrics,
+                     elector=nominator_elector(settings, api.configuration))
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                           access_log=False))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    wait_for(lambda: extender_ready(url), lambda ok: ok, timeout=60, what="the extender ready")
+    try:
+        yield url
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        api.close()
+
+
+def extender_ready(url: str) -> bool:
+    """Whether the extender at ``url`` answers ``/readyz`` with 200 (its first full list is in)."""
+    try:
+        return httpx.get(url + "/readyz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 # -- fixtures ----------------------------------------------------------------------------------

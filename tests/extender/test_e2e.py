@@ -7,8 +7,6 @@ Run: ``bash hack/build-k8s.sh && pytest -m e2e tests/extender/test_e2e.py``.
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -17,18 +15,11 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-import uvicorn
 from kubernetes import client as k8s
 
 from berth.core.decision import DECISION_ANNOTATION
-from berth.extender.app import create_app
-from berth.extender.binder import KubeBinder
-from berth.extender.leader import nominator_elector
-from berth.extender.live_view import KubeSource, LiveView
-from berth.extender.metrics import Metrics
 from berth.extender.scheduler_config import scheduler_config
 from berth.extender.settings import ExtenderSettings
-from berth.extender.store import ClusterStore
 from tests.decision_schema import valid_record
 from tests.e2e.harness import ControlPlane, NodeSpec, Scheduler, simple_pod, wait_for
 from tests.e2e.harness.fixtures import (  # noqa: F401  (pytest fixtures)
@@ -39,8 +30,7 @@ from tests.e2e.harness.fixtures import (  # noqa: F401  (pytest fixtures)
     node_leases,
     start_scheduler,
 )
-from tests.e2e.harness.process import free_port
-from tests.e2e.stack import berth_crd, events  # noqa: F401  (berth_crd: a pytest fixture)
+from tests.e2e.stack import berth_crd, events, served_extender  # noqa: F401  (berth_crd: a pytest fixture)
 
 pytestmark = pytest.mark.e2e
 
@@ -50,40 +40,6 @@ def extender(control_plane: ControlPlane, berth_crd: None) -> Iterator[str]:  # 
     """berth's extender against the control plane, served by uvicorn on 127.0.0.1."""
     with served_extender(control_plane, ExtenderSettings(api_anonymous=True)) as url:  # explain API without tokens
         yield url
-
-
-@contextlib.contextmanager
-def served_extender(control_plane: ControlPlane, settings: ExtenderSettings) -> Iterator[str]:  # noqa: F811
-    """An extender with ``settings`` on the control plane's live view, served by uvicorn on
-    127.0.0.1 until the block ends; its URL. With ``nominate`` it nominates while it holds the
-    nominator's Lease (``leader_*`` settings; in ``default`` unless they say otherwise), as the
-    server does."""
-    api = control_plane.api_client()
-    store = ClusterStore(leases_tracked=True)
-    metrics = Metrics(store)
-    live = LiveView(store, KubeSource(api), metrics=metrics, watch_timeout_seconds=60, settle_heap=False)
-    app = create_app(store, settings, binder=KubeBinder(api), source=live, metrics=metrics,
-                     elector=nominator_elector(settings, api.configuration))
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                           access_log=False))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    wait_for(lambda: _ready(url), lambda ok: ok, timeout=60, what="the extender ready")
-    try:
-        yield url
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        api.close()
-
-
-def _ready(url: str) -> bool:
-    try:
-        return httpx.get(url + "/readyz", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def _scheduler(start: Callable[..., Scheduler], url: str, name: str, cache_capable: bool) -> Scheduler:

@@ -40,8 +40,7 @@ from tests.e2e.nominator import (
     policy_seen,
     wait_nominated,
 )
-from tests.e2e.stack import berth_crd  # noqa: F401  (a pytest fixture)
-from tests.extender.test_e2e import served_extender
+from tests.e2e.stack import berth_crd, served_extender  # noqa: F401  (berth_crd: a pytest fixture)
 
 pytestmark = pytest.mark.e2e
 
