@@ -1,4 +1,5 @@
-"""Kubernetes objects as the API server sends them, for the operator's tests."""
+"""Kubernetes objects as the API server sends them, for the operator's tests, and the core's view of
+them for the NodeDrain tests."""
 
 from __future__ import annotations
 
@@ -6,9 +7,16 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from berth.core.decision import Decision, Refusal, Refused
+from berth.core.kube import node_from_object, pod_from_object
+from berth.core.policy import PlacementPolicy
+from berth.core.view import ClusterView
 from berth.operator.cluster import OperatorStore
+from tests.builders import make_pod
 
 NAMESPACE = "shop"
+NOW = 1767225600.0
+"""The NodeDrain tests' clock."""
+RS = ("ReplicaSet", "web-7d9f")
 
 
 def lease(node: str, renew: str = "2026-01-01T00:00:00.000000Z") -> dict[str, Any]:
@@ -46,3 +54,36 @@ def store_of(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any
     store.replace("pods", pods)
     store.replace("leases", leases or ())
     return store
+
+
+def nodedrain(spec: dict[str, Any], *, generation: int = 1, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"apiVersion": "berth.dev/v1alpha1", "kind": "NodeDrain",
+                            "metadata": {"name": "drain-a", "generation": generation, "uid": "uid-drain-a"},
+                            "spec": spec}
+    if status is not None:
+        body["status"] = status
+    return body
+
+
+def view(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> ClusterView:
+    out = ClusterView()
+    for n in nodes:
+        out.upsert_node(node_from_object(n))
+    for p in pods:
+        out.upsert_pod(pod_from_object(p))
+    return out
+
+
+def api_pod() -> dict[str, Any]:
+    """The api pod on node-a: its 3 CPUs fit no 2-CPU destination."""
+    return (make_pod("api")
+            .on("node-a")
+            .cpu("3")
+            .labels({"app": "api"})
+            .owner(("ReplicaSet", "api-1"))
+            .memory("1Gi")
+            .obj())
+
+
+def no_policy(_: Any) -> PlacementPolicy | None:
+    return None

@@ -8,7 +8,7 @@ import time
 
 from berth.operator.cluster import WATCHED, OperatorStore, live_view
 from tests.builders import make_node, make_pod
-from tests.extender.test_live_view import FakeSource, event
+from tests.extender.helpers import FakeSource, event
 from tests.operator import objects as o
 from tests.operator.objects import store_of
 

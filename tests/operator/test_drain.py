@@ -10,8 +10,7 @@ from typing import Any
 import kopf
 import pytest
 
-from berth.core.kube import node_from_object, pod_from_object
-from berth.core.policy import PlacementPolicy, policy_from_manifest
+from berth.core.policy import policy_from_manifest
 from berth.core.settings import Settings
 from berth.core.view import ClusterView
 from berth.operator import drain
@@ -20,40 +19,9 @@ from berth.operator.drain_status import REFUSED_LIMIT
 from berth.operator.handlers import OperatorConfig, build_registry
 from berth.operator.webhook import WebhookOptions
 from tests.builders import make_node, make_pod, make_policy
-from tests.operator.objects import store_of
+from tests.operator.objects import NOW, RS, api_pod, no_policy, nodedrain, store_of, view
 
-NOW = 1767225600.0
-RS = ("ReplicaSet", "web-7d9f")
 SHORT = "insufficient capacity: cpu: needs 3, 2 free of 2 allocatable (short by 1)"
-
-
-def nodedrain(spec: dict[str, Any], *, generation: int = 1, status: dict[str, Any] | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = {"apiVersion": "berth.dev/v1alpha1", "kind": "NodeDrain",
-                            "metadata": {"name": "drain-a", "generation": generation, "uid": "uid-drain-a"},
-                            "spec": spec}
-    if status is not None:
-        body["status"] = status
-    return body
-
-
-def view(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> ClusterView:
-    out = ClusterView()
-    for n in nodes:
-        out.upsert_node(node_from_object(n))
-    for p in pods:
-        out.upsert_pod(pod_from_object(p))
-    return out
-
-
-def api_pod() -> dict[str, Any]:
-    """The api pod on node-a: its 3 CPUs fit no 2-CPU destination."""
-    return (make_pod("api")
-            .on("node-a")
-            .cpu("3")
-            .labels({"app": "api"})
-            .owner(("ReplicaSet", "api-1"))
-            .memory("1Gi")
-            .obj())
 
 
 def cluster() -> ClusterView:
@@ -64,10 +32,6 @@ def cluster() -> ClusterView:
                 [make_pod("w1").on("node-a").owner(RS).cpu("1").memory("1Gi").obj(),
                  make_pod("w2").on("node-a").owner(RS).cpu("1").memory("1Gi").obj(),
                  api_pod()])
-
-
-def no_policy(_: Any) -> PlacementPolicy | None:
-    return None
 
 
 def compute(spec: dict[str, Any], state: ClusterView | None = None, **kw: Any) -> drain.DrainOutcome:

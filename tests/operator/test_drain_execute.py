@@ -19,8 +19,7 @@ from berth.operator.drain_execute import Evicted, EvictionResult
 from berth.operator.handlers import OperatorConfig, build_registry
 from berth.operator.patches import apply_merge_patch
 from tests.builders import make_node, make_pod
-from tests.operator.objects import store_of
-from tests.operator.test_drain import NOW, RS, api_pod, no_policy, nodedrain, view
+from tests.operator.objects import NOW, RS, api_pod, no_policy, nodedrain, store_of, view
 
 PDB = "Cannot evict pod as it would violate the pod's disruption budget."
 
