@@ -1,11 +1,12 @@
 """Raw Kubernetes JSON for the extender's tests (the extender reads what the API server and
-kube-scheduler send, so its tests build that, not the core's dataclasses), and a harness that
-serves an app over a snapshot with a hand-driven clock."""
+kube-scheduler send, so its tests build that, not the core's dataclasses), a harness that
+serves an app over a snapshot with a hand-driven clock, and a scripted watch source for the
+live view (the extender's and the operator's)."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,8 +15,11 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from berth.extender.app import create_app
+from berth.extender.live_view import NotFound, Page
+from berth.extender.nominator import Nominator
 from berth.extender.settings import ExtenderSettings
 from berth.extender.store import ClusterStore
+from tests.builders import make_node, make_pod
 
 ZONE = "topology.kubernetes.io/zone"
 NOW = 1_800_000_000.0
@@ -60,6 +64,10 @@ def args(
 def bind_args(pod_obj: Mapping[str, Any], node_name: str) -> dict[str, Any]:
     meta = pod_obj["metadata"]
     return {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": node_name}
+
+
+NODES = [make_node("a").cpu("4").obj(), make_node("b").cpu("4").obj(), make_node("c").cpu("4").obj()]
+"""Three empty 4-CPU nodes, a, b and c: the nomination tests' cluster."""
 
 
 @dataclass
@@ -136,3 +144,76 @@ def harness(objects: Iterable[Mapping[str, Any]], *, leases_tracked: bool = Fals
     store.clock = clock
     app = create_app(store, ExtenderSettings(**{"api_anonymous": True, **settings}), clock=clock)
     return Harness(store, app, TestClient(app), clock)
+
+
+KINDS = ("nodes", "pods", "leases", "policies", "nodedrains")
+
+
+class FakeSource:
+    """Lists return the current objects; each watch plays the next scripted step."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, list[dict[str, Any]]] = {k: [] for k in KINDS}
+        self.scripts: dict[str, list[list[dict[str, Any]] | Exception]] = {k: [] for k in KINDS}
+        self.lists: dict[str, int] = dict.fromkeys(KINDS, 0)
+        self.watches: list[tuple[str, str]] = []
+        self.missing: set[str] = set()
+        self.rv = 100
+        self.page_size = 2
+
+    def list_pages(self, kind: str) -> Iterator[Page]:
+        self.lists[kind] += 1
+        if kind in self.missing:
+            raise NotFound(f"{kind}: the server could not find the requested resource")
+        items = self.objects[kind]
+        self.rv += 1
+        if not items:
+            yield Page([], str(self.rv))
+        for i in range(0, len(items), self.page_size):
+            yield Page(items[i:i + self.page_size], str(self.rv))
+
+    def watch(self, kind: str, resource_version: str, timeout_seconds: int) -> Iterator[dict[str, Any]]:
+        self.watches.append((kind, resource_version))
+        if not self.scripts[kind]:
+            raise RuntimeError("no more script: end of test")
+        step = self.scripts[kind].pop(0)
+        if isinstance(step, Exception):
+            raise step
+        yield from step
+
+
+def event(etype: str, obj: dict[str, Any], rv: str) -> dict[str, Any]:
+    obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": rv}}
+    return {"type": etype, "object": obj}
+
+
+# -- the nominator ----------------------------------------------------------------------------------
+
+SCHED = "berth-scheduler"
+"""The scheduler whose pods the nomination tests' nominator takes."""
+
+
+def counted(h: Harness, result: str) -> float:
+    value = h.app.state.engine.metrics.registry.get_sample_value("berth_nominations_total", {"result": result})
+    return value or 0.0
+
+
+def nominating(objects: list[dict[str, Any]], **settings: Any) -> tuple[Harness, Nominator]:
+    """A nominator that takes pods as soon as they come, unless ``nominate_after_seconds`` is given
+    (the wait's own tests)."""
+    settings.setdefault("nominate_after_seconds", 0)
+    h = harness(objects, nominate=True, nominate_schedulers=SCHED, **settings)
+    nominator = h.app.state.nominator
+    assert isinstance(nominator, Nominator)
+    return h, nominator
+
+
+def pending(name: str, **kw: Any) -> dict[str, Any]:
+    builder = make_pod(name).scheduler(kw.pop("scheduler", SCHED))
+    if "labels" in kw:
+        builder = builder.labels(kw.pop("labels"))
+    if "nominated" in kw:
+        builder = builder.nominated(kw.pop("nominated"))
+    if "on" in kw:
+        builder = builder.on(kw.pop("on"))
+    return builder.obj()

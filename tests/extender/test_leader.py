@@ -18,7 +18,7 @@ from berth.extender.leader import LeaseElector, LeaseTimes, Outcome
 from berth.extender.nominator import Nominator
 from berth.extender.settings import ExtenderSettings
 from tests.builders import make_pod, make_policy
-from tests.extender.test_nominate import NODES, counted, nominating, pending
+from tests.extender.helpers import NODES, counted, nominating, pending
 
 NS, NAME = "berth-system", "berth-extender-nominator"
 PATH = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{NAME}"

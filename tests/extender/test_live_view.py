@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -14,52 +13,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from berth.extender.app import create_app
-from berth.extender.live_view import Gone, LiveView, NotFound, Page
+from berth.extender.live_view import Gone, LiveView
 from berth.extender.metrics import Metrics
 from berth.extender.settings import ExtenderSettings
 from berth.extender.store import ClusterStore
 from tests.builders import make_node, make_pod, make_policy
-from tests.extender.helpers import args, lease, nodedrain
-
-KINDS = ("nodes", "pods", "leases", "policies", "nodedrains")
-
-
-class FakeSource:
-    """Lists return the current objects; each watch plays the next scripted step."""
-
-    def __init__(self) -> None:
-        self.objects: dict[str, list[dict[str, Any]]] = {k: [] for k in KINDS}
-        self.scripts: dict[str, list[list[dict[str, Any]] | Exception]] = {k: [] for k in KINDS}
-        self.lists: dict[str, int] = dict.fromkeys(KINDS, 0)
-        self.watches: list[tuple[str, str]] = []
-        self.missing: set[str] = set()
-        self.rv = 100
-        self.page_size = 2
-
-    def list_pages(self, kind: str) -> Iterator[Page]:
-        self.lists[kind] += 1
-        if kind in self.missing:
-            raise NotFound(f"{kind}: the server could not find the requested resource")
-        items = self.objects[kind]
-        self.rv += 1
-        if not items:
-            yield Page([], str(self.rv))
-        for i in range(0, len(items), self.page_size):
-            yield Page(items[i:i + self.page_size], str(self.rv))
-
-    def watch(self, kind: str, resource_version: str, timeout_seconds: int) -> Iterator[dict[str, Any]]:
-        self.watches.append((kind, resource_version))
-        if not self.scripts[kind]:
-            raise RuntimeError("no more script: end of test")
-        step = self.scripts[kind].pop(0)
-        if isinstance(step, Exception):
-            raise step
-        yield from step
-
-
-def event(etype: str, obj: dict[str, Any], rv: str) -> dict[str, Any]:
-    obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": rv}}
-    return {"type": etype, "object": obj}
+from tests.extender.helpers import FakeSource, args, event, lease, nodedrain
 
 
 def live(source: FakeSource, **kw: Any) -> tuple[ClusterStore, LiveView, Metrics]:

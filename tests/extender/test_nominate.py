@@ -16,43 +16,12 @@ from berth.extender import nominator as nominator_module
 from berth.extender.binder import BindError
 from berth.extender.nominator import Nominator
 from tests.builders import make_node, make_pod, make_policy
-from tests.extender.helpers import Harness, harness
-
-SCHED = "berth-scheduler"
-
-
-def counted(h: Harness, result: str) -> float:
-    value = h.app.state.engine.metrics.registry.get_sample_value("berth_nominations_total", {"result": result})
-    return value or 0.0
-
-
-def nominating(objects: list[dict[str, Any]], **settings: Any) -> tuple[Harness, Nominator]:
-    """A nominator that takes pods as soon as they come, unless ``nominate_after_seconds`` is given
-    (the wait's own tests)."""
-    settings.setdefault("nominate_after_seconds", 0)
-    h = harness(objects, nominate=True, nominate_schedulers=SCHED, **settings)
-    nominator = h.app.state.nominator
-    assert isinstance(nominator, Nominator)
-    return h, nominator
-
-
-def pending(name: str, **kw: Any) -> dict[str, Any]:
-    builder = make_pod(name).scheduler(kw.pop("scheduler", SCHED))
-    if "labels" in kw:
-        builder = builder.labels(kw.pop("labels"))
-    if "nominated" in kw:
-        builder = builder.nominated(kw.pop("nominated"))
-    if "on" in kw:
-        builder = builder.on(kw.pop("on"))
-    return builder.obj()
+from tests.extender.helpers import NODES, Harness, counted, nominating, pending
 
 
 def plan_queued(nominator: Nominator) -> dict[str, str]:
     """What the nominator's task plans for the pods queued now: pod name -> node."""
     return {pod.name: node for pod, node in nominator.plan(nominator.take(1000))}
-
-
-NODES = [make_node("a").cpu("4").obj(), make_node("b").cpu("4").obj(), make_node("c").cpu("4").obj()]
 
 
 # -- the nominator --------------------------------------------------------------------------------

@@ -9,10 +9,7 @@ from typing import Any
 import pytest
 
 from tests.builders import make_node, make_pod, make_policy
-from tests.extender.helpers import harness
-
-NODES = [make_node("a").cpu("4").obj(), make_node("b").cpu("4").obj(), make_node("c").cpu("4").obj()]
-
+from tests.extender.helpers import NODES, harness
 
 FILTER_NOMINATED = [
     # (name, objects, pod's nominated node and the one name sent, passes?, refusal fragment)
