@@ -66,6 +66,28 @@ def bind_args(pod_obj: Mapping[str, Any], node_name: str) -> dict[str, Any]:
     return {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": node_name}
 
 
+BAD_INPUT = [
+    # (verb, body, status, fragment of the message): malformed bodies and each verb's answer, which
+    # the fast path and the FastAPI routes must give alike
+    ("filter", b"", 400, "empty request body"),
+    ("filter", b"{not json", 400, "not valid JSON"),
+    ("filter", b"[1, 2]", 400, "must be a JSON object"),
+    ("filter", b'{"NodeNames": ["a"]}', 400, "Pod: Field required"),
+    ("filter", b'{"Pod": "web", "NodeNames": ["a"]}', 400, "Pod: Input should be a valid dictionary"),
+    ("filter", b'{"Pod": {"metadata": {"name": "p"}}, "NodeNames": "a"}', 400, "NodeNames: Input should be a valid"),
+    ("filter", b'{"Pod": {"metadata": {"name": "p"}}, "NodeNames": [1]}', 400, "NodeNames[0]: Input should be"),
+    ("filter", b'{"Pod": {"metadata": {"name": "p"}}}', 400, "one of Nodes or NodeNames is required"),
+    ("filter", b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": [3]}}', 400, "Nodes.items[0]"),
+    ("filter", b'{"Pod": {}, "NodeNames": ["a"]}', 200, "metadata.name is missing"),
+    ("prioritize", b'{"Pod": {}, "NodeNames": ["a"]}', 400, "metadata.name is missing"),
+    ("prioritize", b'{"Pod": 1}', 400, "Pod: Input should be a valid dictionary"),
+    ("bind", b'{"PodName": "p", "PodNamespace": "shop", "PodUID": "u"}', 400, "Node: Field required"),
+    ("bind", b'{"PodName": "", "PodNamespace": "shop", "PodUID": "u", "Node": "a"}', 400, "PodName: String should"),
+    ("bind", b'{"PodName": 5, "PodNamespace": "shop", "PodUID": "u", "Node": "a"}', 400, "PodName: Input should be"),
+    ("preempt", b'{"Pod": {}, "NodeNameToMetaVictims": {"a": {"Pods": [{"UID": 7}]}}}', 400, "UID"),
+    ("api/v1/preview", b'{"requests": {"cpu": []}}', 400, "requests.cpu"),
+]
+
 NODES = [make_node("a").cpu("4").obj(), make_node("b").cpu("4").obj(), make_node("c").cpu("4").obj()]
 """Three empty 4-CPU nodes, a, b and c: the nomination tests' cluster."""
 

@@ -19,8 +19,7 @@ from berth.extender import wire
 from berth.extender.routes import scheduler
 from berth.extender.wire import ExtenderArgs
 from tests.builders import make_node, make_pod, make_policy
-from tests.extender.helpers import Harness, args, bind_args, harness
-from tests.extender.test_bad_input import CASES
+from tests.extender.helpers import BAD_INPUT, Harness, args, bind_args, harness
 
 WEB = {"app": "web"}
 VERBS = ("filter", "prioritize", "bind", "preempt")
@@ -45,7 +44,7 @@ def _requests() -> list[tuple[str, bytes]]:
         ("/preempt", orjson.dumps({"Pod": big, "NodeNameToMetaVictims": {"b": {"Pods": [{"UID": "x"}]}}})),
         ("/bind", orjson.dumps(bind_args(web1, "b"))),  # bound already
     ]
-    bad = [(f"/{verb}", body) for verb, body, _, _ in CASES if verb in VERBS]
+    bad = [(f"/{verb}", body) for verb, body, _, _ in BAD_INPUT if verb in VERBS]
     return cycle + bad
 
 
