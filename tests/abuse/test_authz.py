@@ -10,8 +10,7 @@ extender`` against the real control plane with real ServiceAccount tokens and RB
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -21,99 +20,13 @@ from fastapi.testclient import TestClient
 from kubernetes import client as k8s
 
 from berth.core.decision import DECISION_ANNOTATION
-from berth.core.model import PodInfo
-from berth.extender.app import create_app
-from berth.extender.authz import Access, Caller
+from berth.extender.authz import Access
 from berth.extender.settings import ExtenderSettings
-from tests.builders import make_node, make_pod, make_policy
 from tests.e2e.harness import temporary_namespace
 from tests.e2e.harness.fixtures import control_plane, kube_api  # noqa: F401  (pytest fixtures)
 from tests.e2e.harness.kube import simple_pod
 from tests.e2e.stack import Extender, berth_crd  # noqa: F401  (pytest fixture)
-from tests.extender.helpers import Clock, make_store
-
-TOKENS = {"alice-token": Caller("alice", groups=("system:authenticated",)),
-          "bob-token": Caller("bob", groups=("system:authenticated",)),
-          "carol-token": Caller("carol", groups=("system:authenticated",))}
-RIGHTS = {  # what kubectl auth can-i would answer yes to
-    "alice": {Access("get", "pods", namespace="shop"), Access("list", "nodes"),
-              Access("list", "placementpolicies", "berth.dev", "shop")},
-    "bob": set(),
-    "carol": {Access("get", "nodedrains", "berth.dev")},
-}
-DRAIN_STATUS = {"phase": "Draining", "pods": [{"pod": "shop/web-1", "source": "a", "destination": "b",
-                                               "state": "Evicting"}]}
-
-
-
-def _unversioned_record(pod_key: str, node: str) -> str:
-    """A decision annotation as berth wrote it before the record had a version."""
-    return json.dumps({"pod": pod_key, "policy": None, "strategy": "Spread", "trigger": "bind",
-                       "time": "2027-01-15T07:00:00.00Z", "considered": [node], "refused": {}, "winner": node,
-                       "ranking": [node], "warnings": [], "error": None, "plan": None})
-
-class Reviews:
-    """The API server's TokenReview and SubjectAccessReview, counting what berth asks."""
-
-    def __init__(self, *, failing: bool = False) -> None:
-        self.failing = failing
-        self.tokens: list[str] = []
-        self.accesses: list[tuple[str, Access]] = []
-        self.lock = threading.Lock()
-
-    def token_review(self, token: str) -> dict[str, Any]:
-        if self.failing:
-            raise ConnectionError("the API server went away")
-        with self.lock:
-            self.tokens.append(token)
-        caller = TOKENS.get(token)
-        if caller is None:
-            return {"status": {"authenticated": False, "error": "invalid bearer token"}}
-        return {"status": {"authenticated": True, "user": {"username": caller.name, "groups": list(caller.groups)}}}
-
-    def access_review(self, caller: Caller, access: Access) -> dict[str, Any]:
-        with self.lock:
-            self.accesses.append((caller.name, access))
-        return {"status": {"allowed": access in RIGHTS.get(caller.name, set())}}
-
-
-class Binder:
-    """berth's own reads of the API server: counted, to show none happens for a refused caller."""
-
-    def __init__(self) -> None:
-        self.reads: list[str] = []
-
-    async def bind(self, pod: PodInfo, node: str, annotations: Mapping[str, str]) -> None:
-        return None
-
-    async def record_event(self, pod: PodInfo, node: str, message: str) -> None:
-        return None
-
-    async def fetch_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        self.reads.append(f"{namespace}/{name}")
-        return (make_pod(name)
-                .labels({})
-                .namespace(namespace)
-                .on("a")
-                .annotations({DECISION_ANNOTATION: _unversioned_record(f"{namespace}/{name}", "a")})
-                .obj())
-
-    async def fetch_drain(self, name: str) -> dict[str, Any] | None:
-        self.reads.append(f"nodedrain/{name}")
-        if name != "retire-a":
-            return None
-        return {"kind": "NodeDrain", "metadata": {"name": name}, "spec": {"nodes": ["a"], "mode": "Execute"},
-                "status": DRAIN_STATUS}
-
-
-def _app(reviews: Reviews, **settings: Any) -> tuple[TestClient, Binder]:
-    store = make_store([make_node("a").obj(),
-                        make_policy("web").obj(),
-                        make_policy("secret-plan").namespace("bank").match({"app": "secret-plan"}).obj()])
-    binder = Binder()
-    app = create_app(store, ExtenderSettings(**settings), binder=binder, clock=Clock(), reviewer=reviews)
-    return TestClient(app), binder
-
+from tests.extender.reviews import DRAIN_STATUS, Reviews, reviewed_app, unversioned_record
 
 SHAPE = {"namespace": "bank", "labels": {"app": "secret-plan"}, "requests": {"cpu": "100m"}}
 ENDPOINTS = [
@@ -136,7 +49,7 @@ def _call(client: TestClient, method: str, path: str, body: Any, token: str | No
 @pytest.mark.parametrize(("method", "path", "body"), ENDPOINTS, ids=[p for _, p, _ in ENDPOINTS])
 def test_no_token_and_a_bad_token_get_401_while_health_and_metrics_stay_open(method: str, path: str,
                                                                                body: Any) -> None:
-    client, binder = _app(Reviews())
+    client, binder = reviewed_app(Reviews())
     for token in (None, "made-up"):
         reply = _call(client, method, path, body, token)
         assert reply.status_code == 401, reply.text
@@ -150,7 +63,7 @@ def test_no_token_and_a_bad_token_get_401_while_health_and_metrics_stay_open(met
 def test_another_tenants_answers_are_403_and_nothing_is_read_for_them(method: str, path: str, body: Any) -> None:
     """alice may read namespace shop, not bank: every answer about bank (and the cluster-wide
     allocations, which list every namespace's policies) is refused before any work or API read."""
-    client, binder = _app(Reviews())
+    client, binder = reviewed_app(Reviews())
     reply = _call(client, method, path, body, "alice-token")
     assert reply.status_code == 403, reply.text
     assert "alice may not" in reply.json()["error"]
@@ -158,7 +71,7 @@ def test_another_tenants_answers_are_403_and_nothing_is_read_for_them(method: st
 
 
 def test_a_caller_reads_what_its_own_rights_allow() -> None:
-    client, binder = _app(Reviews())
+    client, binder = reviewed_app(Reviews())
     decision = _call(client, "GET", "/api/v1/decisions/shop/web-1", None, "alice-token")
     assert decision.status_code == 200 and decision.json()["winner"]["node"] == "a"
     assert binder.reads == ["shop/web-1"]  # read with berth's rights only once alice may get pods in shop
@@ -169,7 +82,7 @@ def test_a_caller_reads_what_its_own_rights_allow() -> None:
 
 
 def test_a_drains_live_plan_is_read_with_get_nodedrains() -> None:
-    client, binder = _app(Reviews())
+    client, binder = reviewed_app(Reviews())
     plan = _call(client, "GET", "/api/v1/drains/retire-a", None, "carol-token")
     assert plan.status_code == 200
     assert plan.json() == {"name": "retire-a", "spec": {"nodes": ["a"], "mode": "Execute"}, "status": DRAIN_STATUS}
@@ -183,7 +96,7 @@ def test_a_drains_live_plan_is_read_with_get_nodedrains() -> None:
 def test_reviews_are_cached_briefly_and_bounded() -> None:
     """A repeated token is reviewed once; a flood of made-up tokens keeps at most the cache's bound."""
     reviews = Reviews()
-    client, _ = _app(reviews, api_auth_cache_entries=16)
+    client, _ = reviewed_app(reviews, api_auth_cache_entries=16)
     for _ in range(5):
         assert _call(client, "GET", "/api/v1/decisions/shop/web-1", None, "alice-token").status_code == 200
         assert _call(client, "GET", "/api/v1/decisions/shop/web-1", None, "junk").status_code == 401
@@ -196,7 +109,7 @@ def test_reviews_are_cached_briefly_and_bounded() -> None:
 
 
 def test_an_api_server_that_cannot_review_answers_503_never_500() -> None:
-    client, binder = _app(Reviews(failing=True))
+    client, binder = reviewed_app(Reviews(failing=True))
     for method, path, body in ENDPOINTS:
         reply = _call(client, method, path, body, "alice-token")
         assert reply.status_code == 503, (path, reply.text)
@@ -207,7 +120,7 @@ def test_an_api_server_that_cannot_review_answers_503_never_500() -> None:
 def test_anonymous_access_opens_the_api_to_everyone_when_turned_on() -> None:
     """The single-tenant setting: no token needed, no review asked."""
     reviews = Reviews()
-    client, _ = _app(reviews, api_anonymous=True)
+    client, _ = reviewed_app(reviews, api_anonymous=True)
     assert _call(client, "GET", "/api/v1/nodes/allocations", None).status_code == 200
     assert reviews.tokens == [] and reviews.accesses == []
     assert ExtenderSettings().api_anonymous is False  # off unless asked for
@@ -243,7 +156,7 @@ def test_service_account_tokens_read_only_what_their_rbac_allows(control_plane: 
         token = cp.kubectl("-n", mine, "create", "token", "reader", "--duration=10m").stdout.strip()
         for ns in (mine, other):
             manifest = simple_pod("placed", scheduler_name="nobody")
-            manifest["metadata"]["annotations"] = {DECISION_ANNOTATION: _unversioned_record(f"{ns}/placed",
+            manifest["metadata"]["annotations"] = {DECISION_ANNOTATION: unversioned_record(f"{ns}/placed",
                                                                                              f"node-of-{ns}")}
             core.create_namespaced_pod(ns, manifest)
         base = authz_extender.url
@@ -291,7 +204,7 @@ def test_kubectl_berth_acts_with_the_kubeconfig_users_own_identity(control_plane
             for ns in (mine, other):
                 manifest = simple_pod("placed", scheduler_name="nobody")
                 manifest["metadata"]["annotations"] = {
-                    DECISION_ANNOTATION: _unversioned_record(f"{ns}/placed", f"node-of-{ns}")}
+                    DECISION_ANNOTATION: unversioned_record(f"{ns}/placed", f"node-of-{ns}")}
                 core.create_namespaced_pod(ns, manifest)
             config = yaml.safe_load(cp.kubeconfig.read_text())
             for entry in config["users"]:

@@ -15,9 +15,9 @@ from fastapi.testclient import TestClient
 from berth.extender.app import create_app
 from berth.extender.page import COOKIE, PAGE_SIZE
 from berth.extender.settings import ExtenderSettings
-from tests.abuse.test_authz import Reviews
 from tests.builders import make_node, make_pod, make_policy
 from tests.extender.helpers import Clock, Harness, harness, make_store
+from tests.extender.reviews import Reviews, reviewed_app
 
 WEB = {"app": "web"}
 GPU = "nvidia.com/gpu"
@@ -287,9 +287,7 @@ def test_a_pending_pod_with_no_node_to_judge_says_so() -> None:
 
 
 def test_a_drains_pods_with_source_destination_and_state() -> None:
-    from tests.abuse.test_authz import _app
-
-    client, _ = _app(Reviews())
+    client, _ = reviewed_app(Reviews())
     text = client.get("/ui/drains/retire-a", headers={"Authorization": "Bearer carol-token"}).text
     row = re.search(r'<tr data-pod="shop/web-1">(.*?)</tr>', text, re.S)
     assert row is not None, text
@@ -305,9 +303,7 @@ def test_a_drains_pods_with_source_destination_and_state() -> None:
 ], ids=["not-allowed", "unknown", "bad-name"])
 def test_a_drain_the_caller_may_not_read_or_that_is_not_there(path: str, token: str, status: int,
                                                               said: str) -> None:
-    from tests.abuse.test_authz import _app
-
-    client, binder = _app(Reviews())
+    client, binder = reviewed_app(Reviews())
     reply = client.get(path, headers={"Authorization": f"Bearer {token}"})
     assert reply.status_code == status and said in reply.text
     if status != 404:
