@@ -22,27 +22,12 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.browser.chromium import chromium_tools, open_page
 from tests.builders import make_node, make_pod, make_policy
 from tests.e2e.harness.process import free_port
 
-SCREENSHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--window-size=1400,1000")
 WEB = {"app": "web"}
 ZONE = "topology.kubernetes.io/zone"
-
-
-def _tools() -> tuple[str, str]:
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver")
-    if browser and driver:
-        return browser, driver
-    message = "chromium and chromium-driver are needed (bash hack/install-deps.sh, or apt-get install -y " \
-              "chromium chromium-driver)"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 def _snapshot() -> dict[str, Any]:
@@ -73,7 +58,7 @@ def _snapshot() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def extender() -> Iterator[str]:
-    _tools()
+    chromium_tools()
     workdir = Path(tempfile.mkdtemp(prefix="berth-browser-"))
     path = workdir / "snapshot.json"
     path.write_text(json.dumps(_snapshot()))
@@ -99,42 +84,11 @@ def extender() -> Iterator[str]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def browser(extender: str) -> Iterator[Any]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    binary, driver_path = _tools()
-    profile = tempfile.mkdtemp(prefix="berth-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = binary
-    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
-    driver.set_page_load_timeout(30)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
-
-
-def _open(browser: Any, url: str, shot: str) -> None:
-    browser.get(url)
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    height = browser.execute_script("return document.body.scrollHeight")
-    browser.set_window_size(1400, max(1000, min(int(height) + 40, 6000)))
-    browser.save_screenshot(str(SCREENSHOTS / f"{shot}.png"))
-    errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
-    assert errors == [], errors
-
-
 def test_the_bars_show_the_allocations_api_figures(extender: str, browser: Any) -> None:
     from selenium.webdriver.common.by import By
 
     api = httpx.get(extender + "/api/v1/nodes/allocations").json()["nodes"]
-    _open(browser, extender + "/ui/nodes", "nodes")
+    open_page(browser, extender + "/ui/nodes", "nodes")
     shown = {}
     for card in browser.find_elements(By.CSS_SELECTOR, "section[data-node]"):
         for bar in card.find_elements(By.CSS_SELECTOR, '[role="progressbar"]'):
@@ -151,9 +105,9 @@ def test_the_bars_show_the_allocations_api_figures(extender: str, browser: Any) 
 def test_a_pending_pods_card_names_each_nodes_reason(extender: str, browser: Any) -> None:
     from selenium.webdriver.common.by import By
 
-    _open(browser, extender + "/ui/policies", "policies")
+    open_page(browser, extender + "/ui/policies", "policies")
     browser.find_element(By.LINK_TEXT, "web-big").click()  # one click from the policy to the answer
-    _open(browser, browser.current_url, "placement-pending")
+    open_page(browser, browser.current_url, "placement-pending")
     reasons = {row.get_attribute("data-node"): row.find_element(By.CSS_SELECTOR, '[data-verdict="fresh"]').text
                for row in browser.find_elements(By.CSS_SELECTOR, "tr[data-node]")}
     assert reasons == {
@@ -169,8 +123,8 @@ def test_a_pending_pods_card_names_each_nodes_reason(extender: str, browser: Any
 def test_a_filtered_page_and_a_running_pods_card(extender: str, browser: Any) -> None:
     from selenium.webdriver.common.by import By
 
-    _open(browser, extender + "/ui/nodes?label=pool%3Dapp&sort=name", "nodes-filtered")
+    open_page(browser, extender + "/ui/nodes?label=pool%3Dapp&sort=name", "nodes-filtered")
     assert [c.get_attribute("data-node") for c in browser.find_elements(By.CSS_SELECTOR, "section[data-node]")] == [
         "app-1", "app-2", "app-3"]
-    _open(browser, extender + "/ui/pods/shop/web-1", "placement-running")
+    open_page(browser, extender + "/ui/pods/shop/web-1", "placement-running")
     assert "Runs on app-2" in browser.find_element(By.CSS_SELECTOR, ".answer").text

@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client as k8s
 
 from berth.core.decision import DECISION_ANNOTATION
-from tests.browser.test_page_in_chromium import SCREENSHOTS, _open, browser  # noqa: F401  (pytest fixture)
+from tests.browser.chromium import SCREENSHOTS, open_page
 from tests.e2e.harness import temporary_namespace
 from tests.e2e.harness.fixtures import control_plane, kube_api  # noqa: F401  (pytest fixtures)
 from tests.e2e.harness.kube import simple_pod
@@ -57,11 +57,11 @@ def test_sign_in_with_a_token_and_read_a_pods_card(control_plane: Any, kube_api:
                      "refused": {"node-x": "node is cordoned"}})}
                 core.create_namespaced_pod(ns, manifest)
 
-            _open(browser, f"{extender}/ui/pods/{mine}/waiting", "live-signin")
+            open_page(browser, f"{extender}/ui/pods/{mine}/waiting", "live-signin")
             assert "/ui/signin" in browser.current_url  # no token yet: the sign-in form
             browser.find_element(By.NAME, "token").send_keys(token)
             browser.find_element(By.CSS_SELECTOR, "form[action='/ui/signin'] button").click()
-            _open(browser, browser.current_url, "live-placement")
+            open_page(browser, browser.current_url, "live-placement")
             assert browser.find_element(By.TAG_NAME, "h1").text == f"Placement of pod {mine}/waiting"
             recorded = browser.find_element(By.CSS_SELECTOR, "section[aria-label='recorded decision']").text
             assert "node is cordoned" in recorded  # the recorded decision's refusals, from the annotation
