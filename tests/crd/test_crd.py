@@ -5,23 +5,19 @@ field, in both directions."""
 from __future__ import annotations
 
 import re
-import types
-import typing
 from collections.abc import Iterator, Mapping
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
-import annotated_types
 import pytest
 import yaml
-from pydantic import BaseModel, WithJsonSchema
 
 from berth.core import placement_rules as pr
 from berth.core.errors import ERROR_CODES, ErrorCode
 from berth.core.policy import PlacementPolicySpec
 from berth.operator import crdgen
 from berth.operator.status_model import PolicyStatus
+from tests.crd.crd_checks import FORBIDDEN, SELF_FIELD, agree, balanced, walk
 from tests.crd.schema_check import check
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,16 +34,6 @@ def crd() -> dict[str, Any]:
 def root(crd: dict[str, Any]) -> dict[str, Any]:
     (version,) = crd["spec"]["versions"]
     return version["schema"]["openAPIV3Schema"]
-
-
-def walk(node: Mapping[str, Any], path: str = "") -> Iterator[tuple[str, Mapping[str, Any]]]:
-    yield path, node
-    for name, sub in (node.get("properties") or {}).items():
-        yield from walk(sub, f"{path}.{name}")
-    if "items" in node:
-        yield from walk(node["items"], f"{path}[]")
-    if isinstance(node.get("additionalProperties"), Mapping):
-        yield from walk(node["additionalProperties"], f"{path}{{}}")
 
 
 # -- generated, not hand-edited ----------------------------------------------------------------------
@@ -76,10 +62,6 @@ def test_crd_identity(crd: dict[str, Any]) -> None:
 
 
 # -- structural ---------------------------------------------------------------------------------------
-
-FORBIDDEN = {"$ref", "anyOf", "allOf", "oneOf", "not", "definitions", "additionalItems", "patternProperties",
-             "dependencies", "id", "$schema", "uniqueItems", "title", "nullable"}
-
 
 def test_schema_is_structural(root: dict[str, Any]) -> None:
     for path, node in walk(root):
@@ -111,24 +93,6 @@ def test_the_schema_does_not_recurse(root: dict[str, Any]) -> None:
     assert "&" not in CRD_FILE.read_text().split("\n", 2)[2].replace("&&", "")  # no anchors
 
 
-SELF_FIELD = re.compile(r"\bself\.([A-Za-z_][A-Za-z0-9_]*)")
-
-
-def _balanced(rule: str) -> bool:
-    depth, quote = 0, ""
-    for ch in rule:
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "([":
-            depth += 1
-        elif ch in ")]":
-            depth -= 1
-            if depth < 0:
-                return False
-    return depth == 0 and not quote
-
 
 def test_cel_rules_are_sane(root: dict[str, Any]) -> None:
     seen = 0
@@ -137,7 +101,7 @@ def test_cel_rules_are_sane(root: dict[str, Any]) -> None:
             seen += 1
             assert set(rule) <= {"rule", "message", "fieldPath", "reason", "messageExpression"}, path
             assert rule["message"].strip(), f"{path}: a rule without a message"
-            assert _balanced(rule["rule"]), f"{path}: unbalanced {rule['rule']}"
+            assert balanced(rule["rule"]), f"{path}: unbalanced {rule['rule']}"
             assert "self" in rule["rule"]
             for name in SELF_FIELD.findall(rule["rule"]):
                 assert name in node.get("properties", {}), f"{path}: rule reads undeclared self.{name}"
@@ -214,85 +178,13 @@ def test_rule_cel_stays_within_the_apiservers_budget(root: dict[str, Any]) -> No
 
 # -- agreement with the pydantic models, both directions ---------------------------------------------
 
-SCALARS = {int: "integer", str: "string", bool: "boolean", float: "number"}
+def test_spec_schema_and_modelagree(root: dict[str, Any]) -> None:
+    agree(PlacementPolicySpec, root["properties"]["spec"], "spec", frozenset({"placementRules"}))
 
 
-def _unwrap(annotation: Any) -> tuple[Any, bool]:
-    """(the type without ``None``, whether None was allowed)."""
-    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        assert len(args) == 1, annotation
-        return args[0], True
-    return annotation, False
-
-
-def _plain(kind: Any) -> Any:
-    """``Annotated[str, ...]`` (a label key or value) is a string in the schema."""
-    return typing.get_args(kind)[0] if typing.get_origin(kind) is typing.Annotated else kind
-
-
-def _agree(model: type[BaseModel], node: Mapping[str, Any], path: str, skip: frozenset[str]) -> None:
-    fields = {f.alias or name: f for name, f in model.model_fields.items()}
-    props = node["properties"]
-    assert set(fields) == set(props), f"{path}: model {sorted(fields)} vs CRD {sorted(props)}"
-    required = {alias for alias, f in fields.items() if f.is_required()}
-    assert required == set(node.get("required", ())), f"{path}: required"
-    for alias, f in fields.items():
-        if alias in skip:
-            continue
-        sub = props[alias]
-        where = f"{path}.{alias}"
-        kind, _ = _unwrap(f.annotation)
-        origin = typing.get_origin(kind)
-        if isinstance(kind, type) and issubclass(kind, BaseModel):
-            assert sub["type"] == "object", where
-            _agree(kind, sub, where, frozenset())
-        elif isinstance(kind, type) and issubclass(kind, Enum):
-            assert sub["type"] == "string" and sub["enum"] == [e.value for e in kind], where
-        elif origin is typing.Literal:
-            assert sub["type"] == "string" and sub["enum"] == list(typing.get_args(kind)), where
-        elif origin is list:
-            (item,) = typing.get_args(kind)
-            assert sub["type"] == "array", where
-            if isinstance(item, type) and issubclass(item, BaseModel):
-                _agree(item, sub["items"], f"{where}[]", frozenset())
-            else:
-                assert sub["items"]["type"] == SCALARS[_plain(item)], where
-        elif origin is dict:
-            key, value = typing.get_args(kind)
-            assert _plain(key) is str and sub["type"] == "object"
-            assert sub["additionalProperties"]["type"] == SCALARS[_plain(value)], where
-        else:
-            assert sub["type"] == SCALARS[kind], where
-        bounds = {"minimum": None, "maximum": None, "minLength": None, "maxLength": None, "pattern": None}
-        for meta in f.metadata:
-            if isinstance(meta, annotated_types.Ge):
-                bounds["minimum"] = meta.ge
-            elif isinstance(meta, annotated_types.Le):
-                bounds["maximum"] = meta.le
-            elif isinstance(meta, annotated_types.MinLen):
-                bounds["minLength"] = meta.min_length
-            elif isinstance(meta, annotated_types.MaxLen):
-                bounds["maxLength"] = meta.max_length
-            elif hasattr(meta, "pattern"):
-                bounds["pattern"] = meta.pattern
-            elif isinstance(meta, WithJsonSchema) and meta.json_schema:  # a label key (berth.core.labels)
-                bounds.update({k: v for k, v in meta.json_schema.items() if k in bounds})
-        for key, value in bounds.items():
-            assert sub.get(key) == value, f"{where}: {key} {sub.get(key)} vs model {value}"
-        default = None if f.is_required() else f.get_default(call_default_factory=True)
-        scalar = default is not None and not isinstance(default, (list, dict, BaseModel))
-        expected = default.value if isinstance(default, Enum) else default
-        assert sub.get("default") == (expected if scalar else None), f"{where}: default"
-
-
-def test_spec_schema_and_model_agree(root: dict[str, Any]) -> None:
-    _agree(PlacementPolicySpec, root["properties"]["spec"], "spec", frozenset({"placementRules"}))
-
-
-def test_status_schema_and_model_agree(root: dict[str, Any]) -> None:
+def test_status_schema_and_modelagree(root: dict[str, Any]) -> None:
     status = root["properties"]["status"]
-    _agree(PolicyStatus, status, "status", frozenset())
+    agree(PolicyStatus, status, "status", frozenset())
     conditions = status["properties"]["conditions"]
     assert conditions["x-kubernetes-list-type"] == "map"
     assert conditions["x-kubernetes-list-map-keys"] == ["type"]

@@ -21,8 +21,8 @@ from berth.core.nodedrain import (
 )
 from berth.operator import crdgen
 from berth.operator.drain_status import REFUSED_LIMIT, DrainPodStatus, NodeDrainStatus
+from tests.crd.crd_checks import FORBIDDEN, SELF_FIELD, agree, balanced, walk
 from tests.crd.schema_check import check
-from tests.crd.test_crd import FORBIDDEN, SELF_FIELD, _agree, _balanced, walk
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = ROOT / "crds" / "nodedrains.berth.dev.yaml"
@@ -76,7 +76,7 @@ def test_cel_rules_are_sane_and_bounded(root: dict[str, Any]) -> None:
     rules = spec["x-kubernetes-validations"]
     assert len(rules) == 4
     for rule in rules:
-        assert _balanced(rule["rule"]) and rule["message"].strip()
+        assert balanced(rule["rule"]) and rule["message"].strip()
         for name in SELF_FIELD.findall(rule["rule"]):
             assert name in spec["properties"], f"rule reads undeclared self.{name}"
         if "fieldPath" in rule:
@@ -89,10 +89,10 @@ def test_cel_rules_are_sane_and_bounded(root: dict[str, Any]) -> None:
 
 def test_spec_and_status_schemas_agree_with_the_models(root: dict[str, Any]) -> None:
     spec = root["properties"]["spec"]
-    _agree(NodeDrainSpec, spec, "spec", frozenset({"nodes", "destinations"}))
-    _agree(NodeDrainStatus, root["properties"]["status"], "status", frozenset({"pods"}))
+    agree(NodeDrainSpec, spec, "spec", frozenset({"nodes", "destinations"}))
+    agree(NodeDrainStatus, root["properties"]["status"], "status", frozenset({"pods"}))
     pods = root["properties"]["status"]["properties"]["pods"]
-    _agree(DrainPodStatus, pods["items"], "status.pods[]", frozenset({"refused"}))
+    agree(DrainPodStatus, pods["items"], "status.pods[]", frozenset({"refused"}))
     assert pods["items"]["properties"]["refused"]["maxProperties"] == REFUSED_LIMIT
 
 
