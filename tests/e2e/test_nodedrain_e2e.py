@@ -19,7 +19,7 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
-from tests.crd.test_nodedrain_crd import INVALID, SCHEMA, VALID
+from tests.crd.nodedrain_manifests import INVALID, SCHEMA, VALID
 from tests.e2e.harness import ControlPlane, NodeSpec, simple_pod, wait_for
 from tests.e2e.harness.fixtures import (  # noqa: F401  (pytest fixtures)
     control_plane,
