@@ -37,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,13 +49,12 @@ from kubernetes import config as k8s_config
 from .binaries import Binaries, resolve_binaries
 from .certs import PKI, generate_pki
 from .kube import wait_for
-from .process import HarnessError, ManagedProcess, free_port, https_get
+from .process import HarnessError, ManagedProcess, free_port, https_get, started_on_free_ports
 
 SERVICE_CIDR = "10.96.0.0/16"
 SCHEDULER_CONFIG_API = "kubescheduler.config.k8s.io/v1"
 CONTROLLERS = ("deployment", "replicaset", "statefulset", "disruption")
 """The controllers :meth:`ControlPlane.start_controller_manager` runs by default."""
-_START_ATTEMPTS = 3  # free ports are picked before the process binds them: retry on a clash
 
 
 def _env_flag(name: str) -> bool:
@@ -200,11 +199,12 @@ class ControlPlane:
         # etcd fsyncs on every write: keep its data in memory when /dev/shm is there.
         shm = Path("/dev/shm")
         base = shm if shm.is_dir() and os.access(shm, os.W_OK) else self.workdir
-        for attempt in range(1, _START_ATTEMPTS + 1):
+        urls: list[str] = []
+
+        def launch() -> tuple[ManagedProcess, Callable[[], bool]]:
             data_dir = Path(tempfile.mkdtemp(prefix="berth-e2e-etcd-", dir=base))
-            client_port, peer_port = free_port(), free_port()
-            client_url = f"http://127.0.0.1:{client_port}"
-            peer_url = f"http://127.0.0.1:{peer_port}"
+            client_url, peer_url = f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"
+            urls.append(client_url)
             proc = ManagedProcess(
                 "etcd",
                 [
@@ -224,25 +224,20 @@ class ControlPlane:
                 self.workdir / "logs" / "etcd.log",
             ).start()
             self.etcd, self._etcd_data_dir = proc, data_dir
+            return proc, lambda: https_get(f"{client_url}/health", timeout=2)[0] == 200
 
-            def healthy(url: str = client_url) -> bool:
-                return https_get(f"{url}/health", timeout=2)[0] == 200
+        def undo() -> None:
+            if self._etcd_data_dir is not None:
+                shutil.rmtree(self._etcd_data_dir, ignore_errors=True)
 
-            try:
-                proc.wait_until(healthy, timeout, "healthy")
-            except HarnessError:
-                proc.stop()
-                shutil.rmtree(data_dir, ignore_errors=True)
-                if attempt < _START_ATTEMPTS and "address already in use" in proc.log_tail(200):
-                    continue
-                raise
-            self.etcd_url = client_url
-            return
+        started_on_free_ports(launch, timeout=timeout, what="healthy", interval=0.2, undo=undo)
+        self.etcd_url = urls[-1]
 
     def _start_apiserver(self, timeout: float, extra_args: Sequence[str]) -> None:
         assert self.pki is not None and self.etcd_url is not None
         pki = self.pki
-        for attempt in range(1, _START_ATTEMPTS + 1):
+
+        def launch() -> tuple[ManagedProcess, Callable[[], bool]]:
             port = free_port()
             proc = ManagedProcess(
                 "kube-apiserver",
@@ -273,14 +268,9 @@ class ControlPlane:
             ).start()
             self.apiserver = proc
             self.server = f"https://127.0.0.1:{port}"
-            try:
-                proc.wait_until(lambda: self._get("/readyz")[0] == 200, timeout, "ready (/readyz)", interval=0.25)
-            except HarnessError:
-                proc.stop()
-                if attempt < _START_ATTEMPTS and "address already in use" in proc.log_tail(200):
-                    continue
-                raise
-            return
+            return proc, lambda: self._get("/readyz")[0] == 200
+
+        started_on_free_ports(launch, timeout=timeout, what="ready (/readyz)", interval=0.25)
 
     def _get(self, path: str, timeout: float = 5.0) -> tuple[int, str]:
         assert self.pki is not None
@@ -412,9 +402,11 @@ class ControlPlane:
         name = name or f"kube-scheduler-{index}"
         config_path = self.workdir / f"{name}.config.yaml"
         config_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-        last_error: HarnessError | None = None
-        for attempt in range(1, _START_ATTEMPTS + 1):
+        ports: list[int] = []
+
+        def launch() -> tuple[ManagedProcess, Callable[[], bool]]:
             port = free_port()
+            ports.append(port)
             proc = ManagedProcess(
                 name,
                 [
@@ -430,26 +422,19 @@ class ControlPlane:
                 ],
                 self.workdir / "logs" / f"{name}.log",
             ).start()
-            sched = Scheduler(name=name, process=proc, config_path=config_path, config=cfg, secure_port=port)
-            self.schedulers.append(sched)
 
-            def ready(port: int = port) -> bool:
+            def ready() -> bool:
                 status, _ = https_get(f"https://127.0.0.1:{port}/readyz", verify=False, timeout=2)
                 if status == 404:
                     status, _ = https_get(f"https://127.0.0.1:{port}/healthz", verify=False, timeout=2)
                 return status == 200
 
-            try:
-                proc.wait_until(ready, timeout, "ready (/readyz)", interval=0.2)
-            except HarnessError as err:
-                proc.stop()
-                self.schedulers.remove(sched)
-                last_error = err
-                if attempt < _START_ATTEMPTS and "address already in use" in proc.log_tail(200):
-                    continue
-                raise
-            return sched
-        raise last_error or HarnessError(f"{name}: could not start")
+            return proc, ready
+
+        proc = started_on_free_ports(launch, timeout=timeout, what="ready (/readyz)")
+        sched = Scheduler(name=name, process=proc, config_path=config_path, config=cfg, secure_port=ports[-1])
+        self.schedulers.append(sched)
+        return sched
 
     def start_controller_manager(
         self,
@@ -465,8 +450,8 @@ class ControlPlane:
         if self.controller_manager is not None:
             raise HarnessError("a kube-controller-manager is running already")
         name = "kube-controller-manager"
-        last_error: HarnessError | None = None
-        for attempt in range(1, _START_ATTEMPTS + 1):
+
+        def launch() -> tuple[ManagedProcess, Callable[[], bool]]:
             port = free_port()
             proc = ManagedProcess(
                 name,
@@ -485,22 +470,10 @@ class ControlPlane:
                 ],
                 self.workdir / "logs" / f"{name}.log",
             ).start()
+            return proc, lambda: https_get(f"https://127.0.0.1:{port}/healthz", verify=False, timeout=2)[0] == 200
 
-            def healthy(port: int = port) -> bool:
-                status, _ = https_get(f"https://127.0.0.1:{port}/healthz", verify=False, timeout=2)
-                return status == 200
-
-            try:
-                proc.wait_until(healthy, timeout, "healthy (/healthz)", interval=0.2)
-            except HarnessError as err:
-                proc.stop()
-                last_error = err
-                if attempt < _START_ATTEMPTS and "address already in use" in proc.log_tail(200):
-                    continue
-                raise
-            self.controller_manager = proc
-            return proc
-        raise last_error or HarnessError(f"{name}: could not start")
+        self.controller_manager = started_on_free_ports(launch, timeout=timeout, what="healthy (/healthz)")
+        return self.controller_manager
 
     def stop_controller_manager(self) -> None:
         """Stop the kube-controller-manager started here, if any (a test sharing the control plane

@@ -158,6 +158,33 @@ class ManagedProcess:
                 _LIVE.discard(self)
 
 
+START_ATTEMPTS = 3
+"""How many times :func:`started_on_free_ports` launches a process whose ports were taken."""
+
+
+def started_on_free_ports(launch: Callable[[], tuple[ManagedProcess, Callable[[], bool]]], *, timeout: float,
+                          what: str, interval: float = 0.2, undo: Callable[[], None] = lambda: None) -> ManagedProcess:
+    """The process ``launch`` starts, once its check (the pair's second item) says it is ``what``.
+
+    ``launch`` picks its ports with :func:`free_port`, before the child binds them, so another
+    process can take one in between. When a launch fails and the child's log says its address was
+    in use, the child is stopped, ``undo`` clears what the launch left, and it is launched again on
+    new ports, :data:`START_ATTEMPTS` times at most. Any other failure is raised at once (after the
+    same stop and ``undo``)."""
+    for attempt in range(1, START_ATTEMPTS + 1):
+        proc, ready = launch()
+        try:
+            proc.wait_until(ready, timeout, what, interval=interval)
+        except HarnessError:
+            proc.stop()
+            undo()
+            if attempt < START_ATTEMPTS and "address already in use" in proc.log_tail(200):
+                continue
+            raise
+        return proc
+    raise AssertionError("the last attempt returns or raises")
+
+
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
