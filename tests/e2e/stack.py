@@ -18,8 +18,10 @@ Session fixtures (import them into a test module, as with :mod:`tests.e2e.harnes
 Everything started here is stopped when the session ends (and, as every process of the harness,
 killed with the test process: :mod:`tests.e2e.harness.process`).
 
-Helpers for the tests: :func:`expected_plan` (the core's plan on a snapshot of the cluster taken
-with the real ``kubectl get nodes,pods,leases -A -o json``), :func:`bound_nodes`, :func:`events`.
+Helpers for the tests: :func:`served_extender` (the extender in the test's own process, on the
+control plane's live view, with the settings a test gives), :func:`expected_plan` (the core's plan
+on a snapshot of the cluster taken with the real ``kubectl get nodes,pods,leases -A -o json``),
+:func:`bound_nodes`, :func:`events`.
 """
 
 # ruff: noqa: F811  (the harness fixtures are imported, then requested by name)
