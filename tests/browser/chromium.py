@@ -38,3 +38,13 @@ def open_page(browser: Any, url: str, shot: str) -> None:
     browser.save_screenshot(str(SCREENSHOTS / f"{shot}.png"))
     errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
     assert errors == [], errors
+
+
+def click_away(browser: Any, element: Any, away_from: str) -> None:
+    """Click ``element`` and wait until the browser has left the page whose URL holds ``away_from``:
+    click() returns once a link is followed or a form sent, not once the page it leads to loads."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    element.click()
+    WebDriverWait(browser, 30).until(lambda b: away_from not in b.current_url,
+                                     f"still on {away_from} 30 s after the click")

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.browser.chromium import chromium_tools, open_page
+from tests.browser.chromium import chromium_tools, click_away, open_page
 from tests.builders import make_node, make_pod, make_policy
 from tests.e2e.harness.process import free_port
 
@@ -106,7 +106,7 @@ def test_a_pending_pods_card_names_each_nodes_reason(extender: str, browser: Any
     from selenium.webdriver.common.by import By
 
     open_page(browser, extender + "/ui/policies", "policies")
-    browser.find_element(By.LINK_TEXT, "web-big").click()  # one click from the policy to the answer
+    click_away(browser, browser.find_element(By.LINK_TEXT, "web-big"), "/ui/policies")  # one click to the answer
     open_page(browser, browser.current_url, "placement-pending")
     reasons = {row.get_attribute("data-node"): row.find_element(By.CSS_SELECTOR, '[data-verdict="fresh"]').text
                for row in browser.find_elements(By.CSS_SELECTOR, "tr[data-node]")}

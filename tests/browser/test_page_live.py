@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client as k8s
 
 from berth.core.decision import DECISION_ANNOTATION
-from tests.browser.chromium import SCREENSHOTS, open_page
+from tests.browser.chromium import SCREENSHOTS, click_away, open_page
 from tests.e2e.harness import temporary_namespace
 from tests.e2e.harness.fixtures import control_plane, kube_api  # noqa: F401  (pytest fixtures)
 from tests.e2e.harness.kube import simple_pod
@@ -60,7 +60,7 @@ def test_sign_in_with_a_token_and_read_a_pods_card(control_plane: Any, kube_api:
             open_page(browser, f"{extender}/ui/pods/{mine}/waiting", "live-signin")
             assert "/ui/signin" in browser.current_url  # no token yet: the sign-in form
             browser.find_element(By.NAME, "token").send_keys(token)
-            browser.find_element(By.CSS_SELECTOR, "form[action='/ui/signin'] button").click()
+            click_away(browser, browser.find_element(By.CSS_SELECTOR, "form[action='/ui/signin'] button"), "/ui/signin")
             open_page(browser, browser.current_url, "live-placement")
             assert browser.find_element(By.TAG_NAME, "h1").text == f"Placement of pod {mine}/waiting"
             recorded = browser.find_element(By.CSS_SELECTOR, "section[aria-label='recorded decision']").text
